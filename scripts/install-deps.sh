@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Installs every build and run dependency of docmatch, idempotently.
+#
+#  * Debian packages: compilers' helpers, MPI, HDF5, glog, GoogleTest, yaml-cpp,
+#    CLI11, nlohmann-json, ICU, SentencePiece, groff/man (default corpus).
+#  * PyTorch 2.11.0 from PyPI into a virtual environment OUTSIDE the repository
+#    (default ~/.cache/docmatch/venv, override with DOCMATCH_VENV), reused when
+#    present. libtorch comes from that wheel: CMake is pointed at
+#    torch.utils.cmake_prefix_path.
+#
+# The PyPI wheel is a CUDA 13 build. When the machine has a CUDA 13 toolkit in
+# /usr/local/cuda (cuBLAS, cuDNN, NCCL, ... as on our CPU machines and CI), the
+# wheel is installed without its CUDA wheels and the toolkit satisfies them;
+# only the three libraries the toolkit lacks (cuSPARSELt, NVSHMEM, cuFile) come
+# from PyPI. Without such a toolkit the wheel is installed with all its
+# dependencies.
+set -euo pipefail
+
+TORCH_VERSION=2.11.0
+VENV=${DOCMATCH_VENV:-$HOME/.cache/docmatch/venv}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+
+log() { printf '[install-deps] %s\n' "$*"; }
+
+apt_packages=(
+  build-essential cmake ccache pkg-config git python3-venv
+  libopenmpi-dev openmpi-bin
+  libhdf5-dev hdf5-tools
+  libgoogle-glog-dev libgtest-dev libgmock-dev
+  libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  libicu-dev libsentencepiece-dev sentencepiece
+  groff-base man-db manpages manpages-dev
+)
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  log "Debian packages: all present"
+fi
+
+# python3 on PATH may be a pyenv build without Debian's venv module; both work.
+PY=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating virtual environment $VENV"
+  mkdir -p "$(dirname "$VENV")"
+  "$PY" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+
+have_torch=$("$VPY" - <<PYEOF 2>/dev/null || true
+import importlib.metadata as m
+try:
+    print(m.version("torch"))
+except m.PackageNotFoundError:
+    print("")
+PYEOF
+)
+if [ "$have_torch" = "$TORCH_VERSION" ]; then
+  log "torch $TORCH_VERSION: present in $VENV"
+else
+  "$VPY" -m pip install -q --upgrade pip
+  if [ -e "$CUDA_HOME/lib64/libcudart.so.13" ] && [ -e "$CUDA_HOME/lib64/libcudnn.so.9" ] \
+     && ls "$CUDA_HOME"/lib*/libnccl.so.2 >/dev/null 2>&1; then
+    log "installing torch $TORCH_VERSION against the CUDA 13 toolkit in $CUDA_HOME"
+    "$VPY" -m pip install -q --no-deps "torch==$TORCH_VERSION" \
+      nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 'nvidia-cufile==1.15.1.6.*'
+    "$VPY" -m pip install -q filelock 'typing-extensions>=4.10.0' 'setuptools<82' \
+      'sympy>=1.13.3' 'networkx>=2.5.1' jinja2 'fsspec>=0.8.5' numpy
+  else
+    log "no CUDA 13 toolkit in $CUDA_HOME: installing torch $TORCH_VERSION with its CUDA wheels"
+    "$VPY" -m pip install -q "torch==$TORCH_VERSION" numpy
+  fi
+fi
+
+# Python clients the tests read our files back with.
+"$VPY" -m pip install -q h5py numpy sentencepiece >/dev/null
+log "done: venv $VENV"

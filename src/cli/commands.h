@@ -1,0 +1,20 @@
+// The docmatch subcommands: each file registers its options on the shared
+// CLI11 app and returns how to run it once the command line is parsed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace docmatch::cli {
+
+struct Command {
+  CLI::App* app;             // the subcommand's parser
+  std::function<int()> run;  // runs it; returns the exit code
+};
+
+Command AddPrepareCommand(CLI::App* app);
+Command AddInspectCommand(CLI::App* app);
+Command AddInfoCommand(CLI::App* app);
+
+}  // namespace docmatch::cli

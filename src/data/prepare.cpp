@@ -1,0 +1,332 @@
+#include "data/prepare.h"
+
+#include <glog/logging.h>
+
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <iomanip>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "data/corpus.h"
+#include "data/corpus_reader.h"
+#include "data/progress.h"
+#include "data/text.h"
+
+namespace docmatch::data {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kSampleIds = 5;
+constexpr size_t kBatchDocuments = 32;  // documents handed to a worker at once
+
+// A document after UTF-8 policy and segmentation: paragraphs of sentences.
+struct Segmented {
+  RawDocument raw;
+  std::vector<std::vector<std::string>> paragraphs;
+  bool skipped_invalid = false;
+};
+
+Segmented Segment(RawDocument raw, const SentenceSegmenter& segmenter, InvalidUtf8Policy policy) {
+  Segmented out;
+  out.raw = std::move(raw);
+  if (out.raw.invalid_utf8 > 0 && policy == InvalidUtf8Policy::kSkip) {
+    out.skipped_invalid = true;
+    return out;
+  }
+  for (const std::string& paragraph : SplitParagraphs(out.raw.text)) {
+    std::vector<std::string> sentences = segmenter.Split(paragraph);
+    if (!sentences.empty()) out.paragraphs.push_back(std::move(sentences));
+  }
+  out.raw.text.clear();  // the sentences hold it now
+  return out;
+}
+
+// What a worker returns for one input document.
+struct Encoded {
+  Document document;
+  std::string origin;
+  int invalid_utf8 = 0;
+  bool skipped_invalid = false;
+  bool truncated = false;
+};
+
+Encoded Encode(Segmented segmented, const Tokenizer& tokenizer, int64_t max_tokens) {
+  Encoded out;
+  out.origin = segmented.raw.origin;
+  out.invalid_utf8 = segmented.raw.invalid_utf8;
+  out.skipped_invalid = segmented.skipped_invalid;
+  Document& d = out.document;
+  d.id = std::move(segmented.raw.id);
+  d.title = std::move(segmented.raw.title);
+  d.sentence_offsets = {0};
+  d.paragraph_offsets = {0};
+  for (const auto& paragraph : segmented.paragraphs) {
+    for (const std::string& sentence : paragraph) {
+      std::vector<int32_t> ids = tokenizer.Encode(sentence);
+      if (ids.empty()) continue;
+      const int64_t room = max_tokens - d.num_tokens();
+      if (static_cast<int64_t>(ids.size()) > room) {
+        ids.resize(room);
+        out.truncated = true;
+      }
+      if (ids.empty()) break;
+      d.tokens.insert(d.tokens.end(), ids.begin(), ids.end());
+      d.sentence_offsets.push_back(d.num_tokens());
+      if (out.truncated) break;
+    }
+    if (d.sentence_offsets.size() - 1 > static_cast<size_t>(d.paragraph_offsets.back())) {
+      d.paragraph_offsets.push_back(d.num_sentences());
+    }
+    if (out.truncated) break;
+  }
+  return out;
+}
+
+int ThreadCount(int requested) { return requested > 0 ? requested : std::max(1u, std::thread::hardware_concurrency()); }
+
+// Checks ids for duplicates as documents are read, naming both places.
+class IdRegistry {
+ public:
+  void Add(const RawDocument& document) {
+    const auto [it, inserted] = origins_.emplace(document.id, document.origin);
+    if (!inserted) {
+      throw InputError(document.origin + ": duplicate document id \"" + document.id + "\" (first seen at " +
+                       it->second + "); ids must be unique");
+    }
+  }
+
+ private:
+  std::unordered_map<std::string, std::string> origins_;
+};
+
+void PrepareOutputFolder(const PrepareOptions& options) {
+  fs::create_directories(options.output);
+  const fs::path manifest = fs::path(options.output) / kManifestFile;
+  if (fs::exists(manifest)) {
+    if (!options.overwrite) {
+      throw InputError("output '" + options.output +
+                       "' already holds a prepared corpus; pass --overwrite to replace it");
+    }
+    fs::remove(manifest);  // first: a half-replaced folder must not look complete
+  }
+  for (const auto& entry : fs::directory_iterator(options.output)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("shard-", 0) == 0) fs::remove(entry.path());
+  }
+}
+
+std::string ShardName(int64_t index) {
+  std::ostringstream name;
+  name << "shard-" << std::setw(5) << std::setfill('0') << index << ".h5";
+  return name.str();
+}
+
+// Pass 1: segment everything once and train SentencePiece on the sentences.
+Tokenizer TrainTokenizer(const PrepareOptions& options, int64_t total_documents, PrepareReport* report) {
+  RawDocumentReader reader(options.input);
+  SentenceSegmenter segmenter(options.locale);
+  IdRegistry ids;  // fail on duplicates before spending time on training
+  ProgressBar bar("[data] tokenizer sentences", total_documents, "docs", "sentences", options.progress);
+  std::deque<std::string> pending;
+  auto next_sentence = [&](std::string* sentence) {
+    while (pending.empty()) {
+      RawDocument raw;
+      if (!reader.Next(&raw)) return false;
+      ids.Add(raw);
+      Segmented segmented = Segment(std::move(raw), segmenter, options.invalid_utf8);
+      int64_t count = 0;
+      for (auto& paragraph : segmented.paragraphs) {
+        for (auto& s : paragraph) pending.push_back(std::move(s));
+        count += static_cast<int64_t>(paragraph.size());
+      }
+      bar.Add(1, count);
+      report->tokenizer_sentences += count;
+    }
+    *sentence = std::move(pending.front());
+    pending.pop_front();
+    return true;
+  };
+  TokenizerTrainingOptions training = options.tokenizer;
+  training.num_threads = ThreadCount(options.threads);
+  const auto start = std::chrono::steady_clock::now();
+  Tokenizer tokenizer = Tokenizer::Train(next_sentence, training, (fs::path(options.output) / kTokenizerFile).string());
+  bar.Finish();
+  report->tokenizer_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  LOG(INFO) << "[data] trained a " << tokenizer.vocab_size() << "-piece " << training.model_type << " tokenizer in "
+            << HumanDuration(report->tokenizer_seconds);
+  return tokenizer;
+}
+
+}  // namespace
+
+void PrepareReport::Count(const std::string& reason, const std::string& id) {
+  Tally& tally = tallies[reason];
+  ++tally.count;
+  if (tally.sample_ids.size() < kSampleIds) tally.sample_ids.push_back(id);
+}
+
+nlohmann::json PrepareReport::ToJson() const {
+  nlohmann::json tallies_json = nlohmann::json::object();
+  for (const auto& [reason, tally] : tallies) {
+    tallies_json[reason] = {{"count", tally.count}, {"sample_ids", tally.sample_ids}};
+  }
+  return {{"input_documents", input_documents},
+          {"documents", totals.documents},
+          {"paragraphs", totals.paragraphs},
+          {"sentences", totals.sentences},
+          {"tokens", totals.tokens},
+          {"shards", shards},
+          {"bytes_on_disk", bytes_on_disk},
+          {"vocab_size", vocab_size},
+          {"tokenizer_trained", tokenizer_trained},
+          {"tokenizer_sentences", tokenizer_sentences},
+          {"tokenizer_seconds", tokenizer_seconds},
+          {"encode_seconds", encode_seconds},
+          {"total_seconds", total_seconds},
+          {"documents_per_second", total_seconds > 0 ? totals.documents / total_seconds : 0.0},
+          {"tokens_per_second", total_seconds > 0 ? totals.tokens / total_seconds : 0.0},
+          {"skipped_or_changed", tallies_json}};
+}
+
+std::string PrepareReport::ToText() const {
+  std::ostringstream out;
+  out << "documents   " << totals.documents << " written of " << input_documents << " read\n"
+      << "paragraphs  " << totals.paragraphs << "\n"
+      << "sentences   " << totals.sentences << "\n"
+      << "tokens      " << totals.tokens << " (vocabulary " << vocab_size
+      << (tokenizer_trained ? ", trained here" : ", given") << ")\n"
+      << "shards      " << shards << ", " << HumanCount(static_cast<double>(bytes_on_disk)) << "B on disk\n"
+      << "time        " << HumanDuration(total_seconds) << " ("
+      << HumanCount(totals.documents / std::max(total_seconds, 1e-9)) << " docs/s, "
+      << HumanCount(totals.tokens / std::max(total_seconds, 1e-9)) << " tokens/s)\n";
+  static const std::map<std::string, std::string> kMeaning = {
+      {"empty", "skipped: no text after segmentation"},
+      {"invalid_utf8", "skipped: invalid UTF-8 (--invalid-utf8=skip)"},
+      {"repaired_utf8", "kept: invalid UTF-8 replaced by U+FFFD"},
+      {"truncated", "kept: truncated to --max-document-tokens"}};
+  if (tallies.empty()) out << "skipped     none\n";
+  for (const auto& [reason, tally] : tallies) {
+    out << std::left << std::setw(12) << reason << tally.count << "  " << kMeaning.at(reason) << "; e.g.";
+    for (const auto& id : tally.sample_ids) out << " \"" << id << "\"";
+    out << "\n";
+  }
+  return out.str();
+}
+
+PrepareReport Prepare(const PrepareOptions& options) {
+  CHECK_GT(options.documents_per_shard, 0);
+  CHECK_GT(options.max_document_tokens, 0);
+  const auto start = std::chrono::steady_clock::now();
+  PrepareReport report;
+  RawDocumentReader reader(options.input);  // checks the input exists before touching the output
+  PrepareOutputFolder(options);
+  const int64_t total_documents = reader.CountDocuments();
+
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (options.tokenizer_model.empty()) {
+    tokenizer = std::make_unique<Tokenizer>(TrainTokenizer(options, total_documents, &report));
+    report.tokenizer_trained = true;
+  } else {
+    tokenizer = std::make_unique<Tokenizer>(Tokenizer::Load(options.tokenizer_model));
+    fs::copy_file(options.tokenizer_model, fs::path(options.output) / kTokenizerFile,
+                  fs::copy_options::overwrite_existing);
+  }
+  report.vocab_size = tokenizer->vocab_size();
+
+  // Pass 2: batches of documents go to workers; results come back in input
+  // order (a queue of futures), so shards are deterministic whatever the threads.
+  const int threads = ThreadCount(options.threads);
+  const SentenceSegmenter prototype(options.locale);
+  const Tokenizer& tok = *tokenizer;
+  auto work = [&](std::vector<RawDocument> batch) {
+    SentenceSegmenter segmenter(prototype);  // ICU iterators are per thread
+    std::vector<Encoded> encoded;
+    encoded.reserve(batch.size());
+    for (RawDocument& raw : batch) {
+      encoded.push_back(
+          Encode(Segment(std::move(raw), segmenter, options.invalid_utf8), tok, options.max_document_tokens));
+    }
+    return encoded;
+  };
+
+  Manifest manifest;
+  manifest.tokenizer_hash = tokenizer->hash();
+  manifest.vocab_size = tokenizer->vocab_size();
+  std::unique_ptr<ShardWriter> writer;
+  auto close_shard = [&] {
+    if (!writer) return;
+    const ShardCounts counts = writer->Close();
+    manifest.shards.push_back({fs::path(writer->path()).filename().string(), counts});
+    report.bytes_on_disk += static_cast<int64_t>(fs::file_size(writer->path()));
+    writer.reset();
+  };
+  ProgressBar bar("[data] encode", total_documents, "docs", "tokens", options.progress);
+  auto write = [&](std::vector<Encoded> batch) {
+    int64_t tokens = 0;
+    for (Encoded& e : batch) {
+      ++report.input_documents;
+      if (e.skipped_invalid) {
+        report.Count("invalid_utf8", e.document.id);
+        continue;
+      }
+      if (e.invalid_utf8 > 0) report.Count("repaired_utf8", e.document.id);
+      if (e.document.num_tokens() == 0) {
+        report.Count("empty", e.document.id);
+        continue;
+      }
+      if (e.truncated) report.Count("truncated", e.document.id);
+      if (!writer) {
+        writer = std::make_unique<ShardWriter>((fs::path(options.output) / ShardName(manifest.shards.size())).string(),
+                                               tokenizer->hash(), tokenizer->vocab_size());
+      }
+      writer->Add(e.document);
+      tokens += e.document.num_tokens();
+      report.totals.documents += 1;
+      report.totals.paragraphs += e.document.num_paragraphs();
+      report.totals.sentences += e.document.num_sentences();
+      report.totals.tokens += e.document.num_tokens();
+      if (writer->counts().documents == options.documents_per_shard) close_shard();
+    }
+    bar.Add(static_cast<int64_t>(batch.size()), tokens);
+  };
+
+  const auto encode_start = std::chrono::steady_clock::now();
+  RawDocumentReader pass(options.input);
+  IdRegistry ids;
+  std::deque<std::future<std::vector<Encoded>>> in_flight;
+  std::vector<RawDocument> batch;
+  RawDocument raw;
+  bool more = true;
+  while (more) {
+    more = pass.Next(&raw);
+    if (more) {
+      ids.Add(raw);
+      batch.push_back(std::move(raw));
+    }
+    if (batch.size() == kBatchDocuments || (!more && !batch.empty())) {
+      in_flight.push_back(std::async(std::launch::async, work, std::move(batch)));
+      batch.clear();
+    }
+    // At most 2 batches per thread in flight: bounded memory, busy workers.
+    while (!in_flight.empty() && (in_flight.size() >= static_cast<size_t>(2 * threads) || !more)) {
+      write(in_flight.front().get());
+      in_flight.pop_front();
+    }
+  }
+  close_shard();
+  bar.Finish();
+  report.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - encode_start).count();
+  report.shards = static_cast<int64_t>(manifest.shards.size());
+  report.bytes_on_disk += static_cast<int64_t>(fs::file_size(fs::path(options.output) / kTokenizerFile));
+  report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  manifest.totals = report.totals;
+  manifest.report = report.ToJson();
+  manifest.Save(options.output);  // last: now the folder is a corpus
+  return report;
+}
+
+}  // namespace docmatch::data

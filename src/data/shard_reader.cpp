@@ -1,0 +1,198 @@
+#include "data/shard_reader.h"
+
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
+
+namespace docmatch::data {
+namespace sf = shard_format;
+namespace {
+
+// HDF5 prints its own error stack by default; ours name the file instead.
+void SilenceHdf5Errors() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+[[noreturn]] void Fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error("[data] shard '" + path + "': " + what);
+}
+
+int64_t ReadIntAttribute(hid_t file, const std::string& path, const char* name) {
+  if (H5Aexists(file, name) <= 0) Fail(path, std::string("attribute '") + name + "' is missing");
+  sf::Handle attribute(H5Aopen(file, name, H5P_DEFAULT), H5Aclose);
+  int64_t value = 0;
+  if (H5Aread(attribute.get(), H5T_NATIVE_INT64, &value) < 0) Fail(path, std::string("cannot read ") + name);
+  return value;
+}
+
+std::string ReadStringAttribute(hid_t file, const std::string& path, const char* name) {
+  if (H5Aexists(file, name) <= 0) Fail(path, std::string("attribute '") + name + "' is missing");
+  sf::Handle attribute(H5Aopen(file, name, H5P_DEFAULT), H5Aclose);
+  sf::Handle type(H5Aget_type(attribute.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) {
+    Fail(path, std::string("attribute '") + name + "' is not a fixed-size string");
+  }
+  std::string value(H5Tget_size(type.get()), '\0');
+  if (H5Aread(attribute.get(), type.get(), value.data()) < 0) Fail(path, std::string("cannot read ") + name);
+  value.resize(value.find('\0') == std::string::npos ? value.size() : value.find('\0'));
+  return value;
+}
+
+// Opens a dataset and a selection of `count` elements from `begin`; returns
+// (dataset, file space, memory space).
+struct Selection {
+  sf::Handle dataset, file_space, memory_space;
+};
+
+Selection Select(hid_t file, const std::string& path, const char* name, int64_t begin, int64_t count) {
+  Selection s;
+  s.dataset = sf::Handle(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
+  if (!s.dataset.valid()) Fail(path, std::string("dataset '") + name + "' is missing");
+  s.file_space = sf::Handle(H5Dget_space(s.dataset.get()), H5Sclose);
+  hsize_t extent = 0;
+  H5Sget_simple_extent_dims(s.file_space.get(), &extent, nullptr);
+  if (begin < 0 || count < 0 || static_cast<hsize_t>(begin + count) > extent) {
+    Fail(path, std::string("dataset '") + name + "' has " + std::to_string(extent) + " elements, range [" +
+                   std::to_string(begin) + ", " + std::to_string(begin + count) + ") is outside it (corrupt offsets)");
+  }
+  const hsize_t start[1] = {static_cast<hsize_t>(begin)};
+  const hsize_t counts[1] = {static_cast<hsize_t>(count)};
+  H5Sselect_hyperslab(s.file_space.get(), H5S_SELECT_SET, start, nullptr, counts, nullptr);
+  s.memory_space = sf::Handle(H5Screate_simple(1, counts, nullptr), H5Sclose);
+  return s;
+}
+
+void CheckNonDecreasing(const std::vector<int64_t>& offsets, const std::string& path, const char* name) {
+  for (size_t i = 1; i < offsets.size(); ++i) {
+    if (offsets[i] < offsets[i - 1]) {
+      Fail(path, std::string(name) + " decreases at element " + std::to_string(i) + " (corrupt shard)");
+    }
+  }
+}
+
+}  // namespace
+
+ShardReader::ShardReader(std::string path) : path_(std::move(path)) {
+  SilenceHdf5Errors();
+  if (!std::filesystem::exists(path_)) Fail(path_, "no such file");
+  if (H5Fis_hdf5(path_.c_str()) <= 0) {
+    Fail(path_, "not an HDF5 file, or truncated (" + std::to_string(std::filesystem::file_size(path_)) +
+                    " bytes); re-run `docmatch prepare` to rebuild it");
+  }
+  file_ = sf::Handle(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file_.valid())
+    Fail(path_, "HDF5 cannot open it: the file is truncated or damaged; rebuild it with `docmatch prepare`");
+  const hid_t f = file_.get();
+  if (H5Aexists(f, sf::kAttrFormat) <= 0 || ReadStringAttribute(f, path_, sf::kAttrFormat) != sf::kFormatName) {
+    Fail(path_, std::string("an HDF5 file, but not a docmatch shard (no '") + sf::kAttrFormat + "=" + sf::kFormatName +
+                    "' attribute); make shards with `docmatch prepare`");
+  }
+  header_.format_version = ReadIntAttribute(f, path_, sf::kAttrVersion);
+  if (header_.format_version != sf::kVersion) {
+    Fail(path_, "format version " + std::to_string(header_.format_version) + ", this docmatch reads version " +
+                    std::to_string(sf::kVersion));
+  }
+  header_.tokenizer_hash = ReadStringAttribute(f, path_, sf::kAttrTokenizerHash);
+  header_.vocab_size = ReadIntAttribute(f, path_, sf::kAttrVocabSize);
+  header_.counts.documents = ReadIntAttribute(f, path_, sf::kAttrDocuments);
+  header_.counts.paragraphs = ReadIntAttribute(f, path_, sf::kAttrParagraphs);
+  header_.counts.sentences = ReadIntAttribute(f, path_, sf::kAttrSentences);
+  header_.counts.tokens = ReadIntAttribute(f, path_, sf::kAttrTokens);
+
+  document_offsets_ = ReadInt64(sf::kDocumentOffsets, 0, header_.counts.documents + 1);
+  CheckNonDecreasing(document_offsets_, path_, sf::kDocumentOffsets);
+  if (document_offsets_.front() != 0 || document_offsets_.back() != header_.counts.paragraphs) {
+    Fail(path_, "document_offsets end at " + std::to_string(document_offsets_.back()) + " but the shard has " +
+                    std::to_string(header_.counts.paragraphs) + " paragraphs (corrupt shard)");
+  }
+}
+
+std::vector<int64_t> ShardReader::ReadInt64(const char* name, int64_t begin, int64_t count) const {
+  Selection s = Select(file_.get(), path_, name, begin, count);
+  std::vector<int64_t> values(count);
+  if (count > 0 && H5Dread(s.dataset.get(), H5T_NATIVE_INT64, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT,
+                           values.data()) < 0) {
+    Fail(path_, std::string("reading '") + name + "' failed (truncated or damaged file)");
+  }
+  return values;
+}
+
+std::vector<std::string> ShardReader::ReadStrings(const char* name, int64_t begin, int64_t count) const {
+  Selection s = Select(file_.get(), path_, name, begin, count);
+  std::vector<char*> pointers(count, nullptr);
+  sf::Handle type = sf::VariableStringType();
+  if (count > 0 && H5Dread(s.dataset.get(), type.get(), s.memory_space.get(), s.file_space.get(), H5P_DEFAULT,
+                           pointers.data()) < 0) {
+    Fail(path_, std::string("reading '") + name + "' failed (truncated or damaged file)");
+  }
+  std::vector<std::string> values(pointers.begin(), pointers.end());
+  if (count > 0) H5Dvlen_reclaim(type.get(), s.memory_space.get(), H5P_DEFAULT, pointers.data());
+  return values;
+}
+
+std::vector<std::string> ShardReader::ReadIds() const {
+  return ReadStrings(sf::kDocumentIds, 0, header_.counts.documents);
+}
+
+std::vector<DocumentLength> ShardReader::ReadLengths() const {
+  const ShardCounts& c = header_.counts;
+  const std::vector<int64_t> paragraphs = ReadInt64(shard_format::kParagraphOffsets, 0, c.paragraphs + 1);
+  const std::vector<int64_t> sentences = ReadInt64(shard_format::kSentenceOffsets, 0, c.sentences + 1);
+  if (paragraphs.back() != c.sentences || sentences.back() != c.tokens) {
+    Fail(path_, "offsets disagree with the counts in the header (corrupt shard)");
+  }
+  std::vector<DocumentLength> lengths(c.documents);
+  for (int64_t d = 0; d < c.documents; ++d) {
+    const int64_t pa = document_offsets_[d], pb = document_offsets_[d + 1];
+    lengths[d] = {pb - pa, paragraphs[pb] - paragraphs[pa], sentences[paragraphs[pb]] - sentences[paragraphs[pa]]};
+  }
+  return lengths;
+}
+
+std::vector<Document> ShardReader::Read(int64_t begin, int64_t end) const {
+  if (begin < 0 || end > num_documents() || begin > end) {
+    Fail(path_, "document range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside 0.." +
+                    std::to_string(num_documents()));
+  }
+  const int64_t count = end - begin;
+  std::vector<Document> documents(count);
+  if (count == 0) return documents;
+  // One hyperslab per dataset: paragraphs, then sentences, then tokens.
+  const int64_t p0 = document_offsets_[begin], p1 = document_offsets_[end];
+  const std::vector<int64_t> paragraphs = ReadInt64(sf::kParagraphOffsets, p0, p1 - p0 + 1);
+  CheckNonDecreasing(paragraphs, path_, sf::kParagraphOffsets);
+  const int64_t s0 = paragraphs.front(), s1 = paragraphs.back();
+  const std::vector<int64_t> sentences = ReadInt64(sf::kSentenceOffsets, s0, s1 - s0 + 1);
+  CheckNonDecreasing(sentences, path_, sf::kSentenceOffsets);
+  const int64_t t0 = sentences.front(), t1 = sentences.back();
+  std::vector<int32_t> tokens(t1 - t0);
+  {
+    Selection s = Select(file_.get(), path_, sf::kTokens, t0, t1 - t0);
+    if (t1 > t0 && H5Dread(s.dataset.get(), H5T_NATIVE_INT32, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT,
+                           tokens.data()) < 0) {
+      Fail(path_, "reading 'tokens' failed (truncated or damaged file)");
+    }
+  }
+  std::vector<std::string> ids = ReadStrings(sf::kDocumentIds, begin, count);
+  std::vector<std::string> titles = ReadStrings(sf::kDocumentTitles, begin, count);
+
+  for (int64_t d = 0; d < count; ++d) {
+    Document& doc = documents[d];
+    doc.index = begin + d;
+    doc.id = std::move(ids[d]);
+    doc.title = std::move(titles[d]);
+    // Paragraph range of this document, in `paragraphs` coordinates.
+    const int64_t pa = document_offsets_[begin + d] - p0, pb = document_offsets_[begin + d + 1] - p0;
+    const int64_t sa = paragraphs[pa] - s0, sb = paragraphs[pb] - s0;
+    const int64_t ta = sentences[sa] - t0, tb = sentences[sb] - t0;
+    doc.tokens.assign(tokens.begin() + ta, tokens.begin() + tb);
+    doc.sentence_offsets.resize(sb - sa + 1);
+    for (int64_t s = sa; s <= sb; ++s) doc.sentence_offsets[s - sa] = sentences[s] - sentences[sa];
+    doc.paragraph_offsets.resize(pb - pa + 1);
+    for (int64_t p = pa; p <= pb; ++p) doc.paragraph_offsets[p - pa] = paragraphs[p] - paragraphs[pa];
+  }
+  return documents;
+}
+
+}  // namespace docmatch::data

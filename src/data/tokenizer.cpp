@@ -1,0 +1,142 @@
+#include "data/tokenizer.h"
+
+#include <glog/logging.h>
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace docmatch::data {
+namespace {
+
+// Feeds the trainer from a callback, so the corpus is never held in memory.
+class CallbackSentenceIterator : public sentencepiece::SentenceIterator {
+ public:
+  explicit CallbackSentenceIterator(const std::function<bool(std::string*)>& next) : next_(next) { Next(); }
+  bool done() const override { return done_; }
+  void Next() override { done_ = !next_(&value_); }
+  const std::string& value() const override { return value_; }
+  sentencepiece::util::Status status() const override { return sentencepiece::util::Status(); }
+
+ private:
+  const std::function<bool(std::string*)>& next_;
+  std::string value_;
+  bool done_ = false;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open tokenizer model '" + path + "'");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+void WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write tokenizer model '" + temporary + "'");
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) throw std::runtime_error("short write to '" + temporary + "'");
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+}  // namespace
+
+std::string Fnv1a64Hex(std::string_view bytes) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 0x100000001b3ULL;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+Tokenizer::Tokenizer(std::string serialized, const std::string& origin)
+    : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()),
+      serialized_(std::move(serialized)),
+      hash_(Fnv1a64Hex(serialized_)) {
+  const auto status = processor_->LoadFromSerializedProto(serialized_);
+  if (!status.ok()) {
+    throw std::runtime_error("'" + origin + "' is not a SentencePiece model: " + status.ToString());
+  }
+  const std::pair<int32_t, const char*> reserved[] = {
+      {kPadId, "[PAD]"}, {kClsId, "[CLS]"}, {kSepId, "[SEP]"}, {kMaskId, "[MASK]"}};
+  for (const auto& [id, piece] : reserved) {
+    if (processor_->GetPieceSize() <= id || processor_->IdToPiece(id) != piece) {
+      throw std::runtime_error("tokenizer '" + origin + "' does not reserve id " + std::to_string(id) + " for " +
+                               piece +
+                               "; docmatch needs [PAD]=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4 "
+                               "(let `docmatch prepare` train one, or train with --pad_id=0 "
+                               "--unk_id=1 --bos_id=-1 --eos_id=-1 --pad_piece=[PAD] "
+                               "--control_symbols=[CLS],[SEP],[MASK])");
+    }
+  }
+  if (processor_->unk_id() != kUnkId) {
+    throw std::runtime_error("tokenizer '" + origin + "' has <unk> at id " + std::to_string(processor_->unk_id()) +
+                             ", docmatch needs it at 1");
+  }
+}
+
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::Load(const std::string& model_path) { return Tokenizer(ReadFile(model_path), model_path); }
+
+Tokenizer Tokenizer::Train(const std::function<bool(std::string*)>& next_sentence,
+                           const TokenizerTrainingOptions& options, const std::string& model_path) {
+  const std::unordered_map<std::string, std::string> arguments = {
+      {"model_type", options.model_type},
+      {"vocab_size", std::to_string(options.vocab_size)},
+      {"character_coverage", std::to_string(options.character_coverage)},
+      {"num_threads", std::to_string(options.num_threads)},
+      {"input_sentence_size", std::to_string(options.max_sentences)},
+      {"shuffle_input_sentence", "true"},
+      {"max_sentence_length", "16384"},
+      // A small corpus may not support the requested size: take what it has.
+      {"hard_vocab_limit", "false"},
+      {"pad_id", std::to_string(kPadId)},
+      {"unk_id", std::to_string(kUnkId)},
+      {"bos_id", "-1"},
+      {"eos_id", "-1"},
+      {"pad_piece", "[PAD]"},
+      {"control_symbols", "[CLS],[SEP],[MASK]"},
+      {"minloglevel", "1"},
+  };
+  CallbackSentenceIterator iterator(next_sentence);
+  std::string serialized;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(arguments, &iterator, &serialized);
+  if (!status.ok()) throw std::runtime_error("SentencePiece training failed: " + status.ToString());
+  WriteFileAtomically(model_path, serialized);
+  return Tokenizer(std::move(serialized), model_path);
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
+  std::vector<int> ids;
+  const auto status = processor_->Encode(text, &ids);
+  CHECK(status.ok()) << "[data] SentencePiece encode: " << status.ToString();
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
+  std::string text;
+  const auto status = processor_->Decode(std::vector<int>(ids.begin(), ids.end()), &text);
+  CHECK(status.ok()) << "[data] SentencePiece decode: " << status.ToString();
+  return text;
+}
+
+std::string Tokenizer::IdToPiece(int32_t id) const { return processor_->IdToPiece(id); }
+
+int Tokenizer::vocab_size() const { return processor_->GetPieceSize(); }
+
+}  // namespace docmatch::data
