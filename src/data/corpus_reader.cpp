@@ -86,6 +86,7 @@ bool RawDocumentReader::Next(RawDocument* document) {
       document->title = title->get<std::string>();
     }
     document->origin = origin;
+    document->line = line_number_;
     document->invalid_utf8 = invalid;
     return true;
   }

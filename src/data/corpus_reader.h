@@ -27,6 +27,7 @@ struct RawDocument {
   std::string title;
   std::string text;
   std::string origin;    // "file:line" or the file's path, for messages
+  int64_t line = 0;      // JSONL line number (0 for a folder's files)
   int invalid_utf8 = 0;  // ill-formed sequences repaired in the raw bytes
 };
 

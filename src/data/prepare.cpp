@@ -22,21 +22,37 @@ namespace {
 
 constexpr size_t kSampleIds = 5;
 constexpr size_t kBatchDocuments = 32;  // documents handed to a worker at once
+// A SentencePiece piece spans at most 16 characters (its default
+// max_sentencepiece_length) of at most 4 bytes each, so text beyond 64 bytes
+// per allowed token cannot reach the token cap: it is cut before segmentation,
+// which bounds the work and memory an enormous document can cost.
+constexpr int64_t kMaxBytesPerToken = 64;
+
+// Cuts `text` to at most `max_bytes`, backing off to a UTF-8 character start.
+bool TruncateUtf8(std::string* text, int64_t max_bytes) {
+  if (static_cast<int64_t>(text->size()) <= max_bytes) return false;
+  size_t end = static_cast<size_t>(max_bytes);
+  while (end > 0 && (static_cast<unsigned char>((*text)[end]) & 0xC0) == 0x80) --end;
+  text->resize(end);
+  return true;
+}
 
 // A document after UTF-8 policy and segmentation: paragraphs of sentences.
 struct Segmented {
   RawDocument raw;
   std::vector<std::vector<std::string>> paragraphs;
   bool skipped_invalid = false;
+  bool truncated = false;  // raw text cut at kMaxBytesPerToken * max tokens
 };
 
-Segmented Segment(RawDocument raw, const SentenceSegmenter& segmenter, InvalidUtf8Policy policy) {
+Segmented Segment(RawDocument raw, const SentenceSegmenter& segmenter, InvalidUtf8Policy policy, int64_t max_tokens) {
   Segmented out;
   out.raw = std::move(raw);
   if (out.raw.invalid_utf8 > 0 && policy == InvalidUtf8Policy::kSkip) {
     out.skipped_invalid = true;
     return out;
   }
+  out.truncated = TruncateUtf8(&out.raw.text, max_tokens * kMaxBytesPerToken);
   for (const std::string& paragraph : SplitParagraphs(out.raw.text)) {
     std::vector<std::string> sentences = segmenter.Split(paragraph);
     if (!sentences.empty()) out.paragraphs.push_back(std::move(sentences));
@@ -59,6 +75,7 @@ Encoded Encode(Segmented segmented, const Tokenizer& tokenizer, int64_t max_toke
   out.origin = segmented.raw.origin;
   out.invalid_utf8 = segmented.raw.invalid_utf8;
   out.skipped_invalid = segmented.skipped_invalid;
+  out.truncated = segmented.truncated;
   Document& d = out.document;
   d.id = std::move(segmented.raw.id);
   d.title = std::move(segmented.raw.title);
@@ -88,19 +105,23 @@ Encoded Encode(Segmented segmented, const Tokenizer& tokenizer, int64_t max_toke
 
 int ThreadCount(int requested) { return requested > 0 ? requested : std::max(1u, std::thread::hardware_concurrency()); }
 
-// Checks ids for duplicates as documents are read, naming both places.
+// Checks ids for duplicates as documents are read, naming both places. Keeps
+// only the id and its line (a folder's file names are unique already), so a
+// 700K-document corpus costs tens of megabytes here, not its text.
 class IdRegistry {
  public:
+  explicit IdRegistry(std::string input) : input_(std::move(input)) {}
   void Add(const RawDocument& document) {
-    const auto [it, inserted] = origins_.emplace(document.id, document.origin);
+    const auto [it, inserted] = lines_.emplace(document.id, document.line);
     if (!inserted) {
-      throw InputError(document.origin + ": duplicate document id \"" + document.id + "\" (first seen at " +
-                       it->second + "); ids must be unique");
+      throw InputError(document.origin + ": duplicate document id \"" + document.id + "\" (first seen at " + input_ +
+                       ":" + std::to_string(it->second) + "); ids must be unique");
     }
   }
 
  private:
-  std::unordered_map<std::string, std::string> origins_;
+  std::string input_;
+  std::unordered_map<std::string, int64_t> lines_;
 };
 
 void PrepareOutputFolder(const PrepareOptions& options) {
@@ -129,15 +150,24 @@ std::string ShardName(int64_t index) {
 Tokenizer TrainTokenizer(const PrepareOptions& options, int64_t total_documents, PrepareReport* report) {
   RawDocumentReader reader(options.input);
   SentenceSegmenter segmenter(options.locale);
-  IdRegistry ids;  // fail on duplicates before spending time on training
+  IdRegistry ids(options.input);  // fail on duplicates before spending time on training
   ProgressBar bar("[data] tokenizer sentences", total_documents, "docs", "sentences", options.progress);
   std::deque<std::string> pending;
   auto next_sentence = [&](std::string* sentence) {
     while (pending.empty()) {
       RawDocument raw;
-      if (!reader.Next(&raw)) return false;
+      if (!reader.Next(&raw)) {
+        if (!bar.finished()) {
+          bar.Finish();
+          LOG(INFO) << "[data] training a " << options.tokenizer.vocab_size << "-piece " << options.tokenizer.model_type
+                    << " SentencePiece model on "
+                    << std::min(report->tokenizer_sentences, options.tokenizer.max_sentences) << " of "
+                    << report->tokenizer_sentences << " sentences";
+        }
+        return false;
+      }
       ids.Add(raw);
-      Segmented segmented = Segment(std::move(raw), segmenter, options.invalid_utf8);
+      Segmented segmented = Segment(std::move(raw), segmenter, options.invalid_utf8, options.max_document_tokens);
       int64_t count = 0;
       for (auto& paragraph : segmented.paragraphs) {
         for (auto& s : paragraph) pending.push_back(std::move(s));
@@ -154,7 +184,6 @@ Tokenizer TrainTokenizer(const PrepareOptions& options, int64_t total_documents,
   training.num_threads = ThreadCount(options.threads);
   const auto start = std::chrono::steady_clock::now();
   Tokenizer tokenizer = Tokenizer::Train(next_sentence, training, (fs::path(options.output) / kTokenizerFile).string());
-  bar.Finish();
   report->tokenizer_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   LOG(INFO) << "[data] trained a " << tokenizer.vocab_size() << "-piece " << training.model_type << " tokenizer in "
             << HumanDuration(report->tokenizer_seconds);
@@ -247,8 +276,8 @@ PrepareReport Prepare(const PrepareOptions& options) {
     std::vector<Encoded> encoded;
     encoded.reserve(batch.size());
     for (RawDocument& raw : batch) {
-      encoded.push_back(
-          Encode(Segment(std::move(raw), segmenter, options.invalid_utf8), tok, options.max_document_tokens));
+      encoded.push_back(Encode(Segment(std::move(raw), segmenter, options.invalid_utf8, options.max_document_tokens),
+                               tok, options.max_document_tokens));
     }
     return encoded;
   };
@@ -296,7 +325,7 @@ PrepareReport Prepare(const PrepareOptions& options) {
 
   const auto encode_start = std::chrono::steady_clock::now();
   RawDocumentReader pass(options.input);
-  IdRegistry ids;
+  IdRegistry ids(options.input);
   std::deque<std::future<std::vector<Encoded>>> in_flight;
   std::vector<RawDocument> batch;
   RawDocument raw;

@@ -24,6 +24,7 @@ class ProgressBar {
   // Draws the final state and ends the line.
   void Finish();
 
+  bool finished() const { return finished_; }
   double seconds() const;
   int64_t count() const { return count_; }
 

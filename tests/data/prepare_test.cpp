@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "data/corpus.h"
@@ -112,8 +114,9 @@ TEST(Prepare, CountsRepairedEmptyAndTruncatedDocuments) {
   testing::ScratchDir dir("prepare");
   std::string long_text;
   for (const auto& s : testing::SyntheticSentences(400, 11)) long_text += s + " ";
-  testing::WriteFile(dir.File("in.jsonl"), CleanDocuments() + JsonLine("empty", "") + JsonLine("blank", " \n\n \t ") +
-                                               JsonLine("long", long_text) +
+  // "long" first: the clean documents exceed the cap too, and samples keep the first five.
+  testing::WriteFile(dir.File("in.jsonl"), JsonLine("long", long_text) + CleanDocuments() + JsonLine("empty", "") +
+                                               JsonLine("blank", " \n\n \t ") +
                                                // raw bytes: an invalid UTF-8 byte inside the JSON string
                                                "{\"id\": \"bad-utf8\", \"text\": \"The river \xff flows north.\"}\n");
   PrepareOptions o = Options(dir);
@@ -129,6 +132,9 @@ TEST(Prepare, CountsRepairedEmptyAndTruncatedDocuments) {
   const Corpus corpus(o.output);
   const int64_t long_index = *corpus.IndexOf("long");
   EXPECT_EQ(corpus.Get(long_index).num_tokens(), 50);
+  EXPECT_NE(std::find(report.tallies.at("truncated").sample_ids.begin(),
+                      report.tallies.at("truncated").sample_ids.end(), "long"),
+            report.tallies.at("truncated").sample_ids.end());
   EXPECT_TRUE(corpus.IndexOf("bad-utf8").has_value());
   EXPECT_FALSE(corpus.IndexOf("empty").has_value());
   // The report travels in the manifest.
@@ -140,6 +146,25 @@ TEST(Prepare, CountsRepairedEmptyAndTruncatedDocuments) {
   EXPECT_EQ(skipped.tallies.at("invalid_utf8").count, 1);
   EXPECT_EQ(skipped.tallies.count("repaired_utf8"), 0u);
   EXPECT_FALSE(Corpus(o.output).IndexOf("bad-utf8").has_value());
+}
+
+TEST(Prepare, EnormousDocumentIsCutBeforeSegmentation) {
+  testing::ScratchDir dir("prepare");
+  // 64 MB of text in one line: kept to the token cap, without segmenting it all.
+  std::string huge;
+  const auto sentences = testing::SyntheticSentences(50, 17);
+  while (huge.size() < (64u << 20)) huge += sentences[huge.size() % 50] + " ";
+  testing::WriteFile(dir.File("in.jsonl"), CleanDocuments() + JsonLine("huge", huge));
+  PrepareOptions o = Options(dir);
+  o.max_document_tokens = 1000;
+  const auto start = std::chrono::steady_clock::now();
+  const PrepareReport report = Prepare(o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(report.tallies.at("truncated").sample_ids.back(), "huge");
+  const Corpus corpus(o.output);
+  EXPECT_EQ(corpus.Get(*corpus.IndexOf("huge")).num_tokens(), 1000);
+  // Loose bound: segmenting and encoding all 64 MB takes far longer here.
+  EXPECT_LT(seconds, 30.0);
 }
 
 TEST(Prepare, DuplicateIdIsAnErrorNamingBothLines) {
