@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #ifdef DOCMATCH_HAS_NCCL
 #include <nccl.h>
@@ -23,6 +26,17 @@ TEST(BuildInfo, ReportsTheLinkedLibraries) {
       std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
   EXPECT_EQ(info.nccl_version, header_version);
 #endif
+}
+
+TEST(Build, StdFilesystemCallsBindToTheSystemLibstdcxx) {
+  // libtorch exports its own std::filesystem; if it interposed ours, this
+  // remove_all would crash (it did, before CMakeLists.txt put libstdc++ first).
+  const auto root = std::filesystem::temp_directory_path() / ("docmatch-fs-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(root / "a" / "b");
+  std::error_code error;
+  EXPECT_EQ(std::filesystem::remove_all(root, error), 3u);
+  EXPECT_FALSE(error);
+  EXPECT_FALSE(std::filesystem::exists(root));
 }
 
 TEST(Torch, MatrixProductOnCpuMatchesHandComputedValues) {
