@@ -1,0 +1,109 @@
+#include "data/blocks.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "data/random.h"
+#include "data/tokenizer.h"
+
+namespace docmatch::data {
+namespace {
+
+// Keys that keep these draws apart from every other use of the seed.
+constexpr uint64_t kWordMaskKey = 0x776f72646d61736bULL;   // "wordmask"
+constexpr uint64_t kBlockMaskKey = 0x626c6f636b6d736bULL;  // "blockmsk"
+
+// The first `count` entries of a uniformly random permutation of 0..n-1.
+std::vector<int64_t> Sample(int64_t n, int64_t count, KeyedRandom* random) {
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  for (int64_t i = 0; i < count; ++i) std::swap(order[i], order[i + static_cast<int64_t>(random->Below(n - i))]);
+  order.resize(count);
+  return order;
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> PackBlocks(const Document& document, const BlockOptions& options) {
+  CHECK_GE(options.block_length, 2) << "a block holds [CLS] and at least one token";
+  const int64_t room = options.block_length - 1;
+  std::vector<std::vector<int32_t>> blocks;
+  std::vector<int32_t> current = {kClsId};
+  for (int64_t s = 0; s < document.num_sentences(); ++s) {
+    const auto begin = document.tokens.begin() + document.sentence_offsets[s];
+    const int64_t length = std::min(document.sentence_offsets[s + 1] - document.sentence_offsets[s], room);
+    if (length == 0) continue;
+    if (static_cast<int64_t>(current.size()) + length > options.block_length) {
+      blocks.push_back(std::move(current));
+      if (static_cast<int64_t>(blocks.size()) == options.max_blocks) return blocks;
+      current = {kClsId};
+    }
+    current.insert(current.end(), begin, begin + length);
+  }
+  if (current.size() > 1 && static_cast<int64_t>(blocks.size()) < options.max_blocks)
+    blocks.push_back(std::move(current));
+  return blocks;
+}
+
+BlockBatch BuildBlockBatch(const std::vector<const Document*>& documents, const BlockOptions& blocks,
+                           const MaskOptions* masks, int64_t epoch) {
+  BlockBatch batch;
+  batch.B = static_cast<int64_t>(documents.size());
+  std::vector<std::vector<std::vector<int32_t>>> packed;
+  packed.reserve(documents.size());
+  for (const Document* d : documents) {
+    packed.push_back(PackBlocks(*d, blocks));
+    batch.S = std::max<int64_t>(batch.S, static_cast<int64_t>(packed.back().size()));
+    for (const auto& block : packed.back()) batch.T = std::max<int64_t>(batch.T, static_cast<int64_t>(block.size()));
+    batch.document_index.push_back(d->index);
+  }
+  const int64_t B = batch.B, S = batch.S, T = batch.T;
+  batch.tokens.assign(B * S * T, kPadId);
+  batch.lm_labels.assign(B * S * T, kIgnoreLabel);
+  batch.block_mask.assign(B * S, 0);
+  batch.K = masks ? masks->masked_blocks : 0;
+  batch.masked_blocks.assign(B * batch.K, -1);
+
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& doc_blocks = packed[b];
+    const int64_t num_blocks = static_cast<int64_t>(doc_blocks.size());
+    // Flat positions (into tokens) of this document's real non-[CLS] tokens.
+    std::vector<int64_t> positions;
+    for (int64_t s = 0; s < num_blocks; ++s) {
+      batch.block_mask[b * S + s] = 1;
+      const auto& block = doc_blocks[s];
+      std::copy(block.begin(), block.end(), batch.tokens.begin() + (b * S + s) * T);
+      batch.real_tokens += static_cast<int64_t>(block.size());
+      for (int64_t t = 1; t < static_cast<int64_t>(block.size()); ++t) positions.push_back((b * S + s) * T + t);
+    }
+    if (!masks || num_blocks == 0) continue;
+    const uint64_t index = static_cast<uint64_t>(documents[b]->index);
+
+    // Masked word LM, BERT's rule: choose 15% of the real tokens; of those 80%
+    // become [MASK], 10% a random token, 10% stay; all are predicted.
+    KeyedRandom words(masks->seed, {kWordMaskKey, static_cast<uint64_t>(epoch), index});
+    const int64_t n = static_cast<int64_t>(positions.size());
+    const int64_t count = n == 0 ? 0 : std::max<int64_t>(1, std::llround(masks->word_fraction * n));
+    for (int64_t chosen : Sample(n, count, &words)) {
+      const int64_t p = positions[chosen];
+      batch.lm_labels[p] = batch.tokens[p];
+      const double r = words.Uniform();
+      if (r < masks->replace_mask) {
+        batch.tokens[p] = kMaskId;
+      } else if (r < masks->replace_mask + masks->replace_random) {
+        batch.tokens[p] = kMaskId + 1 + static_cast<int32_t>(words.Below(masks->vocab_size - kMaskId - 1));
+      }
+    }
+
+    // Masked sentence-block prediction: K distinct real block positions.
+    KeyedRandom block_draw(masks->seed, {kBlockMaskKey, static_cast<uint64_t>(epoch), index});
+    const std::vector<int64_t> chosen = Sample(num_blocks, std::min(batch.K, num_blocks), &block_draw);
+    for (size_t k = 0; k < chosen.size(); ++k) batch.masked_blocks[b * batch.K + static_cast<int64_t>(k)] = chosen[k];
+  }
+  return batch;
+}
+
+}  // namespace docmatch::data

@@ -1,0 +1,21 @@
+#include "model/losses.h"
+
+namespace docmatch::model {
+
+torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(logits, labels);
+}
+
+torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::Tensor& candidates,
+                                const torch::Tensor& positive) {
+  const torch::Tensor scores = torch::matmul(predictions, candidates.t());  // (M, N)
+  return torch::nn::functional::cross_entropy(scores, positive);
+}
+
+torch::Tensor SiameseCosineLoss(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& labels,
+                                double amplifier) {
+  const torch::Tensor cosine = torch::cosine_similarity(a, b, /*dim=*/1);  // (B,)
+  return torch::nn::functional::binary_cross_entropy_with_logits(amplifier * cosine, labels.to(cosine.dtype()));
+}
+
+}  // namespace docmatch::model

@@ -1,0 +1,28 @@
+// The training objectives, each in one place, each a pure function of tensors
+// so that tests can hold it against an independent float64 computation.
+//
+// Contrastive losses take the local vectors and the candidate vectors as
+// separate arguments: on N ranks the candidates are the all-gathered pool and
+// `positive` indexes into it; on one rank they are simply the local vectors.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace docmatch::model {
+
+// Masked word LM: cross-entropy of `logits` (M, V) against `labels` (M,),
+// averaged over the M predicted tokens.
+torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& labels);
+
+// SMITH masked sentence-block prediction (§4.2.2): each prediction (M, C)
+// scores every candidate (N, C) by dot product; softmax cross-entropy with the
+// original block `positive` (M,) as the target, averaged over M.
+torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::Tensor& candidates,
+                                const torch::Tensor& positive);
+
+// Siamese pair loss (SMITH §4.3, MatchBERT): sigmoid cross-entropy of
+// amplifier * cos(a, b) against `labels` (B,) in {0, 1}; a, b (B, C).
+torch::Tensor SiameseCosineLoss(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& labels,
+                                double amplifier);
+
+}  // namespace docmatch::model

@@ -1,0 +1,155 @@
+#include "model/smith.h"
+
+#include "data/tokenizer.h"
+#include "model/losses.h"
+
+namespace docmatch::model {
+namespace F = torch::nn::functional;
+
+namespace {
+
+torch::Tensor Normalize(const torch::Tensor& x) { return F::normalize(x, F::NormalizeFuncOptions().dim(-1)); }
+
+torch::Tensor FromVector(const void* data, std::vector<int64_t> shape, torch::ScalarType type) {
+  return torch::from_blob(const_cast<void*>(data), shape, type);
+}
+
+}  // namespace
+
+BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device) {
+  const int64_t B = batch.B, S = batch.S, T = batch.T, K = batch.K;
+  BlockTensors t;
+  // from_blob views the batch's memory; .to(kLong) copies before it goes away.
+  t.tokens = FromVector(batch.tokens.data(), {B, S, T}, torch::kInt32).to(device, torch::kLong);
+  t.lm_labels = FromVector(batch.lm_labels.data(), {B, S, T}, torch::kInt32).to(device, torch::kLong);
+  t.block_mask = FromVector(batch.block_mask.data(), {B, S}, torch::kUInt8).to(device, torch::kBool);
+  t.masked_blocks = FromVector(batch.masked_blocks.data(), {B, K}, torch::kInt64).clone().to(device);
+  return t;
+}
+
+SmithEncoderImpl::SmithEncoderImpl(const SmithConfig& config) : config_(config) {
+  TORCH_CHECK(config.combine == "normal" || config.combine == "sum_concat" || config.combine == "mean_concat" ||
+                  config.combine == "attention",
+              "unknown SMITH combine mode '", config.combine, "' (normal, sum_concat, mean_concat, attention)");
+  const int64_t C = config.hidden;
+  embeddings = register_module("embeddings", Embeddings(config.vocab_size, config.block_length, config.Sentence()));
+  sentence_encoder_ = register_module("sentence_encoder", TransformerEncoder(config.Sentence()));
+  block_dense_ = register_module("block_dense", torch::nn::Linear(C, C));
+  block_positions_ = register_module("block_positions", torch::nn::Embedding(config.max_blocks, C));
+  document_encoder_ = register_module("document_encoder", TransformerEncoder(config.Document()));
+  const int64_t combined = config.combine == "normal" ? C : 2 * C;
+  document_dense_ = register_module("document_dense", torch::nn::Linear(combined, C));
+  if (config.combine == "attention") attention_score_ = register_module("attention_score", torch::nn::Linear(C, 1));
+  InitializeBertStyle(*this);
+}
+
+SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tokens, const torch::Tensor& block_mask) {
+  const int64_t B = tokens.size(0), S = tokens.size(1), T = tokens.size(2), C = config_.hidden;
+  TORCH_CHECK(S <= config_.max_blocks && T <= config_.block_length, "batch of ", S, " blocks x ", T,
+              " tokens exceeds the model's ", config_.max_blocks, " x ", config_.block_length);
+  Blocks out;
+  out.real = block_mask.reshape({B * S}).nonzero().squeeze(1);                        // (R,)
+  const torch::Tensor packed = tokens.reshape({B * S, T}).index_select(0, out.real);  // (R, T)
+  out.token_states = sentence_encoder_(embeddings(packed), packed.ne(data::kPadId));  // (R, T, C)
+  const torch::Tensor cls = out.token_states.select(1, 0);                            // (R, C)
+  const torch::Tensor vectors = Normalize(torch::relu(block_dense_(cls)));            // (R, C)
+  out.vectors = torch::zeros({B * S, C}, vectors.options()).index_copy(0, out.real, vectors).view({B, S, C});
+  return out;
+}
+
+torch::Tensor SmithEncoderImpl::EncodeDocument(const torch::Tensor& vectors, const torch::Tensor& block_mask) {
+  const torch::Tensor position = torch::arange(vectors.size(1), block_mask.options().dtype(torch::kLong));
+  return document_encoder_(vectors + block_positions_(position).unsqueeze(0), block_mask);
+}
+
+torch::Tensor SmithEncoderImpl::Combine(const torch::Tensor& states, const torch::Tensor& block_mask) {
+  const torch::Tensor first = states.select(1, 0);  // (B, C)
+  if (config_.combine == "normal") return Normalize(document_dense_(first));
+  const torch::Tensor mask = block_mask.unsqueeze(-1).to(states.dtype());  // (B, S, 1)
+  torch::Tensor pooled;                                                    // (B, C)
+  if (config_.combine == "sum_concat") {
+    pooled = (states * mask).sum(1);
+  } else if (config_.combine == "mean_concat") {
+    pooled = (states * mask).sum(1) / mask.sum(1).clamp_min(1.0);
+  } else {  // attention: softmax over the real blocks only
+    const torch::Tensor scores = attention_score_(states).squeeze(-1).masked_fill(block_mask.logical_not(), -1e9);
+    pooled = (torch::softmax(scores, 1).unsqueeze(-1) * states).sum(1);
+  }
+  return Normalize(document_dense_(torch::cat({first, pooled}, 1)));
+}
+
+torch::Tensor SmithEncoderImpl::forward(const torch::Tensor& tokens, const torch::Tensor& block_mask) {
+  const Blocks blocks = EncodeBlocks(tokens, block_mask);
+  return Combine(EncodeDocument(blocks.vectors, block_mask), block_mask);
+}
+
+void SmithEncoderImpl::set_kernel(AttentionKernel kernel) {
+  sentence_encoder_->set_kernel(kernel);
+  document_encoder_->set_kernel(kernel);
+}
+
+SmithPretrainingImpl::SmithPretrainingImpl(SmithEncoder shared, const SmithConfig& config) {
+  const int64_t C = config.hidden;
+  encoder = register_module("encoder", std::move(shared));
+  lm_transform_ = register_module("lm_transform", torch::nn::Linear(C, C));
+  lm_norm_ = register_module("lm_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(1e-12)));
+  lm_bias_ = register_parameter("lm_bias", torch::zeros({config.vocab_size}));
+  mask_vector_ = register_parameter("block_mask_vector", torch::randn({C}) * 0.02);
+  block_dense_ = register_module("block_dense", torch::nn::Linear(C, C));
+  block_norm_ = register_module("block_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(1e-12)));
+  torch::NoGradGuard no_grad;
+  for (auto* linear : {&lm_transform_, &block_dense_}) {
+    (*linear)->weight.normal_(0.0, 0.02);
+    (*linear)->bias.zero_();
+  }
+}
+
+SmithPretrainingImpl::Outputs SmithPretrainingImpl::forward(const BlockTensors& batch, bool sentence_blocks) {
+  const int64_t B = batch.tokens.size(0), S = batch.tokens.size(1), T = batch.tokens.size(2);
+  SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(batch.tokens, batch.block_mask);
+  Outputs out;
+
+  // Word LM over the packed real blocks, only where a label exists (BERT's
+  // head: dense + GELU + LayerNorm, decoder tied to the token embedding).
+  const torch::Tensor labels = batch.lm_labels.reshape({B * S, T}).index_select(0, blocks.real);  // (R, T)
+  const torch::Tensor where = labels.ne(data::kIgnoreLabel);
+  const torch::Tensor states = blocks.token_states.index({where});  // (M, C)
+  out.lm_labels = labels.index({where});                            // (M,)
+  const torch::Tensor transformed = lm_norm_(torch::gelu(lm_transform_(states)));
+  out.lm_logits = torch::matmul(transformed, encoder->embeddings->tokens->weight.t()) + lm_bias_;  // (M, V)
+
+  if (sentence_blocks) {
+    // Masked sentence-block prediction (§4.2.2): swap the chosen blocks'
+    // vectors for the learned mask vector, run the document transformer,
+    // project its outputs there (dense + LayerNorm).
+    const torch::Tensor chosen = batch.masked_blocks.ge(0);  // (B, K)
+    const torch::Tensor rows = torch::arange(B, batch.masked_blocks.options()).unsqueeze(1).expand_as(chosen);
+    const torch::Tensor flat = (rows * S + batch.masked_blocks).index({chosen});                // (P,)
+    const torch::Tensor originals = blocks.vectors.reshape({B * S, -1}).index_select(0, flat);  // (P, C)
+    const torch::Tensor is_masked = torch::zeros({B * S}, batch.block_mask.options()).index_fill(0, flat, true);
+    const torch::Tensor inputs =
+        torch::where(is_masked.view({B, S, 1}), mask_vector_.view({1, 1, -1}), blocks.vectors);  // (B, S, C)
+    const torch::Tensor doc_states = encoder->EncodeDocument(inputs, batch.block_mask);
+    out.block_predictions = block_norm_(block_dense_(doc_states.reshape({B * S, -1}).index_select(0, flat)));
+    out.block_originals = originals;
+  }
+  return out;
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::Loss(const BlockTensors& batch,
+                                                                                   bool sentence_blocks) {
+  const Outputs out = forward(batch, sentence_blocks);
+  const torch::Tensor lm = MaskedLmLoss(out.lm_logits, out.lm_labels);
+  if (!sentence_blocks) return {lm, lm, torch::zeros_like(lm)};
+  const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options());
+  const torch::Tensor block = SentenceBlockLoss(out.block_predictions, out.block_originals, positive);
+  return {lm + block, lm, block};
+}
+
+torch::Tensor SiameseLoss(SmithEncoder& encoder, const BlockTensors& a, const BlockTensors& b,
+                          const torch::Tensor& labels) {
+  return SiameseCosineLoss(encoder->forward(a.tokens, a.block_mask), encoder->forward(b.tokens, b.block_mask), labels,
+                           encoder->config().amplifier);
+}
+
+}  // namespace docmatch::model

@@ -1,0 +1,117 @@
+// SMITH: Siamese Multi-depth Transformer-based Hierarchical encoder
+// (Yang et al., CIKM 2020).
+//
+//   tokens (B, S, T) --pack real blocks--> (R, T)
+//     -> embeddings + sentence transformer (L1 layers)     §3.2, eq. 1
+//     -> [CLS] state -> dense + ReLU -> L2 norm = block vector (R, C)
+//     -> scatter back to (B, S, C), + block position embedding
+//     -> document transformer (L2 layers)                   eq. 2
+//     -> combine (normal / sum_concat / mean_concat / attention) -> dense
+//     -> L2 norm = document vector (B, C)                    eq. 3
+//
+// Only real blocks reach the sentence transformer (DESIGN.md performance
+// rules): a batch whose documents have few blocks costs what its blocks cost.
+// Pre-training adds the masked word LM (output layer tied to the token
+// embedding) and masked sentence-block prediction (§4.2.2, eq. 4-6);
+// fine-tuning scores pairs with one shared encoder (§4.3).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "data/blocks.h"
+#include "model/transformer.h"
+
+namespace docmatch::model {
+
+struct SmithConfig {
+  int64_t vocab_size = 16000;   // V, from the corpus's tokenizer
+  int64_t hidden = 256;         // C (paper: 256)
+  int64_t heads = 4;            // A (paper: 4)
+  int64_t intermediate = 1024;  // feed-forward width (4C)
+  int64_t sentence_layers = 6;  // L1 (paper: 6)
+  int64_t document_layers = 3;  // L2 (paper: 3)
+  int64_t block_length = 32;    // T, [CLS] included (paper: 32)
+  int64_t max_blocks = 48;      // S (paper: 48)
+  double dropout = 0.1;
+  std::string combine = "normal";  // normal | sum_concat | mean_concat | attention
+  double amplifier = 6.0;          // fine-tuning: logit = amplifier * cosine
+
+  TransformerConfig Sentence() const { return {hidden, heads, intermediate, sentence_layers, dropout}; }
+  TransformerConfig Document() const { return {hidden, heads, intermediate, document_layers, dropout}; }
+};
+
+// A BlockBatch as tensors on `device`.
+struct BlockTensors {
+  torch::Tensor tokens;         // (B, S, T) int64
+  torch::Tensor block_mask;     // (B, S) bool, true = real block
+  torch::Tensor lm_labels;      // (B, S, T) int64, data::kIgnoreLabel where not predicted
+  torch::Tensor masked_blocks;  // (B, K) int64, -1 = none
+};
+BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device);
+
+class SmithEncoderImpl : public torch::nn::Module {
+ public:
+  explicit SmithEncoderImpl(const SmithConfig& config);
+
+  struct Blocks {
+    torch::Tensor real;          // (R,) int64 flat indices into B*S of the real blocks
+    torch::Tensor token_states;  // (R, T, C) sentence-transformer outputs of real blocks
+    torch::Tensor vectors;       // (B, S, C) unit block vectors, zero at padding
+  };
+  // tokens (B, S, T), block_mask (B, S)
+  Blocks EncodeBlocks(const torch::Tensor& tokens, const torch::Tensor& block_mask);
+  // vectors (B, S, C), block_mask (B, S) -> document-transformer states (B, S, C)
+  torch::Tensor EncodeDocument(const torch::Tensor& vectors, const torch::Tensor& block_mask);
+  // states (B, S, C), block_mask (B, S) -> unit document vectors (B, C)
+  torch::Tensor Combine(const torch::Tensor& states, const torch::Tensor& block_mask);
+  // tokens (B, S, T), block_mask (B, S) -> unit document vectors (B, C)
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& block_mask);
+
+  void set_kernel(AttentionKernel kernel);
+  const SmithConfig& config() const { return config_; }
+
+  Embeddings embeddings{nullptr};
+
+ private:
+  SmithConfig config_;
+  TransformerEncoder sentence_encoder_{nullptr}, document_encoder_{nullptr};
+  torch::nn::Linear block_dense_{nullptr}, document_dense_{nullptr}, attention_score_{nullptr};
+  torch::nn::Embedding block_positions_{nullptr};
+};
+TORCH_MODULE(SmithEncoder);
+
+// The pre-training heads over a shared encoder: SMITH-WP uses the word LM,
+// SMITH-WP+SP both.
+class SmithPretrainingImpl : public torch::nn::Module {
+ public:
+  SmithPretrainingImpl(SmithEncoder encoder, const SmithConfig& config);
+
+  struct Outputs {
+    torch::Tensor lm_logits;          // (M, V) at the predicted token positions
+    torch::Tensor lm_labels;          // (M,)
+    torch::Tensor block_predictions;  // (P, C) document-transformer outputs at masked blocks, projected
+    torch::Tensor block_originals;    // (P, C) the unit vectors those blocks had before masking
+  };
+  Outputs forward(const BlockTensors& batch, bool sentence_blocks);
+
+  // Single process: LM loss + block loss with the batch's own originals as
+  // the candidate pool. Returns (total, lm, block).
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> Loss(const BlockTensors& batch, bool sentence_blocks);
+
+  SmithEncoder encoder{nullptr};
+
+ private:
+  torch::nn::Linear lm_transform_{nullptr}, block_dense_{nullptr};
+  torch::nn::LayerNorm lm_norm_{nullptr}, block_norm_{nullptr};
+  torch::Tensor lm_bias_, mask_vector_;
+};
+TORCH_MODULE(SmithPretraining);
+
+// SMITH-NP / WP / WP+SP fine-tuning and MatchBERT: one encoder for both
+// documents of a pair. Any module mapping (tokens, mask) to unit vectors fits.
+torch::Tensor SiameseLoss(SmithEncoder& encoder, const BlockTensors& a, const BlockTensors& b,
+                          const torch::Tensor& labels);
+
+}  // namespace docmatch::model

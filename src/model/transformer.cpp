@@ -1,0 +1,92 @@
+#include "model/transformer.h"
+
+#include <cmath>
+
+namespace docmatch::model {
+
+MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t hidden, int64_t heads, double dropout)
+    : heads_(heads), dropout_(dropout) {
+  TORCH_CHECK(hidden % heads == 0, "hidden size ", hidden, " is not a multiple of the ", heads, " heads");
+  query_ = register_module("query", torch::nn::Linear(hidden, hidden));
+  key_ = register_module("key", torch::nn::Linear(hidden, hidden));
+  value_ = register_module("value", torch::nn::Linear(hidden, hidden));
+  output_ = register_module("output", torch::nn::Linear(hidden, hidden));
+}
+
+torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / heads_;
+  auto split = [&](const torch::Tensor& t) { return t.view({B, T, heads_, D}).transpose(1, 2); };  // (B, H, T, D)
+  const torch::Tensor q = split(query_(x)), k = split(key_(x)), v = split(value_(x));
+  const torch::Tensor mask = key_mask.view({B, 1, 1, T});  // broadcast over heads and queries
+  const double p = is_training() ? dropout_ : 0.0;
+  torch::Tensor context;  // (B, H, T, D)
+  if (kernel == AttentionKernel::kFused) {
+    context = at::scaled_dot_product_attention(q, k, v, mask, p);
+  } else {
+    torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(D));
+    scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+    context = torch::matmul(torch::dropout(torch::softmax(scores, -1), p, is_training()), v);
+  }
+  return output_(context.transpose(1, 2).reshape({B, T, C}));
+}
+
+TransformerLayerImpl::TransformerLayerImpl(const TransformerConfig& c) {
+  attention = register_module("attention", MultiHeadAttention(c.hidden, c.heads, c.dropout));
+  attention_norm_ = register_module(
+      "attention_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden}).eps(c.layer_norm_eps)));
+  intermediate_ = register_module("intermediate", torch::nn::Linear(c.hidden, c.intermediate));
+  output_ = register_module("output", torch::nn::Linear(c.intermediate, c.hidden));
+  output_norm_ = register_module("output_norm",
+                                 torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden}).eps(c.layer_norm_eps)));
+  dropout_ = register_module("dropout", torch::nn::Dropout(c.dropout));
+}
+
+torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
+  const torch::Tensor attended = attention_norm_(x + dropout_(attention(x, key_mask)));
+  const torch::Tensor hidden = torch::gelu(intermediate_(attended));
+  return output_norm_(attended + dropout_(output_(hidden)));
+}
+
+TransformerEncoderImpl::TransformerEncoderImpl(const TransformerConfig& config) {
+  layers_ = register_module("layers", torch::nn::ModuleList());
+  for (int64_t l = 0; l < config.layers; ++l) layers_->push_back(TransformerLayer(config));
+}
+
+torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x, const torch::Tensor& key_mask) {
+  for (const auto& layer : *layers_) x = layer->as<TransformerLayer>()->forward(x, key_mask);
+  return x;
+}
+
+void TransformerEncoderImpl::set_kernel(AttentionKernel kernel) {
+  for (const auto& layer : *layers_) layer->as<TransformerLayer>()->attention->kernel = kernel;
+}
+
+EmbeddingsImpl::EmbeddingsImpl(int64_t vocab_size, int64_t max_positions, const TransformerConfig& c) {
+  tokens = register_module("tokens", torch::nn::Embedding(vocab_size, c.hidden));
+  positions_ = register_module("positions", torch::nn::Embedding(max_positions, c.hidden));
+  norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden}).eps(c.layer_norm_eps)));
+  dropout_ = register_module("dropout", torch::nn::Dropout(c.dropout));
+}
+
+torch::Tensor EmbeddingsImpl::forward(const torch::Tensor& ids) {
+  const torch::Tensor position = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));
+  return dropout_(norm_(tokens(ids) + positions_(position).unsqueeze(0)));
+}
+
+void InitializeBertStyle(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (auto& item : module.named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    const bool is_norm = name.find("norm") != std::string::npos;
+    if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+      p.zero_();
+    } else if (is_norm) {
+      p.fill_(1.0);
+    } else {
+      p.normal_(0.0, 0.02);
+    }
+  }
+}
+
+}  // namespace docmatch::model
