@@ -1,0 +1,43 @@
+// Model YAML: the shipped configs load, and typos are errors.
+#include "model/config.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+namespace docmatch::model {
+namespace {
+
+TEST(ModelConfig, ShippedPaperConfigsHaveThePapersSizes) {
+  const ModelConfig smith = LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/smith-paper.yaml");
+  EXPECT_EQ(smith.kind, "smith");
+  EXPECT_EQ(smith.smith.sentence_layers, 6);
+  EXPECT_EQ(smith.smith.document_layers, 3);
+  EXPECT_EQ(smith.smith.hidden, 256);
+  EXPECT_EQ(smith.smith.heads, 4);
+  EXPECT_EQ(smith.smith.block_length, 32);
+  EXPECT_EQ(smith.smith.max_blocks, 48);
+  const ModelConfig flat = LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/match-bert-paper.yaml");
+  EXPECT_EQ(flat.kind, "match_bert");
+  EXPECT_EQ(flat.match_bert.max_tokens, 256);
+  for (const char* tiny : {"smith-tiny.yaml", "match-bert-tiny.yaml"}) {
+    EXPECT_NO_THROW(LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/" + tiny)) << tiny;
+  }
+}
+
+TEST(ModelConfig, UnknownKeysWrongTypesAndKindsAreErrors) {
+  auto error = [](const std::string& yaml) {
+    try {
+      ModelConfigFromYaml(YAML::Load(yaml)["model"], "test.yaml");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error("model: {kind: smith, hiden: 64}").find("unknown model key 'hiden'"), std::string::npos);
+  EXPECT_NE(error("model: {kind: smith, hidden: big}").find("'hidden'"), std::string::npos);
+  EXPECT_NE(error("model: {kind: bert}").find("not one of"), std::string::npos);
+  EXPECT_EQ(error("model: {kind: smith, hidden: 64, combine: attention}"), "");
+}
+
+}  // namespace
+}  // namespace docmatch::model
