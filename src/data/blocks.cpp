@@ -49,7 +49,8 @@ std::vector<std::vector<int32_t>> PackBlocks(const Document& document, const Blo
 }
 
 BlockBatch BuildBlockBatch(const std::vector<const Document*>& documents, const BlockOptions& blocks,
-                           const MaskOptions* masks, int64_t epoch) {
+                           const MaskOptions* masks, int64_t epoch, const std::vector<uint64_t>& views) {
+  CHECK(views.empty() || views.size() == documents.size()) << "one view number per document";
   BlockBatch batch;
   batch.B = static_cast<int64_t>(documents.size());
   std::vector<std::vector<std::vector<int32_t>>> packed;
@@ -81,10 +82,11 @@ BlockBatch BuildBlockBatch(const std::vector<const Document*>& documents, const 
     }
     if (!masks || num_blocks == 0) continue;
     const uint64_t index = static_cast<uint64_t>(documents[b]->index);
+    const uint64_t view = views.empty() ? 0 : views[b];
 
     // Masked word LM, BERT's rule: choose 15% of the real tokens; of those 80%
     // become [MASK], 10% a random token, 10% stay; all are predicted.
-    KeyedRandom words(masks->seed, {kWordMaskKey, static_cast<uint64_t>(epoch), index});
+    KeyedRandom words(masks->seed, {kWordMaskKey, view, static_cast<uint64_t>(epoch), index});
     const int64_t n = static_cast<int64_t>(positions.size());
     const int64_t count = n == 0 ? 0 : std::max<int64_t>(1, std::llround(masks->word_fraction * n));
     for (int64_t chosen : Sample(n, count, &words)) {
@@ -99,7 +101,7 @@ BlockBatch BuildBlockBatch(const std::vector<const Document*>& documents, const 
     }
 
     // Masked sentence-block prediction: K distinct real block positions.
-    KeyedRandom block_draw(masks->seed, {kBlockMaskKey, static_cast<uint64_t>(epoch), index});
+    KeyedRandom block_draw(masks->seed, {kBlockMaskKey, view, static_cast<uint64_t>(epoch), index});
     const std::vector<int64_t> chosen = Sample(num_blocks, std::min(batch.K, num_blocks), &block_draw);
     for (size_t k = 0; k < chosen.size(); ++k) batch.masked_blocks[b * batch.K + static_cast<int64_t>(k)] = chosen[k];
   }

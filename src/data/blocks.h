@@ -52,8 +52,10 @@ struct BlockBatch {
 };
 
 // Builds a batch; with `masks` null, no LM or block masks are drawn (fine-
-// tuning, embedding). `epoch` keys the draws.
+// tuning, embedding). `epoch` keys the draws; `views` (one per document, or
+// empty for all 0) separates the draws of several views of one document, such
+// as DocSplit's two halves.
 BlockBatch BuildBlockBatch(const std::vector<const Document*>& documents, const BlockOptions& blocks,
-                           const MaskOptions* masks, int64_t epoch);
+                           const MaskOptions* masks, int64_t epoch, const std::vector<uint64_t>& views = {});
 
 }  // namespace docmatch::data

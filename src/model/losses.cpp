@@ -18,4 +18,13 @@ torch::Tensor SiameseCosineLoss(const torch::Tensor& a, const torch::Tensor& b, 
   return torch::nn::functional::binary_cross_entropy_with_logits(amplifier * cosine, labels.to(cosine.dtype()));
 }
 
+torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& candidates, const torch::Tensor& self,
+                           const torch::Tensor& positive, double temperature) {
+  namespace F = torch::nn::functional;
+  const auto unit = F::NormalizeFuncOptions().dim(-1);
+  torch::Tensor scores = torch::matmul(F::normalize(views, unit), F::normalize(candidates, unit).t()) / temperature;
+  scores = scores.scatter(1, self.unsqueeze(1), -std::numeric_limits<float>::infinity());  // (V, N)
+  return F::cross_entropy(scores, positive);
+}
+
 }  // namespace docmatch::model

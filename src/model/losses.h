@@ -25,4 +25,11 @@ torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::T
 torch::Tensor SiameseCosineLoss(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& labels,
                                 double amplifier);
 
+// DocSplit's symmetric InfoNCE (SimCLR's NT-Xent): every view (V, C) scores
+// every candidate (N, C) by cosine / temperature; its own entry `self` (V,)
+// is excluded, its partner view `positive` (V,) is the target. With both
+// halves of every document among the views, both directions are counted.
+torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& candidates, const torch::Tensor& self,
+                           const torch::Tensor& positive, double temperature);
+
 }  // namespace docmatch::model

@@ -104,19 +104,24 @@ SmithPretrainingImpl::SmithPretrainingImpl(SmithEncoder shared, const SmithConfi
   }
 }
 
+std::pair<torch::Tensor, torch::Tensor> SmithPretrainingImpl::LanguageModel(const SmithEncoderImpl::Blocks& blocks,
+                                                                            const torch::Tensor& lm_labels) {
+  // Word LM over the packed real blocks, only where a label exists (BERT's
+  // head: dense + GELU + LayerNorm, decoder tied to the token embedding).
+  const int64_t T = lm_labels.size(2);
+  const torch::Tensor labels = lm_labels.reshape({-1, T}).index_select(0, blocks.real);  // (R, T)
+  const torch::Tensor where = labels.ne(data::kIgnoreLabel);
+  const torch::Tensor transformed = lm_norm_(torch::gelu(lm_transform_(blocks.token_states.index({where}))));
+  const torch::Tensor logits = torch::matmul(transformed, encoder->embeddings->tokens->weight.t()) + lm_bias_;
+  return {logits, labels.index({where})};  // (M, V), (M,)
+}
+
 SmithPretrainingImpl::Outputs SmithPretrainingImpl::forward(const BlockTensors& batch, bool sentence_blocks) {
-  const int64_t B = batch.tokens.size(0), S = batch.tokens.size(1), T = batch.tokens.size(2);
+  const int64_t B = batch.tokens.size(0), S = batch.tokens.size(1);
   SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(batch.tokens, batch.block_mask);
   Outputs out;
 
-  // Word LM over the packed real blocks, only where a label exists (BERT's
-  // head: dense + GELU + LayerNorm, decoder tied to the token embedding).
-  const torch::Tensor labels = batch.lm_labels.reshape({B * S, T}).index_select(0, blocks.real);  // (R, T)
-  const torch::Tensor where = labels.ne(data::kIgnoreLabel);
-  const torch::Tensor states = blocks.token_states.index({where});  // (M, C)
-  out.lm_labels = labels.index({where});                            // (M,)
-  const torch::Tensor transformed = lm_norm_(torch::gelu(lm_transform_(states)));
-  out.lm_logits = torch::matmul(transformed, encoder->embeddings->tokens->weight.t()) + lm_bias_;  // (M, V)
+  std::tie(out.lm_logits, out.lm_labels) = LanguageModel(blocks, batch.lm_labels);
 
   if (sentence_blocks) {
     // Masked sentence-block prediction (§4.2.2): swap the chosen blocks'
@@ -144,6 +149,26 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::Lo
   const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options());
   const torch::Tensor block = SentenceBlockLoss(out.block_predictions, out.block_originals, positive);
   return {lm + block, lm, block};
+}
+
+SmithPretrainingImpl::ViewOutputs SmithPretrainingImpl::ForwardViews(const BlockTensors& views) {
+  const SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(views.tokens, views.block_mask);
+  ViewOutputs out;
+  std::tie(out.lm_logits, out.lm_labels) = LanguageModel(blocks, views.lm_labels);
+  out.vectors = encoder->Combine(encoder->EncodeDocument(blocks.vectors, views.block_mask), views.block_mask);
+  return out;
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::DocSplit(const BlockTensors& views,
+                                                                                       double temperature,
+                                                                                       double lm_weight) {
+  const ViewOutputs out = ForwardViews(views);
+  const int64_t V = out.vectors.size(0), B = V / 2;
+  TORCH_CHECK(V == 2 * B, "DocSplit needs both halves of every document, got ", V, " views");
+  const torch::Tensor self = torch::arange(V, views.tokens.options());
+  const torch::Tensor contrastive = DocSplitLoss(out.vectors, out.vectors, self, (self + B) % V, temperature);
+  const torch::Tensor lm = MaskedLmLoss(out.lm_logits, out.lm_labels);
+  return {contrastive + lm_weight * lm, contrastive, lm};
 }
 
 torch::Tensor SiameseLoss(SmithEncoder& encoder, const BlockTensors& a, const BlockTensors& b,

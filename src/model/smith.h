@@ -100,9 +100,26 @@ class SmithPretrainingImpl : public torch::nn::Module {
   // the candidate pool. Returns (total, lm, block).
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> Loss(const BlockTensors& batch, bool sentence_blocks);
 
+  // DocSplit on this encoder: `views` holds 2B documents, the first halves of
+  // B documents then their second halves (data/docsplit.h), with LM masks.
+  struct ViewOutputs {
+    torch::Tensor lm_logits;  // (M, V)
+    torch::Tensor lm_labels;  // (M,)
+    torch::Tensor vectors;    // (2B, C) unit document vectors of the views
+  };
+  ViewOutputs ForwardViews(const BlockTensors& views);
+  // Single process: InfoNCE over the batch's own views + lm_weight * LM.
+  // Returns (total, contrastive, lm).
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> DocSplit(const BlockTensors& views, double temperature = 0.05,
+                                                                   double lm_weight = 0.1);
+
   SmithEncoder encoder{nullptr};
 
  private:
+  // BERT's LM head over the packed token states where labels exist.
+  std::pair<torch::Tensor, torch::Tensor> LanguageModel(const SmithEncoderImpl::Blocks& blocks,
+                                                        const torch::Tensor& lm_labels);
+
   torch::nn::Linear lm_transform_{nullptr}, block_dense_{nullptr};
   torch::nn::LayerNorm lm_norm_{nullptr}, block_norm_{nullptr};
   torch::Tensor lm_bias_, mask_vector_;

@@ -91,6 +91,10 @@ TEST(BuildBlockBatch, MasksDependOnlyOnSeedEpochAndDocumentIndex) {
   EXPECT_EQ(ab.masked_blocks[1], cba.masked_blocks[2 * cba.K + 1]);
   const BlockBatch other_epoch = BuildBlockBatch({&docs[0], &docs[1]}, blocks, &masks, 4);
   EXPECT_NE(rows(ab, 0, ab.lm_labels), rows(other_epoch, 0, other_epoch.lm_labels));
+  // Two views of one document draw different masks.
+  const BlockBatch two_views = BuildBlockBatch({&docs[0], &docs[0]}, blocks, &masks, 3, {0, 1});
+  EXPECT_EQ(rows(two_views, 0, two_views.lm_labels), rows(ab, 0, ab.lm_labels));
+  EXPECT_NE(rows(two_views, 1, two_views.lm_labels), rows(two_views, 0, two_views.lm_labels));
 }
 
 TEST(BuildBlockBatch, MaskRatesFollowBert) {

@@ -1,0 +1,76 @@
+// DocSplit halves (data/docsplit.h).
+#include "data/docsplit.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "test_corpus.h"
+
+namespace docmatch::data {
+namespace {
+
+// Sentence token lists of a document, by paragraph.
+std::vector<std::vector<std::vector<int32_t>>> Structure(const Document& d) {
+  std::vector<std::vector<std::vector<int32_t>>> out;
+  for (int64_t p = 0; p < d.num_paragraphs(); ++p) {
+    out.emplace_back();
+    for (int64_t s = d.paragraph_offsets[p]; s < d.paragraph_offsets[p + 1]; ++s) out.back().push_back(d.Sentence(s));
+  }
+  return out;
+}
+
+TEST(SplitDocument, EverySentenceGoesToExactlyOneHalfInOrder) {
+  int64_t first_total = 0, sentences_total = 0;
+  for (int i = 0; i < 300; ++i) {
+    const Document d = testing::SyntheticDocument(i, 21);
+    const auto [a, b] = SplitDocument(d, /*seed=*/5, /*epoch=*/0);
+    EXPECT_EQ(a.index, d.index);
+    EXPECT_EQ(b.id, d.id);
+    if (d.num_sentences() == 1) {
+      EXPECT_EQ(a.tokens, d.tokens);
+      EXPECT_EQ(b.tokens, d.tokens);
+      continue;
+    }
+    ASSERT_GT(a.num_sentences(), 0);
+    ASSERT_GT(b.num_sentences(), 0);
+    EXPECT_EQ(a.num_sentences() + b.num_sentences(), d.num_sentences());
+    EXPECT_EQ(a.num_tokens() + b.num_tokens(), d.num_tokens());
+    // Merging the halves paragraph by paragraph, in order, gives the original:
+    // walk the original and take each sentence from whichever half has it next.
+    const auto sa = Structure(a), sb = Structure(b), sd = Structure(d);
+    std::vector<std::vector<int32_t>> fa, fb;
+    for (const auto& p : sa) fa.insert(fa.end(), p.begin(), p.end());
+    for (const auto& p : sb) fb.insert(fb.end(), p.begin(), p.end());
+    size_t ia = 0, ib = 0;
+    for (const auto& p : sd) {
+      for (const auto& s : p) {
+        if (ia < fa.size() && fa[ia] == s) {
+          ++ia;
+        } else {
+          ASSERT_TRUE(ib < fb.size() && fb[ib] == s) << "sentence lost or reordered, document " << i;
+          ++ib;
+        }
+      }
+    }
+    EXPECT_LE(a.num_paragraphs(), d.num_paragraphs());
+    first_total += a.num_sentences();
+    sentences_total += d.num_sentences();
+  }
+  // A fair coin: close to half the sentences in the first half.
+  EXPECT_NEAR(static_cast<double>(first_total) / sentences_total, 0.5, 0.05);
+}
+
+TEST(SplitDocument, DependsOnlyOnSeedEpochAndIndex) {
+  const Document d = testing::SyntheticDocument(3, 40);
+  const auto x = SplitDocument(d, 5, 2), y = SplitDocument(d, 5, 2);
+  EXPECT_EQ(x.first.tokens, y.first.tokens);
+  EXPECT_EQ(x.second.sentence_offsets, y.second.sentence_offsets);
+  bool differs = false;
+  for (int epoch = 3; epoch < 10 && !differs; ++epoch)
+    differs = SplitDocument(d, 5, epoch).first.tokens != x.first.tokens;
+  EXPECT_TRUE(differs);
+}
+
+}  // namespace
+}  // namespace docmatch::data
