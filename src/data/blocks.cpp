@@ -27,6 +27,25 @@ std::vector<int64_t> Sample(int64_t n, int64_t count, KeyedRandom* random) {
 
 }  // namespace
 
+void MaskWords(const MaskOptions& masks, uint64_t view, int64_t epoch, uint64_t index,
+               const std::vector<int64_t>& positions, std::vector<int32_t>* tokens, std::vector<int32_t>* labels) {
+  // BERT's rule: choose 15% of the real tokens; of those 80% become [MASK],
+  // 10% a random token, 10% stay; all are predicted.
+  KeyedRandom words(masks.seed, {kWordMaskKey, view, static_cast<uint64_t>(epoch), index});
+  const int64_t n = static_cast<int64_t>(positions.size());
+  const int64_t count = n == 0 ? 0 : std::max<int64_t>(1, std::llround(masks.word_fraction * n));
+  for (int64_t chosen : Sample(n, count, &words)) {
+    const int64_t p = positions[chosen];
+    (*labels)[p] = (*tokens)[p];
+    const double r = words.Uniform();
+    if (r < masks.replace_mask) {
+      (*tokens)[p] = kMaskId;
+    } else if (r < masks.replace_mask + masks.replace_random) {
+      (*tokens)[p] = kMaskId + 1 + static_cast<int32_t>(words.Below(masks.vocab_size - kMaskId - 1));
+    }
+  }
+}
+
 std::vector<std::vector<int32_t>> PackBlocks(const Document& document, const BlockOptions& options) {
   CHECK_GE(options.block_length, 2) << "a block holds [CLS] and at least one token";
   const int64_t room = options.block_length - 1;
@@ -84,21 +103,7 @@ BlockBatch BuildBlockBatch(const std::vector<const Document*>& documents, const 
     const uint64_t index = static_cast<uint64_t>(documents[b]->index);
     const uint64_t view = views.empty() ? 0 : views[b];
 
-    // Masked word LM, BERT's rule: choose 15% of the real tokens; of those 80%
-    // become [MASK], 10% a random token, 10% stay; all are predicted.
-    KeyedRandom words(masks->seed, {kWordMaskKey, view, static_cast<uint64_t>(epoch), index});
-    const int64_t n = static_cast<int64_t>(positions.size());
-    const int64_t count = n == 0 ? 0 : std::max<int64_t>(1, std::llround(masks->word_fraction * n));
-    for (int64_t chosen : Sample(n, count, &words)) {
-      const int64_t p = positions[chosen];
-      batch.lm_labels[p] = batch.tokens[p];
-      const double r = words.Uniform();
-      if (r < masks->replace_mask) {
-        batch.tokens[p] = kMaskId;
-      } else if (r < masks->replace_mask + masks->replace_random) {
-        batch.tokens[p] = kMaskId + 1 + static_cast<int32_t>(words.Below(masks->vocab_size - kMaskId - 1));
-      }
-    }
+    MaskWords(*masks, view, epoch, index, positions, &batch.tokens, &batch.lm_labels);
 
     // Masked sentence-block prediction: K distinct real block positions.
     KeyedRandom block_draw(masks->seed, {kBlockMaskKey, view, static_cast<uint64_t>(epoch), index});

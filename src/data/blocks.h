@@ -38,6 +38,12 @@ struct MaskOptions {
   uint64_t seed = 1234;
 };
 
+// The masked word LM's draw, in one place for every model: BERT's rule over
+// `positions` (indices into `tokens` of the maskable real tokens), keyed by
+// (seed, view, epoch, document index). Writes the original ids to `labels`.
+void MaskWords(const MaskOptions& masks, uint64_t view, int64_t epoch, uint64_t index,
+               const std::vector<int64_t>& positions, std::vector<int32_t>* tokens, std::vector<int32_t>* labels);
+
 // A padded batch of documents as blocks: B documents, S = the most blocks any
 // of them has, T = the longest block. Row-major arrays.
 struct BlockBatch {

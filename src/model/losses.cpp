@@ -27,4 +27,11 @@ torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& cand
   return F::cross_entropy(scores, positive);
 }
 
+torch::Tensor SdrContrastiveLoss(const torch::Tensor& anchors, const torch::Tensor& candidates,
+                                 const torch::Tensor& pair, const torch::Tensor& labels, double margin) {
+  const torch::Tensor cosine = torch::cosine_similarity(anchors, candidates.index_select(0, pair), 1);  // (B,)
+  const torch::Tensor y = labels.to(cosine.dtype());
+  return (y * (1 - cosine) + (1 - y) * torch::relu(cosine - (1 - margin))).mean();
+}
+
 }  // namespace docmatch::model

@@ -32,4 +32,11 @@ torch::Tensor SiameseCosineLoss(const torch::Tensor& a, const torch::Tensor& b, 
 torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& candidates, const torch::Tensor& self,
                            const torch::Tensor& positive, double temperature);
 
+// SDR's cosine contrastive loss (Ginzburg et al. 2021, §3.2): anchor i (B, C)
+// meets candidate pair[i] of (N, C); label 1 pulls the cosine to 1 (loss
+// 1 - cos), label 0 pushes it below 1 - margin (loss max(0, cos - (1 -
+// margin))); margin 1 is the paper's choice: negatives stop at cosine 0.
+torch::Tensor SdrContrastiveLoss(const torch::Tensor& anchors, const torch::Tensor& candidates,
+                                 const torch::Tensor& pair, const torch::Tensor& labels, double margin);
+
 }  // namespace docmatch::model

@@ -1,0 +1,79 @@
+#include "data/sdr_batch.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "data/random.h"
+#include "data/tokenizer.h"
+
+namespace docmatch::data {
+namespace {
+
+constexpr uint64_t kSdrPairKey = 0x7364727061697273ULL;  // "sdrpairs"
+
+// (anchor, partner) sentence indices: two distinct sentences of one paragraph
+// when a paragraph has two, else of the document, else the same sentence.
+std::pair<int64_t, int64_t> ChooseSentences(const Document& d, KeyedRandom* random) {
+  std::vector<int64_t> rich;  // paragraphs with at least two sentences
+  for (int64_t p = 0; p < d.num_paragraphs(); ++p) {
+    if (d.paragraph_offsets[p + 1] - d.paragraph_offsets[p] >= 2) rich.push_back(p);
+  }
+  int64_t first = 0, count = d.num_sentences();
+  if (!rich.empty()) {
+    const int64_t p = rich[random->Below(rich.size())];
+    first = d.paragraph_offsets[p];
+    count = d.paragraph_offsets[p + 1] - first;
+  }
+  if (count < 2) return {first, first};
+  const int64_t a = static_cast<int64_t>(random->Below(count));
+  const int64_t b = (a + 1 + static_cast<int64_t>(random->Below(count - 1))) % count;
+  return {first + a, first + b};
+}
+
+}  // namespace
+
+SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrOptions& options,
+                       const MaskOptions* masks, int64_t epoch) {
+  SdrBatch batch;
+  batch.B = static_cast<int64_t>(documents.size());
+  std::vector<std::vector<int32_t>> anchors, partners;
+  for (const Document* d : documents) {
+    CHECK_GT(d->num_sentences(), 0) << "[data] SDR: document " << d->id << " has no sentences";
+    KeyedRandom random(options.seed, {kSdrPairKey, static_cast<uint64_t>(epoch), static_cast<uint64_t>(d->index)});
+    const auto [a, p] = ChooseSentences(*d, &random);
+    auto cut = [&](int64_t s) {
+      std::vector<int32_t> tokens = d->Sentence(s);
+      if (static_cast<int64_t>(tokens.size()) > options.max_tokens) tokens.resize(options.max_tokens);
+      return tokens;
+    };
+    anchors.push_back(cut(a));
+    partners.push_back(cut(p));
+    batch.T =
+        std::max({batch.T, static_cast<int64_t>(anchors.back().size()), static_cast<int64_t>(partners.back().size())});
+    // Positive with probability positive_rate; a negative needs a batch mate.
+    const bool positive = batch.B < 2 || random.Uniform() < options.positive_rate;
+    const int64_t b = static_cast<int64_t>(batch.document_index.size());
+    batch.pair.push_back(positive ? b : (b + 1 + static_cast<int64_t>(random.Below(batch.B - 1))) % batch.B);
+    batch.label.push_back(positive ? 1.0f : 0.0f);
+    batch.document_index.push_back(d->index);
+  }
+  const int64_t B = batch.B, T = batch.T;
+  auto fill = [&](const std::vector<std::vector<int32_t>>& rows, uint64_t view, std::vector<int32_t>* tokens,
+                  std::vector<int32_t>* labels) {
+    tokens->assign(B * T, kPadId);
+    labels->assign(B * T, kIgnoreLabel);
+    for (int64_t b = 0; b < B; ++b) {
+      std::copy(rows[b].begin(), rows[b].end(), tokens->begin() + b * T);
+      if (!masks) continue;
+      std::vector<int64_t> positions(rows[b].size());
+      for (size_t t = 0; t < rows[b].size(); ++t) positions[t] = b * T + static_cast<int64_t>(t);
+      MaskWords(*masks, view, epoch, static_cast<uint64_t>(batch.document_index[b]), positions, tokens, labels);
+    }
+  };
+  fill(anchors, /*view=*/0, &batch.anchors, &batch.anchor_labels);
+  fill(partners, /*view=*/1, &batch.partners, &batch.partner_labels);
+  return batch;
+}
+
+}  // namespace docmatch::data

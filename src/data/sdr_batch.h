@@ -1,0 +1,38 @@
+// SDR's training pairs (Ginzburg et al., 2021, §3): per document an anchor
+// sentence and a partner from the same paragraph; with probability 0.5 the
+// pair is that positive, otherwise the anchor meets the partner of another
+// document of the batch (a negative). Sentences are truncated to
+// `max_tokens`; both sides carry MLM masks. All draws are keyed by
+// (seed, epoch, document index).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/blocks.h"
+#include "data/document.h"
+
+namespace docmatch::data {
+
+struct SdrOptions {
+  int64_t max_tokens = 64;  // tokens per sentence (longer ones are cut)
+  double positive_rate = 0.5;
+  uint64_t seed = 1234;  // keys the pair draws
+};
+
+struct SdrBatch {
+  int64_t B = 0, T = 0;
+  std::vector<int32_t> anchors;         // (B, T) kPadId padding, MLM masks applied
+  std::vector<int32_t> anchor_labels;   // (B, T) original ids where masked, else kIgnoreLabel
+  std::vector<int32_t> partners;        // (B, T)
+  std::vector<int32_t> partner_labels;  // (B, T)
+  std::vector<int64_t> pair;            // (B,) index into partners of each anchor's pair
+  std::vector<float> label;             // (B,) 1 = same paragraph, 0 = another document
+  std::vector<int64_t> document_index;  // (B,)
+};
+
+// `masks` null: no MLM masks (evaluation).
+SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrOptions& options,
+                       const MaskOptions* masks, int64_t epoch);
+
+}  // namespace docmatch::data

@@ -1,0 +1,27 @@
+// SDR's two-stage hierarchical document score (Ginzburg et al. 2021, §3.3).
+//
+//  1. For each candidate c and each pair of paragraphs (p of the source, q of
+//     c): the sentence cosine matrix, reduced to a paragraph score by the max
+//     over q's sentences averaged over p's sentences.
+//  2. Optionally (the paper's normalisation; the authors' public code omits
+//     it), each source paragraph's scores are z-scored over all paragraphs of
+//     all candidates, so a paragraph that matches everything counts less.
+//  3. The document score: max over c's paragraphs, averaged over the source's.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace docmatch::eval {
+
+// A document as SDR scores it: sentence vectors and their paragraphs.
+struct SentenceVectors {
+  torch::Tensor vectors;                   // (S, C)
+  std::vector<int64_t> paragraph_offsets;  // (P + 1,) into the sentences
+};
+
+// Scores (candidates,) of `source` against each candidate.
+torch::Tensor SdrScores(const SentenceVectors& source, const std::vector<SentenceVectors>& candidates, bool normalize);
+
+}  // namespace docmatch::eval

@@ -1,0 +1,80 @@
+// SDR sentence pairs (data/sdr_batch.h).
+#include "data/sdr_batch.h"
+
+#include <gtest/gtest.h>
+
+#include "data/tokenizer.h"
+#include "test_corpus.h"
+
+namespace docmatch::data {
+namespace {
+
+// Which (paragraph, sentence) of `d` has exactly these tokens (synthetic
+// sentences are distinct with overwhelming probability).
+std::pair<int64_t, int64_t> Locate(const Document& d, const std::vector<int32_t>& tokens) {
+  for (int64_t p = 0; p < d.num_paragraphs(); ++p) {
+    for (int64_t s = d.paragraph_offsets[p]; s < d.paragraph_offsets[p + 1]; ++s) {
+      if (d.Sentence(s) == tokens) return {p, s};
+    }
+  }
+  return {-1, -1};
+}
+
+std::vector<int32_t> Row(const std::vector<int32_t>& v, int64_t b, int64_t T) {
+  std::vector<int32_t> row(v.begin() + b * T, v.begin() + (b + 1) * T);
+  while (!row.empty() && row.back() == kPadId) row.pop_back();
+  return row;
+}
+
+TEST(SdrBatch, PairsComeFromOneParagraphAndHalfAreNegatives) {
+  std::vector<Document> docs;
+  for (int i = 0; i < 400; ++i) docs.push_back(testing::SyntheticDocument(i, 55));
+  std::vector<const Document*> pointers;
+  for (const auto& d : docs) pointers.push_back(&d);
+  SdrOptions options;
+  options.max_tokens = 64;  // longer than any synthetic sentence: nothing is cut
+  const SdrBatch batch = BuildSdrBatch(pointers, options, nullptr, 0);
+  int64_t positives = 0;
+  for (int64_t b = 0; b < batch.B; ++b) {
+    const Document& d = docs[b];
+    const auto [pa, sa] = Locate(d, Row(batch.anchors, b, batch.T));
+    const auto [pp, sp] = Locate(d, Row(batch.partners, b, batch.T));
+    ASSERT_GE(sa, 0) << b;
+    ASSERT_GE(sp, 0) << b;
+    bool rich = false;  // does the document have a paragraph with two sentences?
+    for (int64_t p = 0; p < d.num_paragraphs(); ++p) rich |= d.paragraph_offsets[p + 1] - d.paragraph_offsets[p] >= 2;
+    if (rich) {
+      EXPECT_EQ(pa, pp) << b;
+      EXPECT_NE(sa, sp) << b;
+    }
+    if (batch.label[b] == 1.0f) {
+      EXPECT_EQ(batch.pair[b], b);
+      ++positives;
+    } else {
+      EXPECT_NE(batch.pair[b], b);
+      EXPECT_TRUE(batch.pair[b] >= 0 && batch.pair[b] < batch.B);
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(positives) / batch.B, 0.5, 0.08);
+}
+
+TEST(SdrBatch, TruncatesMasksAndDependsOnlyOnTheDocument) {
+  std::vector<Document> docs;
+  for (int i = 0; i < 5; ++i) docs.push_back(testing::SyntheticDocument(i, 9));
+  SdrOptions options;
+  options.max_tokens = 4;
+  MaskOptions masks;
+  masks.vocab_size = 1005;
+  const SdrBatch batch = BuildSdrBatch({&docs[0], &docs[1], &docs[2]}, options, &masks, 1);
+  EXPECT_LE(batch.T, 4);
+  int64_t masked = 0;
+  for (int32_t label : batch.anchor_labels) masked += label != kIgnoreLabel;
+  EXPECT_GE(masked, 3);  // at least one per anchor
+  // Document 1's anchor and partner do not depend on its batch mates.
+  const SdrBatch other = BuildSdrBatch({&docs[4], &docs[1]}, options, &masks, 1);
+  EXPECT_EQ(Row(batch.anchors, 1, batch.T), Row(other.anchors, 1, other.T));
+  EXPECT_EQ(Row(batch.partner_labels, 1, batch.T), Row(other.partner_labels, 1, other.T));
+}
+
+}  // namespace
+}  // namespace docmatch::data
