@@ -1,0 +1,135 @@
+#include "model/smash.h"
+
+#include "data/tokenizer.h"
+
+namespace docmatch::model {
+namespace rnn = torch::nn::utils::rnn;
+
+HierarchyTensors ToTensors(const data::HierarchyBatch& batch, const torch::Device& device) {
+  HierarchyTensors t;
+  t.tokens =
+      torch::from_blob(const_cast<int32_t*>(batch.tokens.data()), {batch.B, batch.P, batch.S, batch.W}, torch::kInt32)
+          .to(device, torch::kLong);
+  t.sentence_order =
+      torch::from_blob(const_cast<int64_t*>(batch.sentence_order.data()), {batch.B, batch.D}, torch::kInt64)
+          .clone()
+          .to(device);
+  t.words = torch::from_blob(const_cast<int32_t*>(batch.words.data()), {batch.B, batch.N}, torch::kInt32)
+                .to(device, torch::kLong);
+  return t;
+}
+
+AttentionPoolingImpl::AttentionPoolingImpl(int64_t channels) {
+  project_ = register_module("project", torch::nn::Linear(channels, channels));
+  context_ = register_parameter("context", torch::randn({channels}) * 0.1);
+}
+
+torch::Tensor AttentionPoolingImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  const torch::Tensor scores = torch::matmul(torch::tanh(project_(x)), context_);  // (N, L)
+  const torch::Tensor weights = torch::softmax(scores.masked_fill(mask.logical_not(), -1e9), 1);
+  return (weights.unsqueeze(-1) * x).sum(1);
+}
+
+GruAttentionImpl::GruAttentionImpl(int64_t input, int64_t units) {
+  gru_ =
+      register_module("gru", torch::nn::GRU(torch::nn::GRUOptions(input, units).batch_first(true).bidirectional(true)));
+  pooling_ = register_module("pooling", AttentionPooling(2 * units));
+}
+
+torch::Tensor GruAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& lengths) {
+  const int64_t L = x.size(1);
+  const auto packed = rnn::pack_padded_sequence(x, lengths.cpu(), /*batch_first=*/true, /*enforce_sorted=*/false);
+  const auto [output, unused] = gru_->forward_with_packed_input(packed);
+  const torch::Tensor states =
+      std::get<0>(rnn::pad_packed_sequence(output, /*batch_first=*/true, /*padding_value=*/0.0, /*total_length=*/L));
+  const torch::Tensor mask = torch::arange(L, lengths.options()).unsqueeze(0) < lengths.unsqueeze(1);  // (N, L)
+  return pooling_(states, mask);
+}
+
+SmashEncoderImpl::SmashEncoderImpl(const SmashConfig& config) : config_(config) {
+  for (size_t start = 0; start <= config.depths.size();) {
+    const size_t end = std::min(config.depths.find('+', start), config.depths.size());
+    const std::string depth = config.depths.substr(start, end - start);
+    if (depth == "P") {
+      paragraph_depth_ = true;
+    } else if (depth == "S") {
+      sentence_depth_ = true;
+    } else if (depth == "W") {
+      word_depth_ = true;
+    } else {
+      TORCH_CHECK(false, "SMASH depths '", config.depths, "': '", depth, "' is not P, S or W");
+    }
+    start = end + 1;
+  }
+  const int64_t E = config.embedding, U = config.gru_units;
+  embedding_ = register_module(
+      "embedding", torch::nn::Embedding(torch::nn::EmbeddingOptions(config.vocab_size, E).padding_idx(data::kPadId)));
+  dropout_ = register_module("dropout", torch::nn::Dropout(config.dropout));
+  if (paragraph_depth_ || sentence_depth_) word_to_sentence_ = register_module("word_to_sentence", GruAttention(E, U));
+  if (paragraph_depth_) {
+    sentence_to_paragraph_ = register_module("sentence_to_paragraph", GruAttention(2 * U, U));
+    paragraph_to_document_ = register_module("paragraph_to_document", GruAttention(2 * U, U));
+  }
+  if (sentence_depth_) sentence_to_document_ = register_module("sentence_to_document", GruAttention(2 * U, U));
+  if (word_depth_) word_to_document_ = register_module("word_to_document", GruAttention(E, U));
+}
+
+int64_t SmashEncoderImpl::output_size() const {
+  return 2 * config_.gru_units * (paragraph_depth_ + sentence_depth_ + word_depth_);
+}
+
+torch::Tensor SmashEncoderImpl::forward(const HierarchyTensors& batch) {
+  const int64_t B = batch.tokens.size(0), P = batch.tokens.size(1), S = batch.tokens.size(2), W = batch.tokens.size(3);
+  const int64_t C = 2 * config_.gru_units;
+  std::vector<torch::Tensor> depths;
+  torch::Tensor sentences;  // (B * P * S, C) sentence vectors, zero at padding
+  if (paragraph_depth_ || sentence_depth_) {
+    // Words -> sentence over the real sentences only.
+    const torch::Tensor flat = batch.tokens.reshape({B * P * S, W});
+    const torch::Tensor lengths = flat.ne(data::kPadId).sum(1);  // (B*P*S,)
+    const torch::Tensor real = lengths.gt(0).nonzero().squeeze(1);
+    const torch::Tensor vectors =
+        word_to_sentence_(dropout_(embedding_(flat.index_select(0, real))), lengths.index_select(0, real));
+    sentences = torch::zeros({B * P * S, C}, vectors.options()).index_copy(0, real, vectors);
+  }
+  if (paragraph_depth_) {
+    // Sentence -> paragraph over the real paragraphs, then paragraph -> document.
+    const torch::Tensor counts =
+        batch.tokens.ne(data::kPadId).any(3).sum(2).reshape({B * P});  // sentences per paragraph
+    const torch::Tensor real = counts.gt(0).nonzero().squeeze(1);
+    const torch::Tensor vectors =
+        sentence_to_paragraph_(sentences.view({B * P, S, C}).index_select(0, real), counts.index_select(0, real));
+    const torch::Tensor paragraphs = torch::zeros({B * P, C}, vectors.options()).index_copy(0, real, vectors);
+    depths.push_back(paragraph_to_document_(paragraphs.view({B, P, C}), counts.view({B, P}).gt(0).sum(1)));
+  }
+  if (sentence_depth_) {
+    // All sentences of a document in order (sentence_order), then -> document.
+    const torch::Tensor order = batch.sentence_order;  // (B, D)
+    const torch::Tensor rows = torch::arange(B, order.options()).unsqueeze(1) * (P * S);
+    const torch::Tensor gathered = sentences.index_select(0, (rows + order.clamp_min(0)).reshape(-1));
+    depths.push_back(sentence_to_document_(gathered.view({B, order.size(1), C}), order.ge(0).sum(1)));
+  }
+  if (word_depth_) {
+    depths.push_back(word_to_document_(dropout_(embedding_(batch.words)), batch.words.ne(data::kPadId).sum(1)));
+  }
+  return torch::cat(depths, 1);
+}
+
+SmashPairImpl::SmashPairImpl(const SmashConfig& config) {
+  encoder = register_module("encoder", SmashEncoder(config));
+  head_ =
+      register_module("head", torch::nn::Sequential(torch::nn::Linear(2 * encoder->output_size(), config.pair_hidden),
+                                                    torch::nn::ReLU(), torch::nn::Dropout(config.dropout),
+                                                    torch::nn::Linear(config.pair_hidden, 1)));
+}
+
+torch::Tensor SmashPairImpl::forward(const HierarchyTensors& a, const HierarchyTensors& b) {
+  return head_->forward(torch::cat({encoder(a), encoder(b)}, 1)).squeeze(1);
+}
+
+torch::Tensor SmashPairImpl::Loss(const HierarchyTensors& a, const HierarchyTensors& b, const torch::Tensor& labels) {
+  const torch::Tensor logits = forward(a, b);
+  return torch::nn::functional::binary_cross_entropy_with_logits(logits, labels.to(logits.dtype()));
+}
+
+}  // namespace docmatch::model

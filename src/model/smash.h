@@ -1,0 +1,97 @@
+// SMASH RNN (Jiang et al., WWW 2019, §3) and HAN (Yang et al., NAACL 2016).
+//
+// Each depth is a bidirectional GRU followed by attention pooling
+// (u = tanh(W h + b), a = softmax(u . context) over real positions):
+//   P depth: words -> sentence -> paragraph -> document
+//   S depth: words -> sentence -> document
+//   W depth: words -> document
+// The document vector concatenates the chosen depths ("P", "P+S", "P+S+W");
+// HAN is the S depth alone. The words -> sentence encoder is shared by the P
+// and S depths. Padding never reaches a GRU (packed sequences of real units
+// only) and is masked in every attention. Pairs: concat -> FC + ReLU -> FC ->
+// sigmoid, trained with binary cross-entropy.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "data/hierarchy_batch.h"
+
+namespace docmatch::model {
+
+struct SmashConfig {
+  int64_t vocab_size = 16000;    // V
+  int64_t embedding = 256;       // word embedding size (paper: 256)
+  int64_t gru_units = 128;       // per direction (paper: 128); each depth outputs 2x this
+  std::string depths = "P+S+W";  // any of P, S, W joined by '+'; HAN = "S"
+  int64_t pair_hidden = 256;     // the pair head's hidden layer
+  double dropout = 0.1;          // on word embeddings and the pair head
+};
+
+struct HierarchyTensors {
+  torch::Tensor tokens;          // (B, P, S, W) int64
+  torch::Tensor sentence_order;  // (B, D) int64, -1 padding
+  torch::Tensor words;           // (B, N) int64
+};
+HierarchyTensors ToTensors(const data::HierarchyBatch& batch, const torch::Device& device);
+
+// Attention pooling over real positions: x (N, L, C), mask (N, L) -> (N, C).
+class AttentionPoolingImpl : public torch::nn::Module {
+ public:
+  explicit AttentionPoolingImpl(int64_t channels);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+
+ private:
+  torch::nn::Linear project_{nullptr};
+  torch::Tensor context_;  // (C,)
+};
+TORCH_MODULE(AttentionPooling);
+
+// One depth level: BiGRU over the real prefix of each sequence, then
+// attention pooling. x (N, L, C_in), lengths (N,) >= 1 -> (N, 2 * units).
+class GruAttentionImpl : public torch::nn::Module {
+ public:
+  GruAttentionImpl(int64_t input, int64_t units);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& lengths);
+
+ private:
+  torch::nn::GRU gru_{nullptr};
+  AttentionPooling pooling_{nullptr};
+};
+TORCH_MODULE(GruAttention);
+
+class SmashEncoderImpl : public torch::nn::Module {
+ public:
+  explicit SmashEncoderImpl(const SmashConfig& config);
+  // -> document vectors (B, output_size())
+  torch::Tensor forward(const HierarchyTensors& batch);
+  int64_t output_size() const;
+
+ private:
+  SmashConfig config_;
+  bool paragraph_depth_ = false, sentence_depth_ = false, word_depth_ = false;
+  torch::nn::Embedding embedding_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+  GruAttention word_to_sentence_{nullptr}, sentence_to_paragraph_{nullptr}, paragraph_to_document_{nullptr},
+      sentence_to_document_{nullptr}, word_to_document_{nullptr};
+};
+TORCH_MODULE(SmashEncoder);
+
+// The Siamese pair model: one encoder for both documents, then the head.
+class SmashPairImpl : public torch::nn::Module {
+ public:
+  explicit SmashPairImpl(const SmashConfig& config);
+  // -> logits (B,) that the pair is related
+  torch::Tensor forward(const HierarchyTensors& a, const HierarchyTensors& b);
+  // Binary cross-entropy of forward(a, b) against labels (B,) in {0, 1}.
+  torch::Tensor Loss(const HierarchyTensors& a, const HierarchyTensors& b, const torch::Tensor& labels);
+
+  SmashEncoder encoder{nullptr};
+
+ private:
+  torch::nn::Sequential head_{nullptr};
+};
+TORCH_MODULE(SmashPair);
+
+}  // namespace docmatch::model
