@@ -68,8 +68,30 @@ ModelConfig ModelConfigFromYaml(const YAML::Node& model, const std::string& orig
            {"dropout", Set(&c.dropout)},
            {"amplifier", Set(&c.amplifier)}},
           origin);
+  } else if (config.kind == "sdr") {
+    SdrConfig& c = config.sdr;
+    Apply(model,
+          {{"vocab_size", Set(&c.vocab_size)},
+           {"hidden", Set(&c.hidden)},
+           {"heads", Set(&c.heads)},
+           {"intermediate", Set(&c.intermediate)},
+           {"layers", Set(&c.layers)},
+           {"max_tokens", Set(&c.max_tokens)},
+           {"dropout", Set(&c.dropout)},
+           {"margin", Set(&c.margin)}},
+          origin);
+  } else if (config.kind == "smash") {
+    SmashConfig& c = config.smash;
+    Apply(model,
+          {{"vocab_size", Set(&c.vocab_size)},
+           {"embedding", Set(&c.embedding)},
+           {"gru_units", Set(&c.gru_units)},
+           {"depths", Set(&c.depths)},
+           {"pair_hidden", Set(&c.pair_hidden)},
+           {"dropout", Set(&c.dropout)}},
+          origin);
   } else {
-    throw std::runtime_error(origin + ": model kind '" + config.kind + "' is not one of smith, match_bert");
+    throw std::runtime_error(origin + ": model kind '" + config.kind + "' is not one of smith, match_bert, sdr, smash");
   }
   return config;
 }

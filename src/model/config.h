@@ -1,6 +1,6 @@
 // Model sizes from YAML (configs/models/*.yaml), one `model:` section:
 //   model:
-//     kind: smith          # smith | match_bert
+//     kind: smith          # smith | match_bert | sdr | smash
 //     hidden: 256
 //     ...
 // Keys are the config structs' field names; an unknown key or a wrong type
@@ -11,6 +11,8 @@
 #include <string>
 
 #include "model/match_bert.h"
+#include "model/sdr.h"
+#include "model/smash.h"
 #include "model/smith.h"
 
 namespace YAML {
@@ -20,9 +22,11 @@ class Node;
 namespace docmatch::model {
 
 struct ModelConfig {
-  std::string kind;  // "smith" or "match_bert"
+  std::string kind;  // "smith", "match_bert", "sdr" or "smash"
   SmithConfig smith;
   MatchBertConfig match_bert;
+  SdrConfig sdr;
+  SmashConfig smash;
 };
 
 ModelConfig LoadModelConfig(const std::string& path);

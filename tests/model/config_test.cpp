@@ -19,7 +19,13 @@ TEST(ModelConfig, ShippedPaperConfigsHaveThePapersSizes) {
   const ModelConfig flat = LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/match-bert-paper.yaml");
   EXPECT_EQ(flat.kind, "match_bert");
   EXPECT_EQ(flat.match_bert.max_tokens, 256);
-  for (const char* tiny : {"smith-tiny.yaml", "match-bert-tiny.yaml"}) {
+  const ModelConfig smash = LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/smash-paper.yaml");
+  EXPECT_EQ(smash.smash.embedding, 256);
+  EXPECT_EQ(smash.smash.gru_units, 128);
+  EXPECT_EQ(smash.smash.depths, "P+S+W");
+  EXPECT_EQ(LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/han.yaml").smash.depths, "S");
+  EXPECT_EQ(LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/sdr-paper.yaml").sdr.margin, 1.0);
+  for (const char* tiny : {"smith-tiny.yaml", "match-bert-tiny.yaml", "sdr-tiny.yaml", "smash-tiny.yaml"}) {
     EXPECT_NO_THROW(LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/" + tiny)) << tiny;
   }
 }

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 
 #include "../data/test_corpus.h"
 #include "data/tokenizer.h"
 #include "model/losses.h"
+#include "real_text.h"
 
 namespace docmatch::model {
 namespace {
@@ -55,10 +57,12 @@ TEST(SentenceEncoder, MeanPoolsRealTokensGetsGradientsAndLearns) {
   EXPECT_TRUE(torch::allclose(encoder(tokens.slice(0, 0, 1).slice(1, 0, 3)), vectors.slice(0, 0, 1), 1e-5, 1e-6));
   encoder->train();
 
-  std::vector<data::Document> docs;
-  for (int i = 0; i < 16; ++i) docs.push_back(data::testing::SyntheticDocument(i, 3));
+  data::testing::ScratchDir dir("sdr-train");
+  const testing::RealText gpl = testing::GplDocuments(dir, 16, /*vocab_size=*/1005);
+  if (gpl.documents.empty()) GTEST_SKIP() << "no GPL text on this machine";
+  ASSERT_LE(gpl.vocab_size, c.vocab_size);
   std::vector<const data::Document*> pointers;
-  for (const auto& d : docs) pointers.push_back(&d);
+  for (const auto& d : gpl.documents) pointers.push_back(&d);
   data::MaskOptions masks;
   masks.vocab_size = c.vocab_size;
   const SdrTensors t = ToTensors(data::BuildSdrBatch(pointers, {c.max_tokens}, &masks, 0), torch::kCPU);
@@ -80,6 +84,7 @@ TEST(SentenceEncoder, MeanPoolsRealTokensGetsGradientsAndLearns) {
     optimizer.step();
     after = loss.item<double>();
   }
+  std::cout << "[train] SDR sentence encoder, GPL text, 150 steps: loss " << before << " -> " << after << std::endl;
   EXPECT_LT(after, before / 4) << before << " -> " << after;
 }
 

@@ -6,14 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "../data/test_corpus.h"
-#include "data/corpus.h"
-#include "data/prepare.h"
+#include "data/tokenizer.h"
 #include "model/losses.h"
+#include "real_text.h"
 
 namespace docmatch::model {
 namespace {
@@ -242,30 +240,14 @@ TEST(Smith, SiameseTowersShareEveryParameter) {
 
 TEST(Smith, TrainingOnATinyRealBatchDrivesTheLossDown) {
   // Real English text that every Debian machine has: the GPL, as 8 documents.
-  const std::string source = "/usr/share/common-licenses/GPL-3";
-  if (!std::filesystem::exists(source)) GTEST_SKIP() << source << " is absent";
   data::testing::ScratchDir dir("smith-train");
-  std::ifstream in(source);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string jsonl;
-  const size_t part = text.size() / 8;
-  for (int d = 0; d < 8; ++d) {
-    jsonl += nlohmann::json{{"id", "gpl-" + std::to_string(d)}, {"text", text.substr(d * part, part)}}.dump() + "\n";
-  }
-  data::testing::WriteFile(dir.File("gpl.jsonl"), jsonl);
-  data::PrepareOptions prepare;
-  prepare.input = dir.File("gpl.jsonl");
-  prepare.output = dir.File("corpus");
-  prepare.tokenizer.vocab_size = 300;
-  prepare.progress = false;
-  data::Prepare(prepare);
-  const data::Corpus corpus(prepare.output);
-  std::vector<data::Document> docs;
-  for (int64_t i = 0; i < corpus.num_documents(); ++i) docs.push_back(corpus.Get(i));
+  const testing::RealText gpl = testing::GplDocuments(dir, 8);
+  if (gpl.documents.empty()) GTEST_SKIP() << "no GPL text on this machine";
+  const std::vector<data::Document>& docs = gpl.documents;
 
   torch::manual_seed(0);
   SmithConfig c = Tiny();
-  c.vocab_size = corpus.manifest().vocab_size;
+  c.vocab_size = gpl.vocab_size;
   c.hidden = 32;
   c.intermediate = 64;
   c.block_length = 16;
