@@ -1,0 +1,109 @@
+// Every model on CUDA gives what it gives on CPU (TF32 off), and a bf16
+// autocast step runs. Skipped cleanly on machines without a GPU.
+#include <gtest/gtest.h>
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include "../data/test_corpus.h"
+#include "model/match_bert.h"
+#include "model/sdr.h"
+#include "model/smash.h"
+#include "model/smith.h"
+
+namespace docmatch::model {
+namespace {
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+    for (int i = 0; i < 4; ++i) docs_.push_back(data::testing::SyntheticDocument(i, 12));
+    for (const auto& d : docs_) pointers_.push_back(&d);
+  }
+  std::vector<data::Document> docs_;
+  std::vector<const data::Document*> pointers_;
+  const torch::Device cuda_{torch::kCUDA};
+};
+
+TEST_F(CudaTest, SmithPretrainingLossAndVectorsMatchCpu) {
+  SmithConfig c;
+  c.vocab_size = 1005;
+  c.hidden = 64;
+  c.heads = 4;
+  c.intermediate = 128;
+  c.block_length = 16;
+  c.max_blocks = 8;
+  c.dropout = 0.0;
+  torch::manual_seed(0);
+  SmithPretraining model(SmithEncoder(c), c);
+  data::MaskOptions masks;
+  masks.vocab_size = c.vocab_size;
+  const data::BlockBatch batch = data::BuildBlockBatch(pointers_, {c.block_length, c.max_blocks}, &masks, 0);
+  const auto [cpu_loss, cpu_lm, cpu_block] = model->Loss(ToTensors(batch, torch::kCPU), true);
+  const torch::Tensor cpu_vectors =
+      model->encoder(ToTensors(batch, torch::kCPU).tokens, ToTensors(batch, torch::kCPU).block_mask);
+  model->to(cuda_);
+  const BlockTensors t = ToTensors(batch, cuda_);
+  const auto [gpu_loss, gpu_lm, gpu_block] = model->Loss(t, true);
+  EXPECT_NEAR(gpu_loss.item<double>(), cpu_loss.item<double>(), 1e-4);
+  EXPECT_TRUE(torch::allclose(model->encoder(t.tokens, t.block_mask).cpu(), cpu_vectors, 1e-4, 1e-5));
+  {
+    // bf16 autocast with fp32 master weights: the step runs and stays finite.
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    const auto [loss, lm, block] = model->Loss(t, true);
+    loss.backward();
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    at::autocast::clear_cache();
+    EXPECT_TRUE(std::isfinite(loss.item<double>()));
+    EXPECT_NEAR(loss.item<double>(), cpu_loss.item<double>(), 0.1 * std::abs(cpu_loss.item<double>()));
+  }
+}
+
+TEST_F(CudaTest, FlatSentenceAndHierarchicalEncodersMatchCpu) {
+  torch::manual_seed(0);
+  MatchBertConfig mb;
+  mb.vocab_size = 1005;
+  mb.hidden = 32;
+  mb.heads = 2;
+  mb.intermediate = 64;
+  mb.layers = 2;
+  mb.max_tokens = 32;
+  mb.dropout = 0.0;
+  FlatEncoder flat(mb);
+  const torch::Tensor tokens = ToTensor(data::BuildFlatBatch(pointers_, mb.max_tokens), torch::kCPU);
+  const torch::Tensor flat_cpu = flat(tokens);
+  flat->to(cuda_);
+  EXPECT_TRUE(torch::allclose(flat(tokens.to(cuda_)).cpu(), flat_cpu, 1e-4, 1e-5));
+
+  SdrConfig sc;
+  sc.vocab_size = 1005;
+  sc.hidden = 32;
+  sc.heads = 2;
+  sc.intermediate = 64;
+  sc.layers = 2;
+  sc.dropout = 0.0;
+  SentenceEncoder sdr(sc);
+  data::MaskOptions masks;
+  masks.vocab_size = 1005;
+  const data::SdrBatch sdr_batch = data::BuildSdrBatch(pointers_, {sc.max_tokens}, &masks, 0);
+  const auto cpu_sdr = std::get<0>(sdr->Loss(ToTensors(sdr_batch, torch::kCPU))).item<double>();
+  sdr->to(cuda_);
+  EXPECT_NEAR(std::get<0>(sdr->Loss(ToTensors(sdr_batch, cuda_))).item<double>(), cpu_sdr, 1e-4);
+
+  SmashConfig mc;
+  mc.vocab_size = 1005;
+  mc.embedding = 16;
+  mc.gru_units = 8;
+  mc.dropout = 0.0;
+  SmashEncoder smash(mc);
+  const data::HierarchyBatch hierarchy = data::BuildHierarchyBatch(pointers_, {});
+  const torch::Tensor smash_cpu = smash(ToTensors(hierarchy, torch::kCPU));
+  smash->to(cuda_);
+  EXPECT_TRUE(torch::allclose(smash(ToTensors(hierarchy, cuda_)).cpu(), smash_cpu, 1e-4, 1e-5));
+}
+
+}  // namespace
+}  // namespace docmatch::model
