@@ -12,6 +12,8 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 TORCH_PREFIX=$("$VENV/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/docmatch/ccache}
+# Clones at other paths (CI) share the cache: paths are hashed relative to here.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 # PCH and ccache: let ccache hash the precompiled header by content.
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 GENERATOR=()

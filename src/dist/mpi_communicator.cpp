@@ -1,0 +1,212 @@
+#include "dist/mpi_communicator.h"
+
+#include <glog/logging.h>
+
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace docmatch::dist {
+namespace {
+
+// Element-wise sums for the 16-bit float types MPI does not know.
+template <typename T>
+void SumOf(void* in, void* inout, int* length, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *length; ++i) b[i] = static_cast<T>(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+}
+
+struct MpiType {
+  MPI_Datatype type;
+  MPI_Op sum;
+};
+
+MpiType TypeOf(const torch::Tensor& t) {
+  static std::once_flag once;
+  static MPI_Op bf16_sum, half_sum;
+  std::call_once(once, [] {
+    MPI_Op_create(&SumOf<c10::BFloat16>, /*commute=*/1, &bf16_sum);
+    MPI_Op_create(&SumOf<c10::Half>, /*commute=*/1, &half_sum);
+  });
+  switch (t.scalar_type()) {
+    case torch::kFloat32:
+      return {MPI_FLOAT, MPI_SUM};
+    case torch::kFloat64:
+      return {MPI_DOUBLE, MPI_SUM};
+    case torch::kInt32:
+      return {MPI_INT32_T, MPI_SUM};
+    case torch::kInt64:
+      return {MPI_INT64_T, MPI_SUM};
+    case torch::kUInt8:
+      return {MPI_UINT8_T, MPI_SUM};
+    case torch::kInt8:
+      return {MPI_INT8_T, MPI_SUM};
+    case torch::kBool:
+      return {MPI_C_BOOL, MPI_LOR};
+    case torch::kBFloat16:
+      return {MPI_UINT16_T, bf16_sum};
+    case torch::kHalf:
+      return {MPI_UINT16_T, half_sum};
+    default:
+      TORCH_CHECK(false, "[dist] MPI backend: unsupported dtype ", t.scalar_type());
+  }
+}
+
+int Count(int64_t elements, const char* what) {
+  TORCH_CHECK(elements <= std::numeric_limits<int>::max(), "[dist] ", what, " of ", elements,
+              " elements exceeds MPI's int count; split the tensor");
+  return static_cast<int>(elements);
+}
+
+// One pending MPI request. Holds the tensors it reads and writes; `finish`
+// copies staged results back to the device.
+class MpiWork : public Work {
+ public:
+  MpiWork(std::string what, int rank, std::chrono::milliseconds timeout, std::vector<torch::Tensor> keep,
+          std::function<void()> finish)
+      : what_(std::move(what)), rank_(rank), timeout_(timeout), keep_(std::move(keep)), finish_(std::move(finish)) {}
+  MPI_Request* request() { return &request_; }
+
+  void Wait() override {
+    if (done_) return;
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    int complete = 0;
+    for (;;) {
+      MPI_Test(&request_, &complete, MPI_STATUS_IGNORE);
+      if (complete) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        LOG(ERROR) << "[dist] rank " << rank_ << ": " << what_ << " did not complete within "
+                   << std::chrono::duration<double>(timeout_).count()
+                   << " s; a peer rank has probably failed or stopped calling collectives. Aborting the job.";
+        google::FlushLogFiles(google::GLOG_INFO);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+      }
+      std::this_thread::yield();
+    }
+    done_ = true;
+    if (finish_) finish_();
+  }
+
+ private:
+  std::string what_;
+  int rank_;
+  std::chrono::milliseconds timeout_;
+  std::vector<torch::Tensor> keep_;
+  std::function<void()> finish_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+};
+
+// The host tensor MPI works on, and how to bring the result back.
+struct Staged {
+  torch::Tensor host;
+  std::function<void()> finish;
+};
+
+Staged Stage(const torch::Tensor& tensor, bool copy_in, bool copy_out) {
+  TORCH_CHECK(tensor.is_contiguous(), "[dist] MPI collectives need contiguous tensors");
+  if (!tensor.is_cuda()) return {tensor, nullptr};
+  torch::Tensor host =
+      copy_in ? tensor.to(torch::kCPU) : torch::empty(tensor.sizes(), tensor.options().device(torch::kCPU));
+  std::function<void()> finish;
+  if (copy_out) finish = [tensor, host]() mutable { tensor.copy_(host); };
+  return {host, finish};
+}
+
+std::string Describe(const char* op, const torch::Tensor& t) {
+  std::ostringstream s;
+  s << op << " of " << t.numel() * t.element_size() << " bytes (" << t.scalar_type() << ")";
+  return s.str();
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator() {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  TORCH_CHECK(initialised, "[dist] MPI is not initialised: create a dist::MpiRuntime first");
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+WorkHandle MpiCommunicator::AllReduceAsync(torch::Tensor tensor) {
+  Staged staged = Stage(tensor, /*copy_in=*/true, /*copy_out=*/true);
+  const MpiType type = TypeOf(tensor);
+  auto work = std::make_shared<MpiWork>(Describe("all_reduce", tensor), rank_, timeout_,
+                                        std::vector<torch::Tensor>{tensor, staged.host}, staged.finish);
+  MPI_Iallreduce(MPI_IN_PLACE, staged.host.data_ptr(), Count(tensor.numel(), "all_reduce"), type.type, type.sum, comm_,
+                 work->request());
+  return work;
+}
+
+WorkHandle MpiCommunicator::AllGatherAsync(torch::Tensor input, torch::Tensor output) {
+  TORCH_CHECK(output.numel() == input.numel() * size_, "[dist] all_gather: output holds ", output.numel(),
+              " elements, expected ", input.numel() * size_);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "[dist] all_gather: dtypes differ");
+  Staged in = Stage(input.contiguous(), true, false), out = Stage(output, false, true);
+  const MpiType type = TypeOf(input);
+  auto work = std::make_shared<MpiWork>(Describe("all_gather", input), rank_, timeout_,
+                                        std::vector<torch::Tensor>{input, output, in.host, out.host}, out.finish);
+  const int count = Count(input.numel(), "all_gather");
+  MPI_Iallgather(in.host.data_ptr(), count, type.type, out.host.data_ptr(), count, type.type, comm_, work->request());
+  return work;
+}
+
+WorkHandle MpiCommunicator::AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output,
+                                                 std::vector<int64_t> counts) {
+  TORCH_CHECK(static_cast<int>(counts.size()) == size_, "[dist] all_gather (uneven): ", counts.size(), " counts for ",
+              size_, " ranks");
+  TORCH_CHECK(counts[rank_] == input.size(0), "[dist] all_gather (uneven): rank ", rank_, " says ", counts[rank_],
+              " rows but holds ", input.size(0));
+  const int64_t row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0)
+                                                           : (output.size(0) > 0 ? output.numel() / output.size(0) : 1);
+  std::vector<int> receive(size_), displacement(size_);
+  int64_t offset = 0;
+  for (int r = 0; r < size_; ++r) {
+    receive[r] = Count(counts[r] * row, "all_gather (uneven)");
+    displacement[r] = Count(offset, "all_gather (uneven)");
+    offset += counts[r] * row;
+  }
+  TORCH_CHECK(output.numel() == offset, "[dist] all_gather (uneven): output holds ", output.numel(),
+              " elements, expected ", offset);
+  Staged in = Stage(input.contiguous(), true, false), out = Stage(output, false, true);
+  const MpiType type = TypeOf(input);
+  // Non-blocking MPI may read the count arrays until completion: the work owns them.
+  auto arrays = std::make_shared<std::pair<std::vector<int>, std::vector<int>>>(receive, displacement);
+  auto work = std::make_shared<MpiWork>(Describe("all_gather (uneven)", input), rank_, timeout_,
+                                        std::vector<torch::Tensor>{input, output, in.host, out.host},
+                                        [arrays, finish = out.finish] {
+                                          if (finish) finish();
+                                        });
+  MPI_Iallgatherv(in.host.data_ptr(), receive[rank_], type.type, out.host.data_ptr(), arrays->first.data(),
+                  arrays->second.data(), type.type, comm_, work->request());
+  return work;
+}
+
+WorkHandle MpiCommunicator::BroadcastAsync(torch::Tensor tensor, int root) {
+  TORCH_CHECK(root >= 0 && root < size_, "[dist] broadcast from rank ", root, " of ", size_);
+  Staged staged = Stage(tensor, rank_ == root, true);
+  const MpiType type = TypeOf(tensor);
+  auto work = std::make_shared<MpiWork>(Describe("broadcast", tensor), rank_, timeout_,
+                                        std::vector<torch::Tensor>{tensor, staged.host}, staged.finish);
+  MPI_Ibcast(staged.host.data_ptr(), Count(tensor.numel(), "broadcast"), type.type, root, comm_, work->request());
+  return work;
+}
+
+WorkHandle MpiCommunicator::BarrierAsync() {
+  auto work = std::make_shared<MpiWork>("barrier", rank_, timeout_, std::vector<torch::Tensor>{}, nullptr);
+  MPI_Ibarrier(comm_, work->request());
+  return work;
+}
+
+}  // namespace docmatch::dist

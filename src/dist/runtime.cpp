@@ -1,0 +1,99 @@
+#include "dist/runtime.h"
+
+#include <glog/logging.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+namespace docmatch::dist {
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    std::cerr << "[dist] rank " << rank_ << ": this MPI library gives thread level " << provided
+              << ", docmatch needs MPI_THREAD_MULTIPLE (collectives start on autograd threads)" << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised) MPI_Finalize();
+}
+
+Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
+  Placement p;
+  MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &p.size);
+  const char* ompi_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const char* ompi_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char* slurm_rank = std::getenv("SLURM_LOCALID");
+  // The shared-memory split is the ground truth; the launcher's variables say
+  // the same on a well-formed launch and are what users know to look at.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, p.rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &p.local_rank);
+  MPI_Comm_size(node, &p.local_size);
+  MPI_Comm_free(&node);
+  p.local_rank_source = "MPI shared-memory split";
+  if (ompi_rank) {
+    p.local_rank = std::atoi(ompi_rank);
+    if (ompi_size) p.local_size = std::atoi(ompi_size);
+    p.local_rank_source = "OMPI_COMM_WORLD_LOCAL_RANK";
+  } else if (slurm_rank) {
+    p.local_rank = std::atoi(slurm_rank);
+    p.local_rank_source = "SLURM_LOCALID";
+  }
+
+  const bool want_cuda = device == "cuda" || (device == "auto" && torch::cuda::is_available());
+  TORCH_CHECK(device == "cpu" || device == "cuda" || device == "auto", "[dist] unknown device '", device,
+              "' (cpu, cuda, auto)");
+  if (want_cuda) {
+    const int gpus = static_cast<int>(torch::cuda::device_count());
+    TORCH_CHECK(gpus > 0, "[dist] rank ", p.rank, ": --device cuda, but no CUDA device is visible");
+    TORCH_CHECK(share_gpus || p.local_rank < gpus, "[dist] rank ", p.rank, " has local rank ", p.local_rank, " (",
+                p.local_rank_source, ") but this node shows ", gpus,
+                " GPUs: launch at most one rank per GPU (mpirun -np / --map-by), or use the MPI backend to share GPUs");
+    p.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(p.local_rank % gpus));
+  }
+  return p;
+}
+
+void SetUpRankLogging(int rank, const std::string& log_dir) {
+  FLAGS_logtostderr = false;
+  FLAGS_alsologtostderr = false;
+  FLAGS_stderrthreshold = rank == 0 ? google::GLOG_INFO : google::GLOG_WARNING;
+  if (!log_dir.empty()) {
+    std::filesystem::create_directories(log_dir);
+    const std::string file = log_dir + "/rank-" + std::to_string(rank) + ".log.";
+    google::SetLogDestination(google::GLOG_INFO, file.c_str());
+  } else {
+    for (auto severity : {google::GLOG_INFO, google::GLOG_WARNING, google::GLOG_ERROR}) {
+      google::SetLogDestination(severity, "");  // no files unless asked
+    }
+  }
+}
+
+int RunOnAllRanks(const std::function<int()>& body) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::cerr << "[dist] rank " << rank << " failed: " << e.what() << "\n[dist] ending every rank of the job"
+              << std::endl;
+  } catch (...) {
+    std::cerr << "[dist] rank " << rank << " failed with an unknown exception; ending every rank of the job"
+              << std::endl;
+  }
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  return 1;
+}
+
+}  // namespace docmatch::dist

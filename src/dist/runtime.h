@@ -1,0 +1,49 @@
+// The process side of data parallelism: MPI start-up and shut-down, where this
+// rank runs (local rank from the launcher, one GPU per local rank), rank-aware
+// logging, and the failure rule: an exception on any rank ends the whole job
+// with that rank's message (MPI_Abort), never a hang.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+
+namespace docmatch::dist {
+
+// MPI_Init_thread(MPI_THREAD_MULTIPLE) for the process's lifetime (collectives
+// are launched from autograd hooks on other threads). Finalises on exit.
+class MpiRuntime {
+ public:
+  MpiRuntime(int* argc, char*** argv);
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+
+struct Placement {
+  int rank = 0, size = 1;              // world
+  int local_rank = 0, local_size = 1;  // this node
+  std::string local_rank_source;       // "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID" or "MPI shared-memory split"
+  torch::Device device = torch::kCPU;
+};
+
+// `device`: "cpu", "cuda" (one GPU per local rank) or "auto" (cuda when one is
+// visible). With `share_gpus` false, more local ranks than GPUs is an error
+// that says what to do; with it true (MPI backend), ranks share GPUs round-robin.
+Placement DiscoverPlacement(const std::string& device, bool share_gpus = false);
+
+// Rank 0 logs INFO and up to stderr, other ranks WARNING and up; with
+// `log_dir`, every rank also writes all of its own log to log_dir/rank-<r>.log.
+void SetUpRankLogging(int rank, const std::string& log_dir = "");
+
+// Runs `body`; an exception on this rank is logged with the rank and ends every
+// rank of the job (MPI_Abort, exit code 1). Returns body's exit code otherwise.
+int RunOnAllRanks(const std::function<int()>& body);
+
+}  // namespace docmatch::dist
