@@ -34,9 +34,11 @@ std::pair<int64_t, int64_t> ChooseSentences(const Document& d, KeyedRandom* rand
 }  // namespace
 
 SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrOptions& options,
-                       const MaskOptions* masks, int64_t epoch) {
+                       const MaskOptions* masks, int64_t epoch, int64_t global_offset, int64_t global_size) {
   SdrBatch batch;
   batch.B = static_cast<int64_t>(documents.size());
+  const int64_t G = global_size < 0 ? batch.B : global_size;
+  CHECK_LE(global_offset + batch.B, G) << "[data] SDR: batch outside the global batch";
   std::vector<std::vector<int32_t>> anchors, partners;
   for (const Document* d : documents) {
     CHECK_GT(d->num_sentences(), 0) << "[data] SDR: document " << d->id << " has no sentences";
@@ -52,9 +54,9 @@ SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrO
     batch.T =
         std::max({batch.T, static_cast<int64_t>(anchors.back().size()), static_cast<int64_t>(partners.back().size())});
     // Positive with probability positive_rate; a negative needs a batch mate.
-    const bool positive = batch.B < 2 || random.Uniform() < options.positive_rate;
-    const int64_t b = static_cast<int64_t>(batch.document_index.size());
-    batch.pair.push_back(positive ? b : (b + 1 + static_cast<int64_t>(random.Below(batch.B - 1))) % batch.B);
+    const bool positive = G < 2 || random.Uniform() < options.positive_rate;
+    const int64_t g = global_offset + static_cast<int64_t>(batch.document_index.size());  // global position
+    batch.pair.push_back(positive ? g : (g + 1 + static_cast<int64_t>(random.Below(G - 1))) % G);
     batch.label.push_back(positive ? 1.0f : 0.0f);
     batch.document_index.push_back(d->index);
   }

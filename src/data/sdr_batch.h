@@ -26,13 +26,17 @@ struct SdrBatch {
   std::vector<int32_t> anchor_labels;   // (B, T) original ids where masked, else kIgnoreLabel
   std::vector<int32_t> partners;        // (B, T)
   std::vector<int32_t> partner_labels;  // (B, T)
-  std::vector<int64_t> pair;            // (B,) index into partners of each anchor's pair
+  std::vector<int64_t> pair;            // (B,) index into the (global) partners of each anchor's pair
   std::vector<float> label;             // (B,) 1 = same paragraph, 0 = another document
   std::vector<int64_t> document_index;  // (B,)
 };
 
-// `masks` null: no MLM masks (evaluation).
+// `masks` null: no MLM masks (evaluation). On N ranks, `global_offset` is
+// this rank's first position in the global batch of `global_size` documents:
+// a negative's partner is then drawn from the whole global batch and `pair`
+// indexes the all-gathered partners, so the pairs do not depend on how the
+// batch is split over ranks. Defaults: this batch is the global batch.
 SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrOptions& options,
-                       const MaskOptions* masks, int64_t epoch);
+                       const MaskOptions* masks, int64_t epoch, int64_t global_offset = 0, int64_t global_size = -1);
 
 }  // namespace docmatch::data

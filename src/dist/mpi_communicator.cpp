@@ -124,11 +124,11 @@ std::string Describe(const char* op, const torch::Tensor& t) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator() {
+MpiCommunicator::MpiCommunicator(MPI_Comm base) {
   int initialised = 0;
   MPI_Initialized(&initialised);
   TORCH_CHECK(initialised, "[dist] MPI is not initialised: create a dist::MpiRuntime first");
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  MPI_Comm_dup(base, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }

@@ -13,7 +13,8 @@ namespace docmatch::dist {
 
 class MpiCommunicator : public Communicator {
  public:
-  MpiCommunicator();
+  // A private duplicate of `base` (MPI_COMM_SELF gives a one-rank communicator).
+  explicit MpiCommunicator(MPI_Comm base = MPI_COMM_WORLD);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }

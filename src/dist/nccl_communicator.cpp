@@ -19,16 +19,26 @@ void Check(ncclResult_t result, const char* what) {
 
 ncclDataType_t TypeOf(const torch::Tensor& t) {
   switch (t.scalar_type()) {
-    case torch::kFloat32: return ncclFloat32;
-    case torch::kFloat64: return ncclFloat64;
-    case torch::kInt32: return ncclInt32;
-    case torch::kInt64: return ncclInt64;
-    case torch::kUInt8: return ncclUint8;
-    case torch::kBool: return ncclUint8;
-    case torch::kInt8: return ncclInt8;
-    case torch::kBFloat16: return ncclBfloat16;
-    case torch::kHalf: return ncclFloat16;
-    default: TORCH_CHECK(false, "[dist] NCCL backend: unsupported dtype ", t.scalar_type());
+    case torch::kFloat32:
+      return ncclFloat32;
+    case torch::kFloat64:
+      return ncclFloat64;
+    case torch::kInt32:
+      return ncclInt32;
+    case torch::kInt64:
+      return ncclInt64;
+    case torch::kUInt8:
+      return ncclUint8;
+    case torch::kBool:
+      return ncclUint8;
+    case torch::kInt8:
+      return ncclInt8;
+    case torch::kBFloat16:
+      return ncclBfloat16;
+    case torch::kHalf:
+      return ncclFloat16;
+    default:
+      TORCH_CHECK(false, "[dist] NCCL backend: unsupported dtype ", t.scalar_type());
   }
 }
 

@@ -4,6 +4,8 @@
 // Contrastive losses take the local vectors and the candidate vectors as
 // separate arguments: on N ranks the candidates are the all-gathered pool and
 // `positive` indexes into it; on one rank they are simply the local vectors.
+// Each averages over its items, or with `sum` adds them up (the distributed
+// objectives in train/ divide by the global item count themselves).
 #pragma once
 
 #include <torch/torch.h>
@@ -12,31 +14,32 @@ namespace docmatch::model {
 
 // Masked word LM: cross-entropy of `logits` (M, V) against `labels` (M,),
 // averaged over the M predicted tokens.
-torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& labels);
+torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& labels, bool sum = false);
 
 // SMITH masked sentence-block prediction (§4.2.2): each prediction (M, C)
 // scores every candidate (N, C) by dot product; softmax cross-entropy with the
 // original block `positive` (M,) as the target, averaged over M.
 torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::Tensor& candidates,
-                                const torch::Tensor& positive);
+                                const torch::Tensor& positive, bool sum = false);
 
 // Siamese pair loss (SMITH §4.3, MatchBERT): sigmoid cross-entropy of
 // amplifier * cos(a, b) against `labels` (B,) in {0, 1}; a, b (B, C).
 torch::Tensor SiameseCosineLoss(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& labels,
-                                double amplifier);
+                                double amplifier, bool sum = false);
 
 // DocSplit's symmetric InfoNCE (SimCLR's NT-Xent): every view (V, C) scores
 // every candidate (N, C) by cosine / temperature; its own entry `self` (V,)
 // is excluded, its partner view `positive` (V,) is the target. With both
 // halves of every document among the views, both directions are counted.
 torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& candidates, const torch::Tensor& self,
-                           const torch::Tensor& positive, double temperature);
+                           const torch::Tensor& positive, double temperature, bool sum = false);
 
 // SDR's cosine contrastive loss (Ginzburg et al. 2021, §3.2): anchor i (B, C)
 // meets candidate pair[i] of (N, C); label 1 pulls the cosine to 1 (loss
 // 1 - cos), label 0 pushes it below 1 - margin (loss max(0, cos - (1 -
 // margin))); margin 1 is the paper's choice: negatives stop at cosine 0.
 torch::Tensor SdrContrastiveLoss(const torch::Tensor& anchors, const torch::Tensor& candidates,
-                                 const torch::Tensor& pair, const torch::Tensor& labels, double margin);
+                                 const torch::Tensor& pair, const torch::Tensor& labels, double margin,
+                                 bool sum = false);
 
 }  // namespace docmatch::model

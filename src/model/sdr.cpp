@@ -48,17 +48,22 @@ torch::Tensor SentenceEncoderImpl::LanguageModel(const torch::Tensor& states) {
   return torch::matmul(lm_norm_(torch::gelu(lm_transform_(states))), embeddings->tokens->weight.t()) + lm_bias_;
 }
 
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SentenceEncoderImpl::Loss(const SdrTensors& batch) {
+SentenceEncoderImpl::PairOutputs SentenceEncoderImpl::ForwardPairs(const SdrTensors& batch) {
   // One pass over anchors and partners together (same T by construction).
   const torch::Tensor tokens = torch::cat({batch.anchors, batch.partners}, 0);  // (2B, T)
   const torch::Tensor labels = torch::cat({batch.anchor_labels, batch.partner_labels}, 0);
   const torch::Tensor states = Encode(tokens);  // (2B, T, C)
   const torch::Tensor vectors = MeanPool(states, tokens);
   const int64_t B = batch.anchors.size(0);
-  const torch::Tensor contrastive =
-      SdrContrastiveLoss(vectors.slice(0, 0, B), vectors.slice(0, B), batch.pair, batch.label, config_.margin);
   const torch::Tensor where = labels.ne(data::kIgnoreLabel);
-  const torch::Tensor lm = MaskedLmLoss(LanguageModel(states.index({where})), labels.index({where}));
+  return {vectors.slice(0, 0, B), vectors.slice(0, B), LanguageModel(states.index({where})), labels.index({where})};
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SentenceEncoderImpl::Loss(const SdrTensors& batch) {
+  const PairOutputs out = ForwardPairs(batch);
+  const torch::Tensor contrastive =
+      SdrContrastiveLoss(out.anchors, out.partners, batch.pair, batch.label, config_.margin);
+  const torch::Tensor lm = MaskedLmLoss(out.lm_logits, out.lm_labels);
   return {lm + contrastive, contrastive, lm};
 }
 

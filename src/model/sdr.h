@@ -43,6 +43,15 @@ class SentenceEncoderImpl : public torch::nn::Module {
   // token states (M, C) at masked positions -> logits (M, V), tied decoder
   torch::Tensor LanguageModel(const torch::Tensor& states);
 
+  // Anchors and partners in one pass.
+  struct PairOutputs {
+    torch::Tensor anchors;    // (B, C) sentence vectors
+    torch::Tensor partners;   // (B, C)
+    torch::Tensor lm_logits;  // (M, V) at the masked tokens of both sides
+    torch::Tensor lm_labels;  // (M,)
+  };
+  PairOutputs ForwardPairs(const SdrTensors& batch);
+
   // Single process: (total, contrastive, lm) with the batch's own partners as
   // candidates.
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> Loss(const SdrTensors& batch);

@@ -1,0 +1,168 @@
+#include "dist/gradient_synchronizer.h"
+
+namespace docmatch::dist {
+
+GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> parameters, Communicator& communicator,
+                                           SynchronizerOptions options)
+    : parameters_(std::move(parameters)), communicator_(communicator), options_(options) {
+  // Until the first step shows the real order: reverse registration order,
+  // since the last layers' gradients tend to arrive first.
+  std::vector<int> order;
+  for (int p = static_cast<int>(parameters_.size()) - 1; p >= 0; --p) {
+    if (parameters_[p].requires_grad()) order.push_back(p);
+  }
+  BuildBuckets(order);
+  for (int p : order) {
+    hooks_.emplace_back(p, parameters_[p].register_hook([this, p](torch::Tensor grad) { OnGradient(p, grad); }));
+  }
+}
+
+GradientSynchronizer::~GradientSynchronizer() {
+  for (const auto& [p, hook] : hooks_) parameters_[p].remove_hook(hook);
+}
+
+void GradientSynchronizer::BuildBuckets(const std::vector<int>& order) {
+  buckets_.clear();
+  slots_.assign(parameters_.size(), Slot{-1, 0, 0});
+  int64_t bucket_bytes = 0;
+  for (int p : order) {
+    const int64_t bytes = parameters_[p].numel() * parameters_[p].element_size();
+    if (buckets_.empty() || (bucket_bytes > 0 && bucket_bytes + bytes > options_.bucket_bytes)) {
+      buckets_.emplace_back();
+      bucket_bytes = 0;
+    }
+    Bucket& bucket = buckets_.back();
+    const int64_t offset = bucket.parameters.empty() ? 0 : slots_[bucket.parameters.back()].offset +
+                                                              slots_[bucket.parameters.back()].numel;
+    slots_[p] = {static_cast<int>(buckets_.size()) - 1, offset, parameters_[p].numel()};
+    bucket.parameters.push_back(p);
+    bucket_bytes += bytes;
+  }
+  for (Bucket& bucket : buckets_) {
+    int64_t numel = 0;
+    for (int p : bucket.parameters) numel += parameters_[p].numel();
+    // The parameters' own dtype (fp32 master weights in training, fp64 in the tests).
+    bucket.buffer = torch::zeros({numel}, parameters_[bucket.parameters.front()].options());
+    bucket.filled.assign(bucket.parameters.size(), false);
+  }
+}
+
+void GradientSynchronizer::RebuildFromArrivalOrder() {
+  // Rank 0's order for everyone: collectives must pair up bucket by bucket.
+  torch::Tensor order = torch::full({static_cast<int64_t>(parameters_.size())}, -1, torch::kInt64);
+  for (size_t i = 0; i < arrival_.size(); ++i) order[i] = arrival_[i];
+  communicator_.Broadcast(order, /*root=*/0);
+  std::vector<int> rebuilt;
+  std::vector<bool> seen(parameters_.size(), false);
+  for (int64_t i = 0; i < order.size(0) && order[i].item<int64_t>() >= 0; ++i) {
+    const int p = static_cast<int>(order[i].item<int64_t>());
+    rebuilt.push_back(p);
+    seen[p] = true;
+  }
+  for (int p = static_cast<int>(parameters_.size()) - 1; p >= 0; --p) {
+    if (!seen[p] && parameters_[p].requires_grad()) rebuilt.push_back(p);  // unused so far: last
+  }
+  BuildBuckets(rebuilt);
+  rebuilt_ = true;
+}
+
+void GradientSynchronizer::BroadcastParameters() {
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& parameter : parameters_) {
+    torch::Tensor flat = parameter.detach().contiguous();
+    communicator_.Broadcast(flat, /*root=*/0);
+    if (!flat.is_same(parameter)) parameter.detach().copy_(flat);
+  }
+}
+
+void GradientSynchronizer::Prepare(bool sync) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  syncing_ = sync;
+  launched_early_ = 0;
+  next_launch_ = 0;
+  for (Bucket& bucket : buckets_) {
+    TORCH_CHECK(!bucket.work, "[dist] GradientSynchronizer: Prepare() before the previous Finalize()");
+    bucket.ready = 0;
+    bucket.complete = false;
+    std::fill(bucket.filled.begin(), bucket.filled.end(), false);
+  }
+}
+
+void GradientSynchronizer::OnGradient(int parameter, const torch::Tensor& grad) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!syncing_) return;
+  const Slot& slot = slots_[parameter];
+  Bucket& bucket = buckets_[slot.bucket];
+  const auto position =
+      std::find(bucket.parameters.begin(), bucket.parameters.end(), parameter) - bucket.parameters.begin();
+  if (bucket.filled[position]) return;  // one hook call per parameter and backward
+  if (!rebuilt_) arrival_.push_back(parameter);
+  torch::NoGradGuard no_grad;
+  // This micro-step's gradient plus what earlier micro-steps accumulated.
+  torch::Tensor total = grad;
+  const torch::Tensor& accumulated = parameters_[parameter].grad();
+  if (accumulated.defined()) total = total + accumulated;
+  bucket.buffer.slice(0, slot.offset, slot.offset + slot.numel).copy_(total.reshape(-1));
+  bucket.filled[position] = true;
+  if (++bucket.ready == static_cast<int>(bucket.parameters.size())) {
+    bucket.complete = true;
+    LaunchInOrder();
+  }
+}
+
+void GradientSynchronizer::LaunchInOrder() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].complete) {
+    Launch(buckets_[next_launch_++]);
+    ++launched_early_;
+  }
+}
+
+void GradientSynchronizer::Launch(Bucket& bucket) {
+  bucket.wire = options_.bf16 ? bucket.buffer.to(torch::kBFloat16) : bucket.buffer;
+  bucket.work = communicator_.AllReduceAsync(bucket.wire);
+}
+
+void GradientSynchronizer::Finalize() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(syncing_, "[dist] GradientSynchronizer: Finalize() after a Prepare(/*sync=*/false) backward");
+  torch::NoGradGuard no_grad;
+  // Buckets with parameters this step did not reach: their part is the
+  // accumulated gradient if any, else zero, so every rank reduces the same buckets.
+  for (; next_launch_ < buckets_.size(); ++next_launch_) {
+    Bucket& bucket = buckets_[next_launch_];
+    for (size_t i = 0; i < bucket.parameters.size(); ++i) {
+      if (bucket.filled[i]) continue;
+      const int p = bucket.parameters[i];
+      const Slot& slot = slots_[p];
+      torch::Tensor part = bucket.buffer.slice(0, slot.offset, slot.offset + slot.numel);
+      const torch::Tensor& accumulated = parameters_[p].grad();
+      if (accumulated.defined()) {
+        part.copy_(accumulated.reshape(-1));
+      } else {
+        part.zero_();
+      }
+    }
+    Launch(bucket);
+  }
+  const double world = communicator_.size();
+  for (Bucket& bucket : buckets_) {
+    bucket.work->Wait();
+    bucket.work.reset();
+    if (options_.bf16) bucket.buffer.copy_(bucket.wire);
+    bucket.buffer.div_(world);
+    for (int p : bucket.parameters) {
+      const Slot& slot = slots_[p];
+      torch::Tensor& parameter = parameters_[p];
+      const torch::Tensor average = bucket.buffer.slice(0, slot.offset, slot.offset + slot.numel).view_as(parameter);
+      if (parameter.grad().defined()) {
+        parameter.mutable_grad().copy_(average);
+      } else {
+        parameter.mutable_grad() = average.to(parameter.dtype()).clone();
+      }
+    }
+  }
+  syncing_ = false;
+  if (!rebuilt_) RebuildFromArrivalOrder();
+}
+
+}  // namespace docmatch::dist

@@ -1,0 +1,118 @@
+#include "train/objectives.h"
+
+#include "dist/all_gather.h"
+#include "model/losses.h"
+
+namespace docmatch::train {
+namespace {
+
+// Global sums of a few local (sum, count) pairs with one all-reduce.
+class Totals {
+ public:
+  explicit Totals(dist::Communicator& communicator) : communicator_(communicator) {}
+  // Registers a local sum (detached for the value) and item count; returns its slot.
+  int Add(const torch::Tensor& local_sum, int64_t local_count) {
+    values_.push_back(local_sum.detach().to(torch::kCPU, torch::kFloat64).item<double>());
+    values_.push_back(static_cast<double>(local_count));
+    return static_cast<int>(values_.size() / 2 - 1);
+  }
+  void Reduce(const torch::Device& device) {
+    torch::Tensor t = torch::tensor(values_, torch::kFloat64).to(device);
+    communicator_.AllReduce(t);
+    t = t.cpu();
+    values_.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  }
+  double sum(int slot) const { return values_[2 * slot]; }
+  double count(int slot) const { return values_[2 * slot + 1]; }
+  double mean(int slot) const { return count(slot) > 0 ? sum(slot) / count(slot) : 0.0; }
+  // The local sum scaled so that averaging gradients over ranks gives the global mean's.
+  torch::Tensor Scaled(const torch::Tensor& local_sum, int slot) const {
+    return count(slot) > 0 ? local_sum * (communicator_.size() / count(slot)) : local_sum * 0.0;
+  }
+
+ private:
+  dist::Communicator& communicator_;
+  std::vector<double> values_;
+};
+
+}  // namespace
+
+Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
+                           dist::Communicator& communicator) {
+  const auto out = model->forward(batch, sentence_blocks);
+  Totals totals(communicator);
+  const torch::Tensor lm = model::MaskedLmLoss(out.lm_logits, out.lm_labels, /*sum=*/true);
+  const int lm_slot = totals.Add(lm, out.lm_labels.size(0));
+  torch::Tensor block;
+  int block_slot = -1;
+  if (sentence_blocks) {
+    // This rank's predictions against every rank's original block vectors.
+    const dist::Gathered pool = dist::AllGatherWithGrad(out.block_originals, communicator);
+    const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options()) + pool.offset;
+    block = model::SentenceBlockLoss(out.block_predictions, pool.all, positive, /*sum=*/true);
+    block_slot = totals.Add(block, out.block_predictions.size(0));
+  }
+  totals.Reduce(batch.tokens.device());
+  Objective objective;
+  objective.loss = totals.Scaled(lm, lm_slot);
+  objective.parts["lm"] = totals.mean(lm_slot);
+  if (sentence_blocks) {
+    objective.loss = objective.loss + totals.Scaled(block, block_slot);
+    objective.parts["block"] = totals.mean(block_slot);
+  }
+  for (const auto& [name, value] : objective.parts) objective.value += value;
+  return objective;
+}
+
+Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::Communicator& communicator,
+                   double temperature, double lm_weight) {
+  const auto out = model->ForwardViews(views);
+  const int64_t V = out.vectors.size(0), B = V / 2;
+  TORCH_CHECK(V == 2 * B, "DocSplit needs both halves of every document, got ", V, " views");
+  const dist::Gathered pool = dist::AllGatherWithGrad(out.vectors, communicator);
+  const torch::Tensor local = torch::arange(V, views.tokens.options());
+  const torch::Tensor nce = model::DocSplitLoss(out.vectors, pool.all, local + pool.offset,
+                                                (local + B) % V + pool.offset, temperature, /*sum=*/true);
+  const torch::Tensor lm = model::MaskedLmLoss(out.lm_logits, out.lm_labels, /*sum=*/true);
+  Totals totals(communicator);
+  const int nce_slot = totals.Add(nce, V), lm_slot = totals.Add(lm, out.lm_labels.size(0));
+  totals.Reduce(views.tokens.device());
+  Objective objective;
+  objective.loss = totals.Scaled(nce, nce_slot) + lm_weight * totals.Scaled(lm, lm_slot);
+  objective.parts = {{"infonce", totals.mean(nce_slot)}, {"lm", totals.mean(lm_slot)}};
+  objective.value = totals.mean(nce_slot) + lm_weight * totals.mean(lm_slot);
+  return objective;
+}
+
+Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dist::Communicator& communicator) {
+  const auto out = model->ForwardPairs(batch);
+  const dist::Gathered partners = dist::AllGatherWithGrad(out.partners, communicator);
+  const torch::Tensor contrastive = model::SdrContrastiveLoss(out.anchors, partners.all, batch.pair, batch.label,
+                                                              model->config().margin, /*sum=*/true);
+  const torch::Tensor lm = model::MaskedLmLoss(out.lm_logits, out.lm_labels, /*sum=*/true);
+  Totals totals(communicator);
+  const int contrastive_slot = totals.Add(contrastive, out.anchors.size(0));
+  const int lm_slot = totals.Add(lm, out.lm_labels.size(0));
+  totals.Reduce(batch.anchors.device());
+  Objective objective;
+  objective.loss = totals.Scaled(contrastive, contrastive_slot) + totals.Scaled(lm, lm_slot);
+  objective.parts = {{"contrastive", totals.mean(contrastive_slot)}, {"lm", totals.mean(lm_slot)}};
+  objective.value = totals.mean(contrastive_slot) + totals.mean(lm_slot);
+  return objective;
+}
+
+Objective Siamese(model::SmithEncoder& encoder, const model::BlockTensors& a, const model::BlockTensors& b,
+                  const torch::Tensor& labels, dist::Communicator& communicator) {
+  const torch::Tensor loss = model::SiameseCosineLoss(encoder(a.tokens, a.block_mask), encoder(b.tokens, b.block_mask),
+                                                      labels, encoder->config().amplifier, /*sum=*/true);
+  Totals totals(communicator);
+  const int slot = totals.Add(loss, labels.size(0));
+  totals.Reduce(a.tokens.device());
+  Objective objective;
+  objective.loss = totals.Scaled(loss, slot);
+  objective.value = totals.mean(slot);
+  objective.parts = {{"bce", objective.value}};
+  return objective;
+}
+
+}  // namespace docmatch::train

@@ -1,0 +1,49 @@
+// The training objectives as data-parallel runs compute them: each rank's
+// loss over its own items, scored against candidates gathered from every rank
+// (dist/all_gather.h) where the method has in-batch negatives, and scaled so
+// that the GradientSynchronizer's average over ranks gives exactly the
+// gradient of the global-batch mean (DESIGN.md: N ranks x batch b == 1 rank
+// x batch N*b, dropout off, up to float summation order).
+//
+// Scaling: a loss that averages over items (tokens, blocks, pairs, views) is
+// computed here as   sum over local items * world_size / global item count,
+// with the global count from one small all-reduce. `value` is the global mean
+// itself, identical on every rank, for logs.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+
+#include "dist/communicator.h"
+#include "model/sdr.h"
+#include "model/smith.h"
+
+namespace docmatch::train {
+
+struct Objective {
+  torch::Tensor loss;                   // call backward() on this (local, scaled)
+  double value = 0;                     // the global-batch mean of the objective, same on every rank
+  std::map<std::string, double> parts;  // e.g. {"lm": ..., "block": ...}, global means
+};
+
+// SMITH-WP (sentence_blocks false) or WP+SP: word LM + masked sentence-block
+// prediction against every rank's masked blocks.
+Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
+                           dist::Communicator& communicator);
+
+// DocSplit: `views` holds this rank's first halves then its second halves;
+// InfoNCE against every rank's views, plus lm_weight * word LM.
+Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::Communicator& communicator,
+                   double temperature = 0.05, double lm_weight = 0.1);
+
+// SDR: word LM + cosine contrastive, pairs indexing the gathered partners
+// (build the batch with its global offset, data/sdr_batch.h).
+Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dist::Communicator& communicator);
+
+// Fine-tuning: Siamese cosine BCE over this rank's pairs.
+Objective Siamese(model::SmithEncoder& encoder, const model::BlockTensors& a, const model::BlockTensors& b,
+                  const torch::Tensor& labels, dist::Communicator& communicator);
+
+}  // namespace docmatch::train

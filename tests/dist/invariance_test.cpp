@@ -1,0 +1,252 @@
+// World-size invariance (DESIGN.md): with dropout off, N ranks x batch b give
+// the same loss and gradients as 1 rank x batch N*b over the same documents,
+// for SMITH pre-training (word LM + masked sentence blocks), DocSplit, SDR and
+// Siamese fine-tuning; after optimizer steps the parameters still agree and
+// are identical on every rank. Models run in float64 so the tolerance can be
+// tight. The one-rank reference runs inside every rank on MPI_COMM_SELF.
+#include <gtest/gtest.h>
+
+#include "../data/test_corpus.h"
+#include "data/docsplit.h"
+#include "dist/gradient_synchronizer.h"
+#include "dist/mpi_communicator.h"
+#include "train/objectives.h"
+
+namespace docmatch {
+namespace {
+
+constexpr int64_t kPerRank = 3;  // b
+
+using Make = std::function<std::shared_ptr<torch::nn::Module>()>;
+using Loss = std::function<train::Objective(torch::nn::Module&, int64_t begin, int64_t end, dist::Communicator&)>;
+
+const std::vector<data::Document>& Documents() {
+  static const std::vector<data::Document> docs = [] {
+    std::vector<data::Document> d;
+    for (int i = 0; i < 64; ++i) d.push_back(data::testing::SyntheticDocument(i, 21));
+    return d;
+  }();
+  return docs;
+}
+
+std::vector<const data::Document*> Range(int64_t begin, int64_t end, int64_t shift = 0) {
+  std::vector<const data::Document*> out;
+  for (int64_t i = begin; i < end; ++i) out.push_back(&Documents()[i + shift]);
+  return out;
+}
+
+model::SmithConfig SmithTiny() {
+  model::SmithConfig c;
+  c.vocab_size = 1005;
+  c.hidden = 16;
+  c.heads = 2;
+  c.intermediate = 32;
+  c.sentence_layers = 1;
+  c.document_layers = 1;
+  c.block_length = 8;
+  c.max_blocks = 12;
+  c.dropout = 0.0;
+  return c;
+}
+
+data::MaskOptions Masks() {
+  data::MaskOptions m;
+  m.vocab_size = 1005;
+  return m;
+}
+
+void ExpectInvariant(const std::string& name, const Make& make, const Loss& loss, int steps = 4) {
+  dist::MpiCommunicator world, self(MPI_COMM_SELF);
+  const int64_t begin = world.rank() * kPerRank, end = begin + kPerRank, global = world.size() * kPerRank;
+  auto distributed = make(), reference = make();
+  distributed->to(torch::kFloat64);
+  reference->to(torch::kFloat64);
+  dist::SynchronizerOptions options;
+  options.bucket_bytes = 16 << 10;  // several buckets, so some start during backward
+  dist::GradientSynchronizer synchronizer(distributed->parameters(), world, options);
+  synchronizer.BroadcastParameters();
+  torch::optim::Adam optimizer_d(distributed->parameters(), torch::optim::AdamOptions(1e-2));
+  torch::optim::Adam optimizer_r(reference->parameters(), torch::optim::AdamOptions(1e-2));
+
+  for (int step = 0; step < steps; ++step) {
+    optimizer_d.zero_grad();
+    synchronizer.Prepare(/*sync=*/true);
+    const train::Objective d = loss(*distributed, begin, end, world);
+    d.loss.backward();
+    synchronizer.Finalize();
+    optimizer_r.zero_grad();
+    const train::Objective r = loss(*reference, 0, global, self);
+    r.loss.backward();
+
+    EXPECT_NEAR(d.value, r.value, 1e-10 * std::max(1.0, std::abs(r.value))) << name << " step " << step;
+    const auto pd = distributed->named_parameters(), pr = reference->named_parameters();
+    for (size_t i = 0; i < pd.size(); ++i) {
+      const torch::Tensor& gd = pd[i].value().grad();
+      const torch::Tensor& gr = pr[i].value().grad();
+      ASSERT_TRUE(gd.defined()) << name << ": " << pd[i].key();
+      if (!gr.defined()) {
+        EXPECT_EQ(gd.abs().max().item<double>(), 0.0) << name << ": " << pd[i].key();
+        continue;
+      }
+      EXPECT_TRUE(torch::allclose(gd, gr, 1e-8, 1e-11))
+          << name << " step " << step << ": " << pd[i].key() << " max diff " << (gd - gr).abs().max().item<double>();
+    }
+    // After the first step's rebuild, buckets start during backward.
+    if (step > 0) EXPECT_GT(synchronizer.buckets_launched_during_backward(), 0) << name;
+    optimizer_d.step();
+    optimizer_r.step();
+  }
+  // Parameters: equal to the reference, and bit-identical on every rank.
+  const auto pd = distributed->named_parameters(), pr = reference->named_parameters();
+  for (size_t i = 0; i < pd.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(pd[i].value(), pr[i].value(), 1e-8, 1e-10)) << name << ": " << pd[i].key();
+    torch::Tensor root = pd[i].value().detach().clone();
+    world.Broadcast(root, 0);
+    EXPECT_TRUE(torch::equal(root, pd[i].value().detach())) << name << ": rank " << world.rank() << " " << pd[i].key();
+  }
+}
+
+TEST(WorldSizeInvariance, SmithMaskedWordsAndSentenceBlocks) {
+  ExpectInvariant(
+      "smith-wp+sp",
+      [] {
+        torch::manual_seed(0);
+        return model::SmithPretraining(model::SmithEncoder(SmithTiny()), SmithTiny()).ptr();
+      },
+      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+        auto& model = dynamic_cast<model::SmithPretrainingImpl&>(m);
+        const data::MaskOptions masks = Masks();
+        const auto batch = data::BuildBlockBatch(Range(begin, end), {8, 12}, &masks, /*epoch=*/0);
+        model::SmithPretraining holder(std::shared_ptr<model::SmithPretrainingImpl>(&model, [](auto*) {}));
+        return train::SmithPretraining(holder, model::ToTensors(batch, torch::kCPU), true, comm);
+      });
+}
+
+TEST(WorldSizeInvariance, DocSplit) {
+  ExpectInvariant(
+      "docsplit",
+      [] {
+        torch::manual_seed(0);
+        return model::SmithPretraining(model::SmithEncoder(SmithTiny()), SmithTiny()).ptr();
+      },
+      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+        auto& model = dynamic_cast<model::SmithPretrainingImpl&>(m);
+        std::vector<data::Document> halves;
+        for (const data::Document* d : Range(begin, end)) halves.push_back(data::SplitDocument(*d, 3, 0).first);
+        for (const data::Document* d : Range(begin, end)) halves.push_back(data::SplitDocument(*d, 3, 0).second);
+        std::vector<const data::Document*> views;
+        for (const auto& h : halves) views.push_back(&h);
+        std::vector<uint64_t> numbers(end - begin, 0);
+        numbers.resize(2 * (end - begin), 1);
+        data::MaskOptions masks = Masks();
+        masks.masked_blocks = 0;
+        const auto batch = data::BuildBlockBatch(views, {8, 12}, &masks, 0, numbers);
+        model::SmithPretraining holder(std::shared_ptr<model::SmithPretrainingImpl>(&model, [](auto*) {}));
+        return train::DocSplit(holder, model::ToTensors(batch, torch::kCPU), comm);
+      });
+}
+
+TEST(WorldSizeInvariance, Sdr) {
+  ExpectInvariant(
+      "sdr",
+      [] {
+        torch::manual_seed(0);
+        model::SdrConfig c;
+        c.vocab_size = 1005;
+        c.hidden = 16;
+        c.heads = 2;
+        c.intermediate = 32;
+        c.layers = 1;
+        c.max_tokens = 16;
+        c.dropout = 0.0;
+        return model::SentenceEncoder(c).ptr();
+      },
+      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+        auto& model = dynamic_cast<model::SentenceEncoderImpl&>(m);
+        const data::MaskOptions masks = Masks();
+        const int64_t global = comm.size() * (end - begin);  // every rank holds end - begin documents
+        const auto batch = data::BuildSdrBatch(Range(begin, end), {16}, &masks, 0, begin, global);
+        model::SentenceEncoder holder(std::shared_ptr<model::SentenceEncoderImpl>(&model, [](auto*) {}));
+        return train::Sdr(holder, model::ToTensors(batch, torch::kCPU), comm);
+      });
+}
+
+TEST(WorldSizeInvariance, SiameseFineTuning) {
+  ExpectInvariant(
+      "siamese",
+      [] {
+        torch::manual_seed(0);
+        return model::SmithEncoder(SmithTiny()).ptr();
+      },
+      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+        auto& encoder = dynamic_cast<model::SmithEncoderImpl&>(m);
+        const auto a = data::BuildBlockBatch(Range(begin, end), {8, 12}, nullptr, 0);
+        const auto b = data::BuildBlockBatch(Range(begin, end, /*shift=*/32), {8, 12}, nullptr, 0);
+        std::vector<double> labels;
+        for (int64_t i = begin; i < end; ++i) labels.push_back(i % 2);
+        model::SmithEncoder holder(std::shared_ptr<model::SmithEncoderImpl>(&encoder, [](auto*) {}));
+        return train::Siamese(holder, model::ToTensors(a, torch::kCPU), model::ToTensors(b, torch::kCPU),
+                              torch::tensor(labels, torch::kFloat64), comm);
+      });
+}
+
+TEST(GradientSynchronizer, AccumulationOverMicroStepsEqualsOneLargerStep) {
+  // Two micro-steps of (b - 1) and 1 pairs, each loss over its own pairs,
+  // weighted by its share, equal one step over all b pairs.
+  dist::MpiCommunicator world;
+  const int64_t begin = world.rank() * kPerRank, end = begin + kPerRank;
+  auto make = [] {
+    torch::manual_seed(0);
+    model::SmithEncoder e(SmithTiny());
+    e->to(torch::kFloat64);
+    return e;
+  };
+  auto objective = [&](model::SmithEncoder& e, int64_t from, int64_t to) {
+    const auto a = data::BuildBlockBatch(Range(from, to), {8, 12}, nullptr, 0);
+    const auto b = data::BuildBlockBatch(Range(from, to, 32), {8, 12}, nullptr, 0);
+    std::vector<double> labels;
+    for (int64_t i = from; i < to; ++i) labels.push_back(i % 2);
+    return train::Siamese(e, model::ToTensors(a, torch::kCPU), model::ToTensors(b, torch::kCPU),
+                          torch::tensor(labels, torch::kFloat64), world);
+  };
+  model::SmithEncoder accumulated = make(), whole = make();
+  dist::GradientSynchronizer sync_accumulated(accumulated->parameters(), world), sync_whole(whole->parameters(), world);
+  sync_accumulated.Prepare(/*sync=*/false);
+  (objective(accumulated, begin, end - 1).loss * (double(kPerRank - 1) / kPerRank)).backward();
+  sync_accumulated.Prepare(/*sync=*/true);
+  (objective(accumulated, end - 1, end).loss * (1.0 / kPerRank)).backward();
+  sync_accumulated.Finalize();
+  sync_whole.Prepare(true);
+  objective(whole, begin, end).loss.backward();
+  sync_whole.Finalize();
+  const auto pa = accumulated->parameters(), pw = whole->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::allclose(pa[i].grad(), pw[i].grad(), 1e-8, 1e-11)) << i;
+}
+
+TEST(GradientSynchronizer, Bf16CommunicationStaysCloseToFp32) {
+  dist::MpiCommunicator world;
+  torch::manual_seed(world.rank());
+  torch::nn::Linear a(64, 64), b(64, 64);
+  {
+    torch::NoGradGuard no_grad;
+    b->weight.copy_(a->weight);
+    b->bias.copy_(a->bias);
+  }
+  dist::SynchronizerOptions bf16;
+  bf16.bf16 = true;
+  dist::GradientSynchronizer exact(a->parameters(), world), rounded(b->parameters(), world, bf16);
+  exact.BroadcastParameters();
+  rounded.BroadcastParameters();
+  const torch::Tensor x = torch::randn({8, 64});
+  exact.Prepare(true);
+  a(x).pow(2).sum().backward();
+  exact.Finalize();
+  rounded.Prepare(true);
+  b(x).pow(2).sum().backward();
+  rounded.Finalize();
+  const double scale = a->weight.grad().abs().max().item<double>();
+  EXPECT_LT((a->weight.grad() - b->weight.grad()).abs().max().item<double>(), 0.02 * scale);
+}
+
+}  // namespace
+}  // namespace docmatch
