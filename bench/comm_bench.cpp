@@ -1,0 +1,156 @@
+// Communication benchmark, run under mpirun (JSON lines from rank 0):
+//  * all_reduce and all_gather bandwidth for 1 KB .. 256 MB messages;
+//  * the share of backward time that gradient synchronisation adds, with
+//    buckets overlapping backward and with one all-reduce after it.
+//   mpirun -np 2 build/bench/comm_bench [--max-mb 256] [--model configs/models/smith-paper.yaml]
+#include <CLI/CLI.hpp>
+#include <glog/logging.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "data/blocks.h"
+#include "dist/gradient_synchronizer.h"
+#include "dist/mpi_communicator.h"
+#include "dist/runtime.h"
+#include "model/config.h"
+#include "model/smith.h"
+#include "../tests/data/test_corpus.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Mean seconds of `iterations` calls after one warm-up, synchronised so every
+// rank measures the same collective.
+template <typename F>
+double Time(docmatch::dist::Communicator& comm, int iterations, F&& f) {
+  f();
+  comm.Barrier();
+  const auto start = Clock::now();
+  for (int i = 0; i < iterations; ++i) f();
+  double seconds = Seconds(start) / iterations;
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  docmatch::dist::MpiRuntime mpi(&argc, &argv);
+  docmatch::dist::SetUpRankLogging(mpi.rank());
+  CLI::App app{"MPI collective bandwidth and gradient-sync overlap (JSON lines)"};
+  int64_t max_mb = 256;
+  std::string model_path = "configs/models/smith-paper.yaml";
+  int steps = 3;
+  int64_t documents = 2;
+  app.add_option("--max-mb", max_mb, "largest message, MB")->capture_default_str();
+  app.add_option("--model", model_path, "SMITH config for the overlap measurement")->capture_default_str();
+  app.add_option("--steps", steps, "timed backward passes per mode")->capture_default_str();
+  app.add_option("--documents", documents, "documents per rank in the overlap batch")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return docmatch::dist::RunOnAllRanks([&] {
+    docmatch::dist::MpiCommunicator comm;
+    const int n = comm.size();
+    for (int64_t bytes = 1024; bytes <= (max_mb << 20); bytes *= 4) {
+      const int64_t elements = bytes / 4;
+      const int iterations = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 10 : 3;
+      torch::Tensor buffer = torch::ones({elements});
+      const double reduce = Time(comm, iterations, [&] { comm.AllReduce(buffer); });
+      torch::Tensor part = torch::ones({elements / n}), gathered = torch::empty({elements / n * n});
+      const double gather = Time(comm, iterations, [&] { comm.AllGatherAsync(part, gathered)->Wait(); });
+      if (comm.rank() == 0) {
+        // Bus bandwidth as nccl-tests define it: what each link carries.
+        std::cout << nlohmann::json{{"bench", "mpi_collectives"},
+                                    {"ranks", n},
+                                    {"bytes", bytes},
+                                    {"all_reduce_us", reduce * 1e6},
+                                    {"all_reduce_algbw_gbps", bytes / reduce / 1e9},
+                                    {"all_reduce_busbw_gbps", bytes / reduce / 1e9 * 2.0 * (n - 1) / n},
+                                    {"all_gather_us", gather * 1e6},
+                                    {"all_gather_algbw_gbps", bytes / gather / 1e9},
+                                    {"all_gather_busbw_gbps", bytes / gather / 1e9 * (n - 1) / n}}
+                         .dump()
+                  << std::endl;
+      }
+    }
+
+    // Overlap: the same backward three ways.
+    docmatch::model::SmithConfig config = docmatch::model::LoadModelConfig(model_path).smith;
+    config.vocab_size = 1005;  // synthetic documents' ids
+    config.dropout = 0.0;
+    torch::manual_seed(0);
+    docmatch::model::SmithPretraining model(docmatch::model::SmithEncoder(config), config);
+    std::vector<docmatch::data::Document> docs;
+    for (int64_t i = 0; i < documents; ++i) {
+      // Long synthetic documents: many sentences, so the blocks fill up.
+      docmatch::data::Document d = docmatch::data::testing::SyntheticDocument(comm.rank() * documents + i);
+      for (int k = 1; k < 40; ++k) {
+        const auto more = docmatch::data::testing::SyntheticDocument(1000 + k * 7 + i);
+        const int64_t t0 = d.num_tokens(), s0 = d.num_sentences();
+        d.tokens.insert(d.tokens.end(), more.tokens.begin(), more.tokens.end());
+        for (size_t s = 1; s < more.sentence_offsets.size(); ++s) d.sentence_offsets.push_back(t0 + more.sentence_offsets[s]);
+        for (size_t p = 1; p < more.paragraph_offsets.size(); ++p) d.paragraph_offsets.push_back(s0 + more.paragraph_offsets[p]);
+      }
+      docs.push_back(std::move(d));
+    }
+    std::vector<const docmatch::data::Document*> pointers;
+    for (const auto& d : docs) pointers.push_back(&d);
+    docmatch::data::MaskOptions masks;
+    masks.vocab_size = config.vocab_size;
+    const auto batch = docmatch::model::ToTensors(
+        docmatch::data::BuildBlockBatch(pointers, {config.block_length, config.max_blocks}, &masks, 0), torch::kCPU);
+    int64_t parameters = 0;
+    for (const auto& p : model->parameters()) parameters += p.numel();
+
+    auto measure = [&](docmatch::dist::GradientSynchronizer* sync) {
+      double total = 0;
+      for (int step = 0; step <= steps; ++step) {
+        model->zero_grad();
+        const auto [loss, lm, block] = model->Loss(batch, true);
+        comm.Barrier();
+        const auto start = Clock::now();
+        if (sync) sync->Prepare(true);
+        loss.backward();
+        if (sync) sync->Finalize();
+        if (step > 0) total += Seconds(start);  // step 0 also rebuilds the buckets
+      }
+      double seconds = total / steps;
+      MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      return seconds;
+    };
+    const double alone = measure(nullptr);
+    auto sync = std::make_unique<docmatch::dist::GradientSynchronizer>(model->parameters(), comm);
+    const double with_overlap = measure(sync.get());
+    const int launched_early = sync->buckets_launched_during_backward(), buckets = sync->num_buckets();
+    // One bucket: a single all-reduce once backward is over. The first
+    // synchronizer goes first, taking its hooks with it.
+    docmatch::dist::SynchronizerOptions one_bucket;
+    one_bucket.bucket_bytes = int64_t{1} << 40;
+    sync.reset();
+    sync = std::make_unique<docmatch::dist::GradientSynchronizer>(model->parameters(), comm, one_bucket);
+    const double without_overlap = measure(sync.get());
+    if (comm.rank() == 0) {
+      std::cout << nlohmann::json{{"bench", "gradient_sync_overlap"},
+                                  {"ranks", n},
+                                  {"model", model_path},
+                                  {"parameters", parameters},
+                                  {"gradient_mb", parameters * 4 / 1048576.0},
+                                  {"documents_per_rank", documents},
+                                  {"buckets", buckets},
+                                  {"buckets_started_during_backward", launched_early},
+                                  {"backward_s", alone},
+                                  {"backward_plus_sync_overlapped_s", with_overlap},
+                                  {"backward_plus_sync_after_s", without_overlap},
+                                  {"sync_share_overlapped", (with_overlap - alone) / alone},
+                                  {"sync_share_after", (without_overlap - alone) / alone}}
+                       .dump()
+                << std::endl;
+    }
+    return 0;
+  });
+}
