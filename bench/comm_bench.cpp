@@ -3,20 +3,21 @@
 //  * the share of backward time that gradient synchronisation adds, with
 //    buckets overlapping backward and with one all-reduce after it.
 //   mpirun -np 2 build/bench/comm_bench [--max-mb 256] [--model configs/models/smith-paper.yaml]
-#include <CLI/CLI.hpp>
 #include <glog/logging.h>
 #include <mpi.h>
+#include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
+#include "../tests/data/test_corpus.h"
 #include "data/blocks.h"
 #include "dist/gradient_synchronizer.h"
 #include "dist/mpi_communicator.h"
 #include "dist/runtime.h"
 #include "model/config.h"
 #include "model/smith.h"
-#include "../tests/data/test_corpus.h"
 
 namespace {
 
@@ -46,12 +47,14 @@ int main(int argc, char** argv) {
   CLI::App app{"MPI collective bandwidth and gradient-sync overlap (JSON lines)"};
   int64_t max_mb = 256;
   std::string model_path = "configs/models/smith-paper.yaml";
-  int steps = 3;
+  int steps = 7;
   int64_t documents = 2;
+  int64_t bucket_mb = 25;
   app.add_option("--max-mb", max_mb, "largest message, MB")->capture_default_str();
   app.add_option("--model", model_path, "SMITH config for the overlap measurement")->capture_default_str();
-  app.add_option("--steps", steps, "timed backward passes per mode")->capture_default_str();
+  app.add_option("--steps", steps, "timed rounds (one backward per mode each)")->capture_default_str();
   app.add_option("--documents", documents, "documents per rank in the overlap batch")->capture_default_str();
+  app.add_option("--bucket-mb", bucket_mb, "bucket size of the overlapping synchronizer")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return docmatch::dist::RunOnAllRanks([&] {
     docmatch::dist::MpiCommunicator comm;
@@ -93,8 +96,10 @@ int main(int argc, char** argv) {
         const auto more = docmatch::data::testing::SyntheticDocument(1000 + k * 7 + i);
         const int64_t t0 = d.num_tokens(), s0 = d.num_sentences();
         d.tokens.insert(d.tokens.end(), more.tokens.begin(), more.tokens.end());
-        for (size_t s = 1; s < more.sentence_offsets.size(); ++s) d.sentence_offsets.push_back(t0 + more.sentence_offsets[s]);
-        for (size_t p = 1; p < more.paragraph_offsets.size(); ++p) d.paragraph_offsets.push_back(s0 + more.paragraph_offsets[p]);
+        for (size_t s = 1; s < more.sentence_offsets.size(); ++s)
+          d.sentence_offsets.push_back(t0 + more.sentence_offsets[s]);
+        for (size_t p = 1; p < more.paragraph_offsets.size(); ++p)
+          d.paragraph_offsets.push_back(s0 + more.paragraph_offsets[p]);
       }
       docs.push_back(std::move(d));
     }
@@ -107,33 +112,42 @@ int main(int argc, char** argv) {
     int64_t parameters = 0;
     for (const auto& p : model->parameters()) parameters += p.numel();
 
-    auto measure = [&](docmatch::dist::GradientSynchronizer* sync) {
-      double total = 0;
-      for (int step = 0; step <= steps; ++step) {
-        model->zero_grad();
-        const auto [loss, lm, block] = model->Loss(batch, true);
-        comm.Barrier();
-        const auto start = Clock::now();
-        if (sync) sync->Prepare(true);
-        loss.backward();
-        if (sync) sync->Finalize();
-        if (step > 0) total += Seconds(start);  // step 0 also rebuilds the buckets
-      }
-      double seconds = total / steps;
+    // One backward, timed from its start to gradients ready for the optimizer.
+    auto once = [&](docmatch::dist::GradientSynchronizer* sync) {
+      model->zero_grad();
+      const auto [loss, lm, block] = model->Loss(batch, true);
+      comm.Barrier();
+      const auto start = Clock::now();
+      if (sync) sync->Prepare(true);
+      loss.backward();
+      if (sync) sync->Finalize();
+      double seconds = Seconds(start);
       MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       return seconds;
     };
-    const double alone = measure(nullptr);
-    auto sync = std::make_unique<docmatch::dist::GradientSynchronizer>(model->parameters(), comm);
-    const double with_overlap = measure(sync.get());
-    const int launched_early = sync->buckets_launched_during_backward(), buckets = sync->num_buckets();
-    // One bucket: a single all-reduce once backward is over. The first
-    // synchronizer goes first, taking its hooks with it.
+    // Both synchronizers stay attached; only the one Prepare()d acts. The
+    // one-bucket one does a single all-reduce once backward is over.
+    docmatch::dist::SynchronizerOptions bucketed;
+    bucketed.bucket_bytes = bucket_mb << 20;
+    docmatch::dist::GradientSynchronizer overlapped(model->parameters(), comm, bucketed);
     docmatch::dist::SynchronizerOptions one_bucket;
     one_bucket.bucket_bytes = int64_t{1} << 40;
-    sync.reset();
-    sync = std::make_unique<docmatch::dist::GradientSynchronizer>(model->parameters(), comm, one_bucket);
-    const double without_overlap = measure(sync.get());
+    docmatch::dist::GradientSynchronizer after(model->parameters(), comm, one_bucket);
+    once(&overlapped);  // warm-up, and each synchronizer's first-step rebuild
+    once(&after);
+    // Rounds interleave the three modes so drift hits them alike; medians.
+    std::vector<double> alone_s, overlapped_s, after_s;
+    for (int round = 0; round < steps; ++round) {
+      alone_s.push_back(once(nullptr));
+      overlapped_s.push_back(once(&overlapped));
+      after_s.push_back(once(&after));
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double alone = median(alone_s), with_overlap = median(overlapped_s), without_overlap = median(after_s);
+    const int launched_early = overlapped.buckets_launched_during_backward(), buckets = overlapped.num_buckets();
     if (comm.rank() == 0) {
       std::cout << nlohmann::json{{"bench", "gradient_sync_overlap"},
                                   {"ranks", n},
@@ -141,6 +155,7 @@ int main(int argc, char** argv) {
                                   {"parameters", parameters},
                                   {"gradient_mb", parameters * 4 / 1048576.0},
                                   {"documents_per_rank", documents},
+                                  {"bucket_mb", bucket_mb},
                                   {"buckets", buckets},
                                   {"buckets_started_during_backward", launched_early},
                                   {"backward_s", alone},

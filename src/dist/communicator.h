@@ -23,6 +23,11 @@ class Work {
   virtual ~Work() = default;
   // Blocks until the collective is complete and its output is usable.
   virtual void Wait() = 0;
+  // Lets the library advance the collective without blocking. MPI moves
+  // non-blocking collectives forward only inside MPI calls, so callers that
+  // want overlap poke their pending work now and then (the synchronizer does
+  // it from every gradient hook).
+  virtual void Progress() {}
 };
 using WorkHandle = std::shared_ptr<Work>;
 

@@ -32,8 +32,9 @@ void GradientSynchronizer::BuildBuckets(const std::vector<int>& order) {
       bucket_bytes = 0;
     }
     Bucket& bucket = buckets_.back();
-    const int64_t offset = bucket.parameters.empty() ? 0 : slots_[bucket.parameters.back()].offset +
-                                                              slots_[bucket.parameters.back()].numel;
+    const int64_t offset = bucket.parameters.empty()
+                               ? 0
+                               : slots_[bucket.parameters.back()].offset + slots_[bucket.parameters.back()].numel;
     slots_[p] = {static_cast<int>(buckets_.size()) - 1, offset, parameters_[p].numel()};
     bucket.parameters.push_back(p);
     bucket_bytes += bytes;
@@ -107,6 +108,10 @@ void GradientSynchronizer::OnGradient(int parameter, const torch::Tensor& grad) 
   if (++bucket.ready == static_cast<int>(bucket.parameters.size())) {
     bucket.complete = true;
     LaunchInOrder();
+  }
+  // Keep the reductions already in flight moving while backward goes on.
+  for (size_t b = 0; b < next_launch_; ++b) {
+    if (buckets_[b].work) buckets_[b].work->Progress();
   }
 }
 

@@ -92,7 +92,8 @@ class GradientSynchronizer {
   bool syncing_ = false;
   bool rebuilt_ = false;
   std::vector<int> arrival_;
-  std::vector<std::pair<int, unsigned>> hooks_;  // (parameter, hook handle)  // parameters in the order their gradients came, first synced step
+  std::vector<std::pair<int, unsigned>>
+      hooks_;  // (parameter, hook handle)  // parameters in the order their gradients came, first synced step
   size_t next_launch_ = 0;
   int launched_early_ = 0;
   std::mutex mutex_;

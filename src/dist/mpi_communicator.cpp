@@ -70,13 +70,16 @@ class MpiWork : public Work {
       : what_(std::move(what)), rank_(rank), timeout_(timeout), keep_(std::move(keep)), finish_(std::move(finish)) {}
   MPI_Request* request() { return &request_; }
 
+  void Progress() override {
+    if (!complete_) MPI_Test(&request_, &complete_, MPI_STATUS_IGNORE);
+  }
+
   void Wait() override {
     if (done_) return;
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    int complete = 0;
     for (;;) {
-      MPI_Test(&request_, &complete, MPI_STATUS_IGNORE);
-      if (complete) break;
+      Progress();
+      if (complete_) break;
       if (std::chrono::steady_clock::now() > deadline) {
         LOG(ERROR) << "[dist] rank " << rank_ << ": " << what_ << " did not complete within "
                    << std::chrono::duration<double>(timeout_).count()
@@ -97,7 +100,8 @@ class MpiWork : public Work {
   std::vector<torch::Tensor> keep_;
   std::function<void()> finish_;
   MPI_Request request_ = MPI_REQUEST_NULL;
-  bool done_ = false;
+  int complete_ = 0;   // MPI says the request is complete
+  bool done_ = false;  // and `finish` has run
 };
 
 // The host tensor MPI works on, and how to bring the result back.
