@@ -93,13 +93,7 @@ int main(int argc, char** argv) {
       // Long synthetic documents: many sentences, so the blocks fill up.
       docmatch::data::Document d = docmatch::data::testing::SyntheticDocument(comm.rank() * documents + i);
       for (int k = 1; k < 40; ++k) {
-        const auto more = docmatch::data::testing::SyntheticDocument(1000 + k * 7 + i);
-        const int64_t t0 = d.num_tokens(), s0 = d.num_sentences();
-        d.tokens.insert(d.tokens.end(), more.tokens.begin(), more.tokens.end());
-        for (size_t s = 1; s < more.sentence_offsets.size(); ++s)
-          d.sentence_offsets.push_back(t0 + more.sentence_offsets[s]);
-        for (size_t p = 1; p < more.paragraph_offsets.size(); ++p)
-          d.paragraph_offsets.push_back(s0 + more.paragraph_offsets[p]);
+        docmatch::data::testing::AppendDocument(&d, docmatch::data::testing::SyntheticDocument(1000 + k * 7 + i));
       }
       docs.push_back(std::move(d));
     }

@@ -48,6 +48,17 @@ Document SyntheticDocument(int64_t index, uint64_t seed) {
   return d;
 }
 
+void AppendDocument(Document* document, const Document& more) {
+  const int64_t tokens = document->num_tokens(), sentences = document->num_sentences();
+  document->tokens.insert(document->tokens.end(), more.tokens.begin(), more.tokens.end());
+  for (size_t s = 1; s < more.sentence_offsets.size(); ++s) {
+    document->sentence_offsets.push_back(tokens + more.sentence_offsets[s]);
+  }
+  for (size_t p = 1; p < more.paragraph_offsets.size(); ++p) {
+    document->paragraph_offsets.push_back(sentences + more.paragraph_offsets[p]);
+  }
+}
+
 void WriteSyntheticCorpus(const std::string& directory, const std::vector<int64_t>& shard_sizes,
                           const std::string& tokenizer_hash, uint64_t seed) {
   fs::create_directories(directory);

@@ -27,6 +27,9 @@ class ScratchDir {
 // 1-12 tokens, ids "doc-<index>", tokens a function of (seed, index).
 Document SyntheticDocument(int64_t index, uint64_t seed = 7);
 
+// Appends `more`'s paragraphs, sentences and tokens to `document`.
+void AppendDocument(Document* document, const Document& more);
+
 // Writes shards of the given sizes (documents per shard) and a manifest into
 // `directory`; document indices run across shards in order.
 void WriteSyntheticCorpus(const std::string& directory, const std::vector<int64_t>& shard_sizes,

@@ -54,13 +54,7 @@ TEST(Smash, PaddingAtEveryDepthDoesNotChangeADocumentsVector) {
   const data::Document small = data::testing::SyntheticDocument(10, 3);
   data::Document large = data::testing::SyntheticDocument(11, 3);
   for (int i = 12; i < 16; ++i) {  // make it longer at every depth
-    const data::Document more = data::testing::SyntheticDocument(i, 3);
-    const int64_t base_tokens = large.num_tokens(), base_sentences = large.num_sentences();
-    large.tokens.insert(large.tokens.end(), more.tokens.begin(), more.tokens.end());
-    for (size_t s = 1; s < more.sentence_offsets.size(); ++s)
-      large.sentence_offsets.push_back(base_tokens + more.sentence_offsets[s]);
-    for (size_t p = 1; p < more.paragraph_offsets.size(); ++p)
-      large.paragraph_offsets.push_back(base_sentences + more.paragraph_offsets[p]);
+    data::testing::AppendDocument(&large, data::testing::SyntheticDocument(i, 3));
   }
   torch::manual_seed(0);
   SmashEncoder encoder(Tiny("P+S+W"));
