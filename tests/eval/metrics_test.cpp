@@ -1,0 +1,79 @@
+// Metric functions against hand-computed cases, ties and empty lists included.
+#include "eval/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace docmatch::eval {
+namespace {
+
+TEST(Ranking, HandComputedQueriesWithTiesAndAnEmptyRelevanceList) {
+  const std::vector<RankingQuery> queries = {
+      // Relevant at ranks 2 and 4 of 4.
+      {{0.9, 0.8, 0.7, 0.6}, {false, true, false, true}},
+      // A tie at the top: broken against the relevant candidate -> rank 2 of 3.
+      {{0.5, 0.5, 0.1}, {true, false, false}},
+      // No relevant candidate: skipped, counted.
+      {{0.4, 0.2}, {false, false}},
+      // Relevant at rank 1 of 2.
+      {{0.3, 0.9}, {false, true}},
+  };
+  const RankingMetrics m = EvaluateRanking(queries, {1, 2, 10});
+  EXPECT_EQ(m.queries, 3);
+  EXPECT_EQ(m.skipped, 1);
+  // P@1: only the last query.        MRR: (1/2 + 1/2 + 1) / 3
+  EXPECT_DOUBLE_EQ(m.p_at_1, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(m.mrr, 2.0 / 3);
+  // AP: q1 (1/2 + 2/4) / 2 = 1/2; q2 1/2; q4 1.
+  EXPECT_DOUBLE_EQ(m.map, 2.0 / 3);
+  // Percentile ranks: q1 ((2-1)/3 + (4-1)/3) / 2 = 2/3; q2 (2-1)/2 = 1/2; q4 0.
+  EXPECT_DOUBLE_EQ(m.mpr, (2.0 / 3 + 0.5 + 0.0) / 3);
+  // HR@1: 0, 0, 1. HR@2: q1 1/2, q2 1, q4 1. HR@10: all found.
+  EXPECT_DOUBLE_EQ(m.hit_ratio.at(1), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(m.hit_ratio.at(2), (0.5 + 1 + 1) / 3);
+  EXPECT_DOUBLE_EQ(m.hit_ratio.at(10), 1.0);
+}
+
+TEST(Ranking, AConstantScorerEarnsNothingAndNoQueriesGiveZeros) {
+  const RankingMetrics constant = EvaluateRanking({{{1, 1, 1, 1}, {false, false, true, false}}}, {1});
+  EXPECT_DOUBLE_EQ(constant.p_at_1, 0.0);
+  EXPECT_DOUBLE_EQ(constant.mrr, 0.25);
+  EXPECT_DOUBLE_EQ(constant.mpr, 1.0);
+  const RankingMetrics none = EvaluateRanking({}, {1});
+  EXPECT_EQ(none.queries, 0);
+  EXPECT_DOUBLE_EQ(none.mrr, 0.0);
+  EXPECT_THROW(EvaluateRanking({{{1, 2}, {true}}}), std::invalid_argument);
+}
+
+TEST(Classification, CountsAndRatiosAtAThreshold) {
+  const std::vector<double> scores = {0.9, 0.8, 0.6, 0.4, 0.3, 0.1};
+  const std::vector<int> labels = {1, 0, 1, 1, 0, 0};
+  const ClassificationMetrics m = Classify(scores, labels, 0.5);
+  EXPECT_EQ(m.true_positives, 2);
+  EXPECT_EQ(m.false_positives, 1);
+  EXPECT_EQ(m.true_negatives, 2);
+  EXPECT_EQ(m.false_negatives, 1);
+  EXPECT_DOUBLE_EQ(m.accuracy, 4.0 / 6);
+  EXPECT_DOUBLE_EQ(m.precision, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(m.recall, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(m.f1, 2.0 / 3);
+  // Nothing predicted positive: precision and F1 are 0, not NaN.
+  const ClassificationMetrics none = Classify(scores, labels, 2.0);
+  EXPECT_DOUBLE_EQ(none.precision, 0.0);
+  EXPECT_DOUBLE_EQ(none.f1, 0.0);
+  EXPECT_DOUBLE_EQ(none.accuracy, 0.5);
+}
+
+TEST(Classification, ThresholdChosenOnValidationMaximisesTheObjective) {
+  // Accuracy peaks between 0.4 and 0.3 (5 of 6 right); F1 too.
+  const std::vector<double> scores = {0.9, 0.8, 0.6, 0.4, 0.3, 0.1};
+  const std::vector<int> labels = {1, 1, 0, 1, 0, 0};
+  const double t = ChooseThreshold(scores, labels);
+  EXPECT_DOUBLE_EQ(t, 0.35);
+  EXPECT_DOUBLE_EQ(Classify(scores, labels, t).accuracy, 5.0 / 6);
+  // All positive: the best F1 threshold takes everything.
+  EXPECT_LT(ChooseThreshold({0.2, 0.7}, {1, 1}, ThresholdObjective::kF1), 0.2);
+  EXPECT_THROW(ChooseThreshold({}, {}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace docmatch::eval
