@@ -26,7 +26,8 @@ TEST(Crc32c, MatchesTheStandardCheckValue) {
 // back with the tensorboard package.
 TEST(EventWriter, WritesFramedRecordsTheTensorboardCheckReads) {
   const char* from_env = std::getenv("DOCMATCH_TB_DIR");
-  const std::string directory = from_env ? from_env : ::testing::TempDir() + "docmatch-tb-" + std::to_string(::getpid());
+  const std::string directory =
+      from_env ? from_env : ::testing::TempDir() + "docmatch-tb-" + std::to_string(::getpid());
   std::string path;
   {
     EventWriter writer(directory);

@@ -1,0 +1,134 @@
+#include "train/checkpoint.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+namespace docmatch::train {
+namespace fs = std::filesystem;
+namespace {
+
+std::string Shape(const torch::Tensor& t) {
+  std::ostringstream s;
+  s << t.sizes();
+  return s.str();
+}
+
+// step-<N> -> N, or -1 for anything else (step-<N>.tmp included).
+int64_t StepOf(const fs::path& folder) {
+  const std::string name = folder.filename().string();
+  if (name.rfind("step-", 0) != 0) return -1;
+  const std::string digits = name.substr(5);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+void SaveModule(const torch::nn::Module& module, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) archive.write(p.key(), p.value().detach());
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) archive.write(b.key(), b.value(), /*is_buffer=*/true);
+  archive.save_to(path);
+}
+
+void LoadModule(torch::nn::Module& module, const std::string& path) {
+  if (!fs::exists(path)) throw std::runtime_error("[ckpt] no checkpoint file '" + path + "'");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("[ckpt] '" + path + "' is not a readable docmatch checkpoint (truncated or foreign): " +
+                             e.what_without_backtrace());
+  }
+  std::map<std::string, torch::Tensor> stored;
+  for (const std::string& key : archive.keys()) {
+    torch::Tensor t;
+    if (archive.try_read(key, t)) stored[key] = t;
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> wanted;
+  for (const auto& p : module.named_parameters(true)) wanted.emplace_back(p.key(), p.value());
+  for (const auto& b : module.named_buffers(true)) wanted.emplace_back(b.key(), b.value());
+
+  std::vector<std::string> problems;
+  for (const auto& [name, tensor] : wanted) {
+    const auto it = stored.find(name);
+    if (it == stored.end()) {
+      problems.push_back("missing from the checkpoint: " + name + " " + Shape(tensor));
+    } else if (it->second.sizes() != tensor.sizes()) {
+      problems.push_back("shape differs: " + name + " is " + Shape(it->second) + " in the checkpoint, " +
+                         Shape(tensor) + " in the model");
+    }
+  }
+  for (const auto& [name, tensor] : stored) {
+    const bool known = std::any_of(wanted.begin(), wanted.end(), [&](const auto& w) { return w.first == name; });
+    if (!known) problems.push_back("not in the model: " + name + " " + Shape(tensor));
+  }
+  if (!problems.empty()) {
+    std::ostringstream message;
+    message << "[ckpt] '" << path << "' was made for another model or config (" << problems.size()
+            << " mismatched tensors):";
+    for (const auto& p : problems) message << "\n  " << p;
+    throw std::runtime_error(message.str());
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [name, tensor] : wanted) tensor.copy_(stored.at(name));
+}
+
+CheckpointDirectory::CheckpointDirectory(std::string root, int keep_last)
+    : root_(std::move(root)), keep_last_(std::max(1, keep_last)) {
+  fs::create_directories(root_);
+}
+
+std::string CheckpointDirectory::Save(int64_t step, const std::function<void(const std::string&)>& write) {
+  const fs::path final_folder = fs::path(root_) / ("step-" + std::to_string(step));
+  const fs::path temporary = final_folder.string() + ".tmp";
+  fs::remove_all(temporary);
+  fs::create_directories(temporary);
+  try {
+    write(temporary.string());
+  } catch (...) {
+    fs::remove_all(temporary);
+    throw;
+  }
+  fs::remove_all(final_folder);
+  fs::rename(temporary, final_folder);
+  // `latest`: a new symlink renamed over the old one (atomic on POSIX).
+  const fs::path link = fs::path(root_) / "latest", staged = fs::path(root_) / "latest.tmp";
+  fs::remove(staged);
+  fs::create_directory_symlink(final_folder.filename(), staged);
+  fs::rename(staged, link);
+  // Keep the newest keep_last_ complete checkpoints.
+  std::vector<std::pair<int64_t, fs::path>> steps;
+  for (const auto& entry : fs::directory_iterator(root_)) {
+    const int64_t n = StepOf(entry.path());
+    if (n >= 0 && entry.is_directory()) steps.emplace_back(n, entry.path());
+  }
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + keep_last_ < steps.size(); ++i) fs::remove_all(steps[i].second);
+  LOG(INFO) << "[ckpt] saved " << final_folder.string();
+  return final_folder.string();
+}
+
+std::optional<std::string> CheckpointDirectory::Latest() const {
+  const fs::path link = fs::path(root_) / "latest";
+  std::error_code error;
+  if (fs::is_symlink(link, error) && fs::is_directory(link, error)) {
+    return (fs::path(root_) / fs::read_symlink(link)).string();
+  }
+  int64_t best = -1;
+  std::optional<std::string> folder;
+  if (!fs::exists(root_)) return folder;
+  for (const auto& entry : fs::directory_iterator(root_)) {
+    const int64_t n = StepOf(entry.path());
+    if (n > best && entry.is_directory()) {
+      best = n;
+      folder = entry.path().string();
+    }
+  }
+  return folder;
+}
+
+}  // namespace docmatch::train

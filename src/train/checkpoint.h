@@ -1,0 +1,42 @@
+// Checkpoints on disk: checkpoints/<run>/step-<N>/, each written under
+// step-<N>.tmp and renamed when complete, `latest` (a symlink, replaced
+// atomically) naming the newest, and only the last K kept. A half-written
+// checkpoint never looks complete, so a crash mid-save loses nothing older.
+//
+// Module state goes through libtorch's archives; loading checks every tensor
+// name and shape first and, when a checkpoint was made for another model or
+// config, says which tensors are missing, unexpected or of another shape.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace docmatch::train {
+
+// Parameters and buffers of `module` to `path` (one archive file).
+void SaveModule(const torch::nn::Module& module, const std::string& path);
+// Loads into `module` after checking names and shapes; throws
+// std::runtime_error listing every mismatch (and loads nothing) otherwise.
+void LoadModule(torch::nn::Module& module, const std::string& path);
+
+class CheckpointDirectory {
+ public:
+  // `root`: e.g. "checkpoints/smith-wp-sp"; keep the newest `keep_last`.
+  CheckpointDirectory(std::string root, int keep_last = 3);
+
+  // Calls write(folder) on step-<step>.tmp, then renames it to step-<step>,
+  // points `latest` at it and prunes. Returns the final folder.
+  std::string Save(int64_t step, const std::function<void(const std::string& folder)>& write);
+  // The folder `latest` names; without it, the highest complete step-<N>.
+  std::optional<std::string> Latest() const;
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+  int keep_last_;
+};
+
+}  // namespace docmatch::train

@@ -1,0 +1,112 @@
+// Checkpoints: round trips, refusals that list the mismatched tensors, and a
+// folder life cycle that never shows a half-written checkpoint.
+#include "train/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "model/smith.h"
+
+namespace docmatch::train {
+namespace {
+namespace fs = std::filesystem;
+
+model::SmithConfig Tiny(int64_t hidden = 16) {
+  model::SmithConfig c;
+  c.vocab_size = 50;
+  c.hidden = hidden;
+  c.heads = 2;
+  c.intermediate = 32;
+  c.sentence_layers = 1;
+  c.document_layers = 1;
+  c.block_length = 8;
+  c.max_blocks = 4;
+  return c;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = ::testing::TempDir() + "docmatch-ckpt-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string root_;
+};
+
+TEST_F(CheckpointTest, ModuleRoundTripRestoresEveryTensor) {
+  torch::manual_seed(1);
+  model::SmithPretraining saved(model::SmithEncoder(Tiny()), Tiny());
+  fs::create_directories(root_);
+  SaveModule(*saved, root_ + "/model.pt");
+  torch::manual_seed(2);  // different initial weights
+  model::SmithPretraining loaded(model::SmithEncoder(Tiny()), Tiny());
+  LoadModule(*loaded, root_ + "/model.pt");
+  const auto a = saved->named_parameters(), b = loaded->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].value(), b[i].value())) << a[i].key();
+}
+
+TEST_F(CheckpointTest, AnotherModelOrConfigIsRefusedWithTheMismatchedTensors) {
+  fs::create_directories(root_);
+  model::SmithEncoder small(Tiny(16));
+  SaveModule(*small, root_ + "/encoder.pt");
+  model::SmithEncoder wider(Tiny(32));
+  const torch::Tensor before = wider->parameters()[0].clone();
+  try {
+    LoadModule(*wider, root_ + "/encoder.pt");
+    FAIL() << "loaded a 16-wide checkpoint into a 32-wide model";
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("another model or config"), std::string::npos) << message;
+    EXPECT_NE(message.find("shape differs: embeddings.tokens.weight is [50, 16] in the checkpoint, [50, 32]"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_TRUE(torch::equal(before, wider->parameters()[0]));  // nothing half-loaded
+  // A pre-training model has heads the bare encoder lacks.
+  model::SmithPretraining heads(model::SmithEncoder(Tiny(16)), Tiny(16));
+  try {
+    LoadModule(*heads, root_ + "/encoder.pt");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing from the checkpoint: lm_bias [50]"), std::string::npos) << e.what();
+  }
+  std::ofstream(root_ + "/junk.pt") << "not an archive";
+  EXPECT_THROW(LoadModule(*small, root_ + "/junk.pt"), std::runtime_error);
+}
+
+TEST_F(CheckpointTest, FolderKeepsTheLastKAndLatestNamesTheNewest) {
+  CheckpointDirectory checkpoints(root_, /*keep_last=*/2);
+  EXPECT_FALSE(checkpoints.Latest().has_value());
+  for (int64_t step : {100, 200, 300}) {
+    checkpoints.Save(step, [&](const std::string& folder) { std::ofstream(folder + "/state.txt") << step; });
+  }
+  EXPECT_FALSE(fs::exists(root_ + "/step-100"));
+  EXPECT_TRUE(fs::exists(root_ + "/step-200/state.txt"));
+  EXPECT_EQ(fs::path(*checkpoints.Latest()).filename(), "step-300");
+  EXPECT_TRUE(fs::is_symlink(root_ + "/latest"));
+
+  // A save that fails part-way leaves no step-400, and latest unchanged.
+  EXPECT_THROW(checkpoints.Save(400,
+                                [](const std::string& folder) {
+                                  std::ofstream(folder + "/half.txt") << "half";
+                                  throw std::runtime_error("disk full");
+                                }),
+               std::runtime_error);
+  EXPECT_FALSE(fs::exists(root_ + "/step-400"));
+  EXPECT_FALSE(fs::exists(root_ + "/step-400.tmp"));
+  EXPECT_EQ(fs::path(*checkpoints.Latest()).filename(), "step-300");
+
+  // A leftover .tmp from a killed run is never taken for a checkpoint.
+  fs::remove(root_ + "/latest");
+  fs::create_directories(root_ + "/step-999.tmp");
+  EXPECT_EQ(fs::path(*checkpoints.Latest()).filename(), "step-300");
+}
+
+}  // namespace
+}  // namespace docmatch::train
