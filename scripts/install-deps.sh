@@ -80,5 +80,5 @@ else
 fi
 
 # Python clients the tests read our files back with.
-"$VPY" -m pip install -q h5py numpy sentencepiece tensorboard >/dev/null
+"$VPY" -m pip install -q h5py numpy sentencepiece tensorboard safetensors >/dev/null
 log "done: venv $VENV"
