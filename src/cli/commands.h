@@ -16,5 +16,6 @@ struct Command {
 Command AddPrepareCommand(CLI::App* app);
 Command AddInspectCommand(CLI::App* app);
 Command AddInfoCommand(CLI::App* app);
+Command AddPretrainCommand(CLI::App* app);
 
 }  // namespace docmatch::cli

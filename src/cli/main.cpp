@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
       docmatch::cli::AddPrepareCommand(&app),
       docmatch::cli::AddInspectCommand(&app),
       docmatch::cli::AddInfoCommand(&app),
+      docmatch::cli::AddPretrainCommand(&app),
   };
   for (const auto& command : commands) command.app->fallthrough();
 

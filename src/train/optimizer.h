@@ -1,0 +1,27 @@
+// AdamW the way BERT-family models train: no weight decay on biases and
+// LayerNorm weights, linear warm-up then linear decay to zero.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+
+namespace docmatch::train {
+
+struct OptimizerOptions {
+  double lr = 5e-5;              // peak learning rate (SMITH: 5e-5)
+  int64_t warmup_steps = 10000;  // linear warm-up (SMITH: 10K)
+  int64_t total_steps = 100000;  // decay reaches 0 here
+  double weight_decay = 0.01;
+  double max_grad_norm = 1.0;  // gradient clipping; <= 0 turns it off
+};
+
+// lr at optimizer step `step` (0-based): peak * (step + 1) / warmup during
+// warm-up, then peak * (total - step) / (total - warmup), never below 0.
+double LearningRate(const OptimizerOptions& options, int64_t step);
+
+// Two groups: decayed (weights) and not decayed (biases, norms, 1-d params).
+std::unique_ptr<torch::optim::AdamW> MakeAdamW(const torch::nn::Module& module, const OptimizerOptions& options);
+void SetLearningRate(torch::optim::Optimizer& optimizer, double lr);
+
+}  // namespace docmatch::train

@@ -1,0 +1,44 @@
+// `docmatch pretrain`: SMITH-WP or SMITH-WP+SP pre-training on 1 or N ranks.
+//
+// Each rank streams its share of the corpus (ShardStream), builds batches on
+// a background thread (BatchLoader), computes the data-parallel objective
+// (objectives.h), averages gradients (GradientSynchronizer), clips, steps
+// AdamW on the warm-up/decay schedule, logs on rank 0 (progress bar, JSON
+// lines, TensorBoard) and checkpoints every `checkpoint_every` steps:
+//   <run>/step-<N>/model.pt        model parameters
+//   <run>/step-<N>/optimizer.pt    AdamW state
+//   <run>/step-<N>/trainer.json    step, epoch, every rank's stream cursor, the options
+//   <run>/step-<N>/rng.pt          every rank's CPU generator state (dropout)
+// With `resume`, a run continues from <run>/latest; on CPU the result is the
+// same, bit for bit, as a run that never stopped.
+#pragma once
+
+#include <string>
+
+#include "dist/communicator.h"
+#include "train/optimizer.h"
+
+namespace docmatch::train {
+
+struct PretrainOptions {
+  std::string corpus;                                    // prepared corpus folder
+  std::string model = "configs/models/smith-tiny.yaml";  // model YAML (kind: smith)
+  bool sentence_blocks = true;                           // WP+SP; false = WP
+  std::string run = "checkpoints/smith-pretrain";        // checkpoint folder of this run
+  int64_t batch_size = 8;                                // documents per rank per micro-step
+  int64_t accumulation = 1;                              // micro-steps per optimizer step
+  int64_t steps = 1000;                                  // optimizer steps in all
+  OptimizerOptions optimizer;
+  uint64_t seed = 1234;
+  int64_t checkpoint_every = 500;
+  int keep_last = 3;
+  int64_t log_every = 10;
+  bool resume = true;
+  bool progress = true;
+  std::string device = "cpu";
+};
+
+// Runs (or resumes) the pre-training; returns the final step reached.
+int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& communicator, const torch::Device& device);
+
+}  // namespace docmatch::train

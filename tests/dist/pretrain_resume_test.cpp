@@ -1,0 +1,100 @@
+// Pre-training stopped and resumed from its checkpoint ends with the same
+// parameters, bit for bit, as a run that never stopped (dropout on, epochs
+// rolling over), at whatever rank count mpirun gave; and a checkpoint of
+// another configuration is refused by name.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../data/test_corpus.h"
+#include "dist/mpi_communicator.h"
+#include "model/config.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace docmatch::train {
+namespace {
+namespace fs = std::filesystem;
+
+// A scratch folder shared by all ranks (rank 0's pid names it).
+std::string SharedScratch(dist::Communicator& comm) {
+  int id = static_cast<int>(::getpid());
+  MPI_Bcast(&id, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const std::string dir = fs::temp_directory_path().string() + "/docmatch-pretrain-" + std::to_string(id);
+  if (comm.rank() == 0) {
+    fs::remove_all(dir);
+    data::testing::WriteSyntheticCorpus(dir + "/corpus", {7, 6});
+    std::ofstream(dir + "/tiny.yaml") << "model: {kind: smith, hidden: 16, heads: 2, intermediate: 32,\n"
+                                         "  sentence_layers: 1, document_layers: 1, block_length: 8,\n"
+                                         "  max_blocks: 6, dropout: 0.1}\n";
+    std::ofstream(dir + "/wider.yaml") << "model: {kind: smith, hidden: 32, heads: 2, intermediate: 32,\n"
+                                          "  sentence_layers: 1, document_layers: 1, block_length: 8,\n"
+                                          "  max_blocks: 6, dropout: 0.1}\n";
+  }
+  comm.Barrier();
+  return dir;
+}
+
+PretrainOptions Options(const std::string& dir, const std::string& run, int64_t steps) {
+  PretrainOptions o;
+  o.corpus = dir + "/corpus";
+  o.model = dir + "/tiny.yaml";
+  o.run = dir + "/" + run;
+  o.batch_size = 2;
+  o.steps = steps;
+  o.optimizer.lr = 1e-3;
+  o.optimizer.warmup_steps = 2;
+  o.optimizer.total_steps = 8;
+  o.checkpoint_every = 3;
+  o.log_every = 1;
+  o.progress = false;
+  return o;
+}
+
+TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
+  dist::MpiCommunicator comm;
+  const std::string dir = SharedScratch(comm);
+  PretrainOptions straight = Options(dir, "straight", 8);
+  straight.resume = false;
+  EXPECT_EQ(RunPretraining(straight, comm, torch::kCPU), 8);
+
+  // Stopped after step 6 (a checkpoint; nothing later survives a kill -9),
+  // then started again with the same command and more steps.
+  EXPECT_EQ(RunPretraining(Options(dir, "stopped", 6), comm, torch::kCPU), 6);
+  EXPECT_EQ(RunPretraining(Options(dir, "stopped", 8), comm, torch::kCPU), 8);
+
+  model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
+  config.vocab_size = 1005;
+  model::SmithPretraining a(model::SmithEncoder(config), config), b(model::SmithEncoder(config), config);
+  LoadModule(*a, *CheckpointDirectory(dir + "/straight").Latest() + "/model.pt");
+  LoadModule(*b, *CheckpointDirectory(dir + "/stopped").Latest() + "/model.pt");
+  const auto pa = a->named_parameters(), pb = b->named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key();
+  // The run really trained: the loss logged at step 8 is below step 1's.
+  if (comm.rank() == 0) {
+    std::ifstream lines(dir + "/straight/metrics.jsonl");
+    std::string first, line, last;
+    std::getline(lines, first);
+    while (std::getline(lines, line)) last = line;
+    EXPECT_LT(nlohmann::json::parse(last)["loss"].get<double>(), nlohmann::json::parse(first)["loss"].get<double>());
+    EXPECT_TRUE(fs::exists(dir + "/straight/tensorboard"));
+  }
+
+  // Resuming with another model configuration names the mismatched tensors.
+  PretrainOptions wider = Options(dir, "stopped", 10);
+  wider.model = dir + "/wider.yaml";
+  try {
+    RunPretraining(wider, comm, torch::kCPU);
+    ADD_FAILURE() << "resumed a 16-wide checkpoint into a 32-wide model";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("another model or config"), std::string::npos) << e.what();
+  }
+  comm.Barrier();
+  if (comm.rank() == 0) fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace docmatch::train
