@@ -19,15 +19,14 @@ Command AddPretrainCommand(CLI::App* app) {
                           "  docmatch pretrain --corpus corpora/manpages --model configs/models/smith-tiny.yaml\n"
                           "  mpirun -np 2 docmatch pretrain --config configs/pretrain-smith-tiny.yaml");
   auto o = std::make_shared<train::PretrainOptions>();
-  auto objective = std::make_shared<std::string>("wp+sp");
   auto backend = std::make_shared<std::string>("auto");
   auto no_progress = std::make_shared<bool>(false);
   auto fresh = std::make_shared<bool>(false);
   sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
   sub->add_option("--model", o->model, "model YAML (configs/models/, kind: smith)")->capture_default_str();
-  sub->add_option("--objective", *objective, "wp (word LM) or wp+sp (plus sentence blocks)")
+  sub->add_option("--objective", o->objective, "wp (word LM), wp+sp (plus sentence blocks) or docsplit")
       ->capture_default_str()
-      ->check(CLI::IsMember({"wp", "wp+sp"}));
+      ->check(CLI::IsMember({"wp", "wp+sp", "docsplit"}));
   sub->add_option("--run", o->run, "checkpoint folder of this run")->capture_default_str();
   sub->add_option("--batch-size", o->batch_size, "documents per rank per micro-step")->capture_default_str();
   sub->add_option("--accumulation", o->accumulation, "micro-steps per optimizer step")->capture_default_str();
@@ -45,8 +44,7 @@ Command AddPretrainCommand(CLI::App* app) {
   sub->add_option("--backend", *backend, "auto, mpi or nccl")->capture_default_str();
   sub->add_flag("--fresh", *fresh, "ignore existing checkpoints in --run (default: resume from latest)");
   sub->add_flag("--no-progress", *no_progress, "no progress bar");
-  return {sub, [o, objective, backend, no_progress, fresh] {
-            o->sentence_blocks = *objective == "wp+sp";
+  return {sub, [o, backend, no_progress, fresh] {
             o->progress = !*no_progress;
             o->resume = !*fresh;
             dist::MpiRuntime mpi(nullptr, nullptr);

@@ -7,6 +7,7 @@
 
 #include "data/batch_loader.h"
 #include "data/blocks.h"
+#include "data/docsplit.h"
 #include "data/progress.h"
 #include "dist/gradient_synchronizer.h"
 #include "model/config.h"
@@ -22,7 +23,7 @@ namespace {
 nlohmann::json OptionsJson(const PretrainOptions& o) {
   return {{"corpus", o.corpus},
           {"model", o.model},
-          {"sentence_blocks", o.sentence_blocks},
+          {"objective", o.objective},
           {"batch_size", o.batch_size},
           {"accumulation", o.accumulation},
           {"steps", o.steps},
@@ -46,6 +47,9 @@ std::vector<int64_t> GatherPositions(int64_t position, dist::Communicator& commu
 
 int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& communicator, const torch::Device& device) {
   const int rank = communicator.rank(), world = communicator.size();
+  TORCH_CHECK(options.objective == "wp" || options.objective == "wp+sp" || options.objective == "docsplit",
+              "[train] unknown objective '", options.objective, "' (wp, wp+sp, docsplit)");
+  const bool docsplit = options.objective == "docsplit";
   auto corpus = std::make_shared<const data::Corpus>(options.corpus);
   model::SmithConfig config = model::LoadModelConfig(options.model).smith;
   config.vocab_size = corpus->manifest().vocab_size;
@@ -99,10 +103,20 @@ int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& commu
   data::MaskOptions masks;
   masks.vocab_size = config.vocab_size;
   masks.seed = options.seed;
-  masks.masked_blocks = options.sentence_blocks ? 2 : 0;
+  masks.masked_blocks = options.objective == "wp+sp" ? 2 : 0;
   const data::BlockOptions blocks{config.block_length, config.max_blocks};
   auto builder = [&](const std::vector<const data::Document*>& docs, int64_t epoch) {
-    return data::BuildBlockBatch(docs, blocks, &masks, epoch);
+    if (!docsplit) return data::BuildBlockBatch(docs, blocks, &masks, epoch);
+    // DocSplit: first halves then second halves, each half its own mask stream.
+    std::vector<data::Document> halves(2 * docs.size());
+    for (size_t i = 0; i < docs.size(); ++i) {
+      std::tie(halves[i], halves[docs.size() + i]) = data::SplitDocument(*docs[i], options.seed, epoch);
+    }
+    std::vector<const data::Document*> views;
+    for (const auto& h : halves) views.push_back(&h);
+    std::vector<uint64_t> view_numbers(docs.size(), 0);
+    view_numbers.resize(2 * docs.size(), 1);
+    return data::BuildBlockBatch(views, blocks, &masks, epoch, view_numbers);
   };
   auto loader = std::make_unique<data::BatchLoader<data::BlockBatch>>(stream, options.batch_size, builder);
   TORCH_CHECK(stream->epoch_size() >= options.batch_size, "[train] rank ", rank, " gets ", stream->epoch_size(),
@@ -129,8 +143,10 @@ int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& commu
         batch = loader->Next();
       }
       synchronizer.Prepare(/*sync=*/micro + 1 == options.accumulation);
-      const Objective objective =
-          SmithPretraining(model, model::ToTensors(*batch, device), options.sentence_blocks, communicator);
+      const model::BlockTensors tensors = model::ToTensors(*batch, device);
+      const Objective objective = docsplit
+                                      ? DocSplit(model, tensors, communicator)
+                                      : SmithPretraining(model, tensors, options.objective == "wp+sp", communicator);
       if (!std::isfinite(objective.value)) {
         std::ostringstream ids;
         for (int64_t i : batch->document_index) ids << " " << i;
@@ -140,7 +156,7 @@ int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& commu
       (objective.loss / static_cast<double>(options.accumulation)).backward();
       loss_sum += objective.value / options.accumulation;
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
-      documents += batch->B * world;
+      documents += (docsplit ? batch->B / 2 : batch->B) * world;
     }
     synchronizer.Finalize();
     if (options.optimizer.max_grad_norm > 0) {

@@ -1,4 +1,5 @@
-// `docmatch pretrain`: SMITH-WP or SMITH-WP+SP pre-training on 1 or N ranks.
+// `docmatch pretrain`: SMITH-WP, SMITH-WP+SP or DocSplit pre-training of the
+// hierarchical encoder, on 1 or N ranks.
 //
 // Each rank streams its share of the corpus (ShardStream), builds batches on
 // a background thread (BatchLoader), computes the data-parallel objective
@@ -23,7 +24,7 @@ namespace docmatch::train {
 struct PretrainOptions {
   std::string corpus;                                    // prepared corpus folder
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML (kind: smith)
-  bool sentence_blocks = true;                           // WP+SP; false = WP
+  std::string objective = "wp+sp";                       // wp | wp+sp | docsplit
   std::string run = "checkpoints/smith-pretrain";        // checkpoint folder of this run
   int64_t batch_size = 8;                                // documents per rank per micro-step
   int64_t accumulation = 1;                              // micro-steps per optimizer step

@@ -54,6 +54,27 @@ PretrainOptions Options(const std::string& dir, const std::string& run, int64_t 
   return o;
 }
 
+TEST(Pretraining, DocSplitObjectiveRunsAndLogs) {
+  dist::MpiCommunicator comm;
+  const std::string dir = SharedScratch(comm);
+  PretrainOptions docsplit = Options(dir, "docsplit", 4);
+  docsplit.objective = "docsplit";
+  EXPECT_EQ(RunPretraining(docsplit, comm, torch::kCPU), 4);
+  if (comm.rank() == 0) {
+    std::ifstream lines(dir + "/docsplit/metrics.jsonl");
+    std::string line;
+    int count = 0;
+    while (std::getline(lines, line)) {
+      const auto json = nlohmann::json::parse(line);
+      EXPECT_TRUE(json.contains("infonce") && json.contains("lm")) << line;
+      ++count;
+    }
+    EXPECT_EQ(count, 4);
+  }
+  comm.Barrier();
+  if (comm.rank() == 0) fs::remove_all(dir);
+}
+
 TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   dist::MpiCommunicator comm;
   const std::string dir = SharedScratch(comm);
