@@ -23,7 +23,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 log() { printf '[install-deps] %s\n' "$*"; }
 
 apt_packages=(
-  build-essential cmake ccache pkg-config git python3-venv
+  build-essential cmake ninja-build ccache pkg-config git python3-venv
   libopenmpi-dev openmpi-bin
   libhdf5-dev hdf5-tools
   libgoogle-glog-dev libgtest-dev libgmock-dev
