@@ -1,0 +1,23 @@
+// Labelled document pairs (fine-tuning and pair classification): JSONL lines
+// {"source": id, "target": id, "label": 0 or 1}, ids from the corpus.
+// Unknown ids, a missing field or a label other than 0/1 are errors naming
+// the file, the line and the id: a pair file for another corpus must not
+// train on silently dropped pairs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+
+namespace docmatch::data {
+
+struct LabelledPair {
+  int64_t source = 0, target = 0;  // corpus indices
+  float label = 0;                 // 1 related, 0 not
+};
+
+std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpus);
+
+}  // namespace docmatch::data
