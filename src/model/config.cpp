@@ -35,6 +35,17 @@ void Apply(const YAML::Node& model, const Setters& setters, const std::string& o
   }
 }
 
+// The keys every transformer config shares, plus the kind's own.
+template <typename Config>
+Setters TransformerKeys(Config* c, Setters own) {
+  own.insert({{"vocab_size", Set(&c->vocab_size)},
+              {"hidden", Set(&c->hidden)},
+              {"heads", Set(&c->heads)},
+              {"intermediate", Set(&c->intermediate)},
+              {"dropout", Set(&c->dropout)}});
+  return own;
+}
+
 }  // namespace
 
 ModelConfig ModelConfigFromYaml(const YAML::Node& model, const std::string& origin) {
@@ -44,41 +55,24 @@ ModelConfig ModelConfigFromYaml(const YAML::Node& model, const std::string& orig
   if (config.kind == "smith") {
     SmithConfig& c = config.smith;
     Apply(model,
-          {{"vocab_size", Set(&c.vocab_size)},
-           {"hidden", Set(&c.hidden)},
-           {"heads", Set(&c.heads)},
-           {"intermediate", Set(&c.intermediate)},
-           {"sentence_layers", Set(&c.sentence_layers)},
-           {"document_layers", Set(&c.document_layers)},
-           {"block_length", Set(&c.block_length)},
-           {"max_blocks", Set(&c.max_blocks)},
-           {"dropout", Set(&c.dropout)},
-           {"combine", Set(&c.combine)},
-           {"amplifier", Set(&c.amplifier)}},
+          TransformerKeys(&c, {{"sentence_layers", Set(&c.sentence_layers)},
+                               {"document_layers", Set(&c.document_layers)},
+                               {"block_length", Set(&c.block_length)},
+                               {"max_blocks", Set(&c.max_blocks)},
+                               {"combine", Set(&c.combine)},
+                               {"amplifier", Set(&c.amplifier)}}),
           origin);
   } else if (config.kind == "match_bert") {
     MatchBertConfig& c = config.match_bert;
     Apply(model,
-          {{"vocab_size", Set(&c.vocab_size)},
-           {"hidden", Set(&c.hidden)},
-           {"heads", Set(&c.heads)},
-           {"intermediate", Set(&c.intermediate)},
-           {"layers", Set(&c.layers)},
-           {"max_tokens", Set(&c.max_tokens)},
-           {"dropout", Set(&c.dropout)},
-           {"amplifier", Set(&c.amplifier)}},
+          TransformerKeys(
+              &c, {{"layers", Set(&c.layers)}, {"max_tokens", Set(&c.max_tokens)}, {"amplifier", Set(&c.amplifier)}}),
           origin);
   } else if (config.kind == "sdr") {
     SdrConfig& c = config.sdr;
     Apply(model,
-          {{"vocab_size", Set(&c.vocab_size)},
-           {"hidden", Set(&c.hidden)},
-           {"heads", Set(&c.heads)},
-           {"intermediate", Set(&c.intermediate)},
-           {"layers", Set(&c.layers)},
-           {"max_tokens", Set(&c.max_tokens)},
-           {"dropout", Set(&c.dropout)},
-           {"margin", Set(&c.margin)}},
+          TransformerKeys(&c,
+                          {{"layers", Set(&c.layers)}, {"max_tokens", Set(&c.max_tokens)}, {"margin", Set(&c.margin)}}),
           origin);
   } else if (config.kind == "smash") {
     SmashConfig& c = config.smash;
