@@ -23,7 +23,7 @@ GradientSynchronizer::~GradientSynchronizer() {
 
 void GradientSynchronizer::BuildBuckets(const std::vector<int>& order) {
   buckets_.clear();
-  slots_.assign(parameters_.size(), Slot{-1, 0, 0});
+  slots_.assign(parameters_.size(), Slot{-1, -1, 0, 0});
   int64_t bucket_bytes = 0;
   for (int p : order) {
     const int64_t bytes = parameters_[p].numel() * parameters_[p].element_size();
@@ -35,13 +35,14 @@ void GradientSynchronizer::BuildBuckets(const std::vector<int>& order) {
     const int64_t offset = bucket.parameters.empty()
                                ? 0
                                : slots_[bucket.parameters.back()].offset + slots_[bucket.parameters.back()].numel;
-    slots_[p] = {static_cast<int>(buckets_.size()) - 1, offset, parameters_[p].numel()};
+    slots_[p] = {static_cast<int>(buckets_.size()) - 1, static_cast<int>(bucket.parameters.size()), offset,
+                 parameters_[p].numel()};
     bucket.parameters.push_back(p);
     bucket_bytes += bytes;
   }
   for (Bucket& bucket : buckets_) {
-    int64_t numel = 0;
-    for (int p : bucket.parameters) numel += parameters_[p].numel();
+    const Slot& last = slots_[bucket.parameters.back()];
+    const int64_t numel = last.offset + last.numel;
     // The parameters' own dtype (fp32 master weights in training, fp64 in the tests).
     bucket.buffer = torch::zeros({numel}, parameters_[bucket.parameters.front()].options());
     bucket.filled.assign(bucket.parameters.size(), false);
@@ -94,8 +95,7 @@ void GradientSynchronizer::OnGradient(int parameter, const torch::Tensor& grad) 
   if (!syncing_) return;
   const Slot& slot = slots_[parameter];
   Bucket& bucket = buckets_[slot.bucket];
-  const auto position =
-      std::find(bucket.parameters.begin(), bucket.parameters.end(), parameter) - bucket.parameters.begin();
+  const int position = slot.position;
   if (bucket.filled[position]) return;  // one hook call per parameter and backward
   if (!rebuilt_) arrival_.push_back(parameter);
   torch::NoGradGuard no_grad;

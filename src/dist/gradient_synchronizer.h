@@ -62,6 +62,7 @@ class GradientSynchronizer {
  private:
   struct Slot {
     int bucket;
+    int position;           // index in the bucket's parameter list
     int64_t offset, numel;  // into the bucket's flat buffer
   };
   struct Bucket {
