@@ -22,6 +22,7 @@ Command AddPretrainCommand(CLI::App* app) {
   auto backend = std::make_shared<std::string>("auto");
   auto no_progress = std::make_shared<bool>(false);
   auto fresh = std::make_shared<bool>(false);
+  auto log_dir = std::make_shared<std::string>();
   sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
   sub->add_option("--model", o->model, "model YAML (configs/models/, kind: smith)")->capture_default_str();
   sub->add_option("--objective", o->objective, "wp (word LM), wp+sp (plus sentence blocks) or docsplit")
@@ -44,11 +45,12 @@ Command AddPretrainCommand(CLI::App* app) {
   sub->add_option("--backend", *backend, "auto, mpi or nccl")->capture_default_str();
   sub->add_flag("--fresh", *fresh, "ignore existing checkpoints in --run (default: resume from latest)");
   sub->add_flag("--no-progress", *no_progress, "no progress bar");
-  return {sub, [o, backend, no_progress, fresh] {
+  sub->add_option("--log-dir", *log_dir, "every rank also writes its whole log to <dir>/rank-<r>.log.*");
+  return {sub, [o, backend, no_progress, fresh, log_dir] {
             o->progress = !*no_progress;
             o->resume = !*fresh;
             dist::MpiRuntime mpi(nullptr, nullptr);
-            dist::SetUpRankLogging(mpi.rank());
+            dist::SetUpRankLogging(mpi.rank(), *log_dir);
             return dist::RunOnAllRanks([&] {
               const dist::Placement placement = dist::DiscoverPlacement(o->device);
               std::unique_ptr<dist::Communicator> communicator = dist::MakeCommunicator(*backend, placement.device);

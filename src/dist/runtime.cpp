@@ -69,15 +69,18 @@ void SetUpRankLogging(int rank, const std::string& log_dir) {
   FLAGS_logtostderr = false;
   FLAGS_alsologtostderr = false;
   FLAGS_stderrthreshold = rank == 0 ? google::GLOG_INFO : google::GLOG_WARNING;
+  // glog writes each message to the file of its severity and of every lower
+  // one, so the INFO file holds everything; no other files, and none at all
+  // without a log folder (glog would otherwise scatter them in /tmp).
+  for (auto severity : {google::GLOG_WARNING, google::GLOG_ERROR, google::GLOG_FATAL}) {
+    google::SetLogDestination(severity, "");
+  }
+  std::string base;
   if (!log_dir.empty()) {
     std::filesystem::create_directories(log_dir);
-    const std::string file = log_dir + "/rank-" + std::to_string(rank) + ".log.";
-    google::SetLogDestination(google::GLOG_INFO, file.c_str());
-  } else {
-    for (auto severity : {google::GLOG_INFO, google::GLOG_WARNING, google::GLOG_ERROR}) {
-      google::SetLogDestination(severity, "");  // no files unless asked
-    }
+    base = log_dir + "/rank-" + std::to_string(rank) + ".log.";
   }
+  google::SetLogDestination(google::GLOG_INFO, base.c_str());
 }
 
 int RunOnAllRanks(const std::function<int()>& body) {

@@ -1,8 +1,13 @@
 // Process placement and backend choice under a real mpirun.
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "dist/communicator.h"
 #include "dist/runtime.h"
@@ -30,6 +35,33 @@ TEST(Placement, LocalRanksComeFromTheLauncherAndAreDistinct) {
   }
   EXPECT_THROW(DiscoverPlacement("tpu"), c10::Error);
   if (!torch::cuda::is_available()) EXPECT_THROW(DiscoverPlacement("cuda"), c10::Error);
+}
+
+TEST(RankLogging, EveryRankCanLogToItsOwnFile) {
+  int rank = 0, id = static_cast<int>(::getpid());
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Bcast(&id, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/docmatch-logs-" + std::to_string(id);
+  SetUpRankLogging(rank, dir);
+  LOG(INFO) << "[test] info from rank " << rank;
+  LOG(WARNING) << "[test] warning from rank " << rank;
+  google::FlushLogFiles(google::GLOG_INFO);
+  SetUpRankLogging(rank);  // back to no files
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Exactly one file per rank, named for it, holding both of its messages.
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rank-" + std::to_string(rank) + ".log.", 0) != 0) continue;
+    ++files;
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("[test] info from rank " + std::to_string(rank)), std::string::npos) << text;
+    EXPECT_NE(text.find("[test] warning from rank " + std::to_string(rank)), std::string::npos) << text;
+  }
+  EXPECT_EQ(files, 1);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) std::filesystem::remove_all(dir);
 }
 
 TEST(Backend, AutoPicksMpiOnCpuAndNcclNeedsCuda) {
