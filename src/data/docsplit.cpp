@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <tuple>
 #include <vector>
 
 #include "data/random.h"
@@ -46,6 +47,18 @@ std::pair<Document, Document> SplitDocument(const Document& document, uint64_t s
   std::vector<bool> second(n);
   for (int64_t s = 0; s < n; ++s) second[s] = !first[s];
   return {Subset(document, first), Subset(document, second)};
+}
+
+BlockBatch BuildDocSplitBatch(const std::vector<const Document*>& documents, const BlockOptions& blocks,
+                              const MaskOptions& masks, uint64_t seed, int64_t epoch) {
+  const size_t B = documents.size();
+  std::vector<Document> halves(2 * B);
+  for (size_t i = 0; i < B; ++i) std::tie(halves[i], halves[B + i]) = SplitDocument(*documents[i], seed, epoch);
+  std::vector<const Document*> views;
+  for (const Document& half : halves) views.push_back(&half);
+  std::vector<uint64_t> view_numbers(B, 0);
+  view_numbers.resize(2 * B, 1);
+  return BuildBlockBatch(views, blocks, &masks, epoch, view_numbers);
 }
 
 }  // namespace docmatch::data

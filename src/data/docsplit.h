@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
+#include "data/blocks.h"
 #include "data/document.h"
 
 namespace docmatch::data {
@@ -15,5 +17,11 @@ namespace docmatch::data {
 // coin takes one sentence from the other (a one-sentence document gives the
 // same sentence twice), so both views always exist.
 std::pair<Document, Document> SplitDocument(const Document& document, uint64_t seed, int64_t epoch);
+
+// The DocSplit batch of B documents: 2B views, every document's first half
+// then every second half (view i's partner is i + B), each half drawing its
+// LM masks from its own stream. `seed` keys the split.
+BlockBatch BuildDocSplitBatch(const std::vector<const Document*>& documents, const BlockOptions& blocks,
+                              const MaskOptions& masks, uint64_t seed, int64_t epoch);
 
 }  // namespace docmatch::data

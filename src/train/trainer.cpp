@@ -35,14 +35,6 @@ nlohmann::json OptionsJson(const PretrainOptions& o) {
           {"seed", o.seed}};
 }
 
-// Every rank's cursor position, gathered (cursors differ only in rank and position).
-std::vector<int64_t> GatherPositions(int64_t position, dist::Communicator& communicator) {
-  torch::Tensor all = torch::zeros({communicator.size()}, torch::kInt64);
-  all[communicator.rank()] = position;
-  communicator.AllReduce(all);
-  return std::vector<int64_t>(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + communicator.size());
-}
-
 }  // namespace
 
 int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& communicator, const torch::Device& device) {
@@ -106,17 +98,8 @@ int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& commu
   masks.masked_blocks = options.objective == "wp+sp" ? 2 : 0;
   const data::BlockOptions blocks{config.block_length, config.max_blocks};
   auto builder = [&](const std::vector<const data::Document*>& docs, int64_t epoch) {
-    if (!docsplit) return data::BuildBlockBatch(docs, blocks, &masks, epoch);
-    // DocSplit: first halves then second halves, each half its own mask stream.
-    std::vector<data::Document> halves(2 * docs.size());
-    for (size_t i = 0; i < docs.size(); ++i) {
-      std::tie(halves[i], halves[docs.size() + i]) = data::SplitDocument(*docs[i], options.seed, epoch);
-    }
-    std::vector<const data::Document*> views;
-    for (const auto& h : halves) views.push_back(&h);
-    std::vector<uint64_t> view_numbers(docs.size(), 0);
-    view_numbers.resize(2 * docs.size(), 1);
-    return data::BuildBlockBatch(views, blocks, &masks, epoch, view_numbers);
+    return docsplit ? data::BuildDocSplitBatch(docs, blocks, masks, options.seed, epoch)
+                    : data::BuildBlockBatch(docs, blocks, &masks, epoch);
   };
   auto loader = std::make_unique<data::BatchLoader<data::BlockBatch>>(stream, options.batch_size, builder);
   TORCH_CHECK(stream->epoch_size() >= options.batch_size, "[train] rank ", rank, " gets ", stream->epoch_size(),
@@ -180,10 +163,12 @@ int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& commu
     }
     if (step % options.checkpoint_every == 0 || step == options.steps) {
       const data::StreamCursor now = loader->cursor();
-      const std::vector<int64_t> positions = GatherPositions(now.position, communicator);
+      // Cursors differ only in rank and position: gather the positions.
+      const std::vector<int64_t> positions = communicator.ExchangeCounts(now.position, device);
       // Every rank's generator state travels to rank 0, which writes the checkpoint.
       const torch::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
-      const torch::Tensor all_states = communicator.AllGather(state.unsqueeze(0));
+      // On the run's device, so the NCCL backend can carry it too.
+      const torch::Tensor all_states = communicator.AllGather(state.unsqueeze(0).to(device)).cpu();
       if (rank == 0) {
         checkpoints.Save(step, [&](const std::string& folder) {
           SaveModule(*model, folder + "/model.pt");

@@ -72,5 +72,24 @@ TEST(SplitDocument, DependsOnlyOnSeedEpochAndIndex) {
   EXPECT_TRUE(differs);
 }
 
+TEST(BuildDocSplitBatch, FirstHalvesThenSecondHalvesWithSeparateMaskStreams) {
+  std::vector<Document> docs;
+  for (int i = 0; i < 3; ++i) docs.push_back(testing::SyntheticDocument(i, 40));
+  MaskOptions masks;
+  masks.vocab_size = 1005;
+  const BlockBatch batch = BuildDocSplitBatch({&docs[0], &docs[1], &docs[2]}, {8, 12}, masks, 5, 2);
+  ASSERT_EQ(batch.B, 6);
+  EXPECT_EQ(batch.document_index, (std::vector<int64_t>{0, 1, 2, 0, 1, 2}));
+  // Same as building the halves by hand, view 0 for first halves and 1 for second.
+  std::vector<Document> halves;
+  for (const auto& d : docs) halves.push_back(SplitDocument(d, 5, 2).first);
+  for (const auto& d : docs) halves.push_back(SplitDocument(d, 5, 2).second);
+  std::vector<const Document*> views;
+  for (const auto& h : halves) views.push_back(&h);
+  const BlockBatch expected = BuildBlockBatch(views, {8, 12}, &masks, 2, {0, 0, 0, 1, 1, 1});
+  EXPECT_EQ(batch.tokens, expected.tokens);
+  EXPECT_EQ(batch.lm_labels, expected.lm_labels);
+}
+
 }  // namespace
 }  // namespace docmatch::data

@@ -1,7 +1,7 @@
 // Every model on CUDA gives what it gives on CPU (TF32 off), and a bf16
 // autocast step runs. Skipped cleanly on machines without a GPU.
-#include <gtest/gtest.h>
 #include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "../data/test_corpus.h"

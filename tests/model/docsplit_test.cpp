@@ -54,22 +54,12 @@ TEST(DocSplit, SmithObjectiveGivesGradientsAndLearns) {
   if (gpl.documents.empty()) GTEST_SKIP() << "no GPL text on this machine";
   c.vocab_size = gpl.vocab_size;
   SmithPretraining model(SmithEncoder(c), c);
-  std::vector<data::Document> halves_a, halves_b;
-  for (const auto& document : gpl.documents) {
-    auto [a, b] = data::SplitDocument(document, 1, 0);
-    halves_a.push_back(std::move(a));
-    halves_b.push_back(std::move(b));
-  }
-  std::vector<const data::Document*> views;
-  for (const auto& d : halves_a) views.push_back(&d);
-  for (const auto& d : halves_b) views.push_back(&d);
+  std::vector<const data::Document*> documents;
+  for (const auto& d : gpl.documents) documents.push_back(&d);
   data::MaskOptions masks;
   masks.vocab_size = c.vocab_size;
   masks.masked_blocks = 0;
-  // The two halves of a document draw their LM masks from different streams.
-  std::vector<uint64_t> view_numbers(6, 0);
-  view_numbers.resize(12, 1);
-  const data::BlockBatch batch = data::BuildBlockBatch(views, {8, 16}, &masks, 0, view_numbers);
+  const data::BlockBatch batch = data::BuildDocSplitBatch(documents, {8, 16}, masks, /*seed=*/1, /*epoch=*/0);
   ASSERT_EQ(batch.B, 12);
   const BlockTensors t = ToTensors(batch, torch::kCPU);
 
