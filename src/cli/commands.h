@@ -17,5 +17,9 @@ Command AddPrepareCommand(CLI::App* app);
 Command AddInspectCommand(CLI::App* app);
 Command AddInfoCommand(CLI::App* app);
 Command AddPretrainCommand(CLI::App* app);
+Command AddFinetuneCommand(CLI::App* app);
+Command AddEmbedCommand(CLI::App* app);
+Command AddEvalCommand(CLI::App* app);
+Command AddExportCommand(CLI::App* app);
 
 }  // namespace docmatch::cli

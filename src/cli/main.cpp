@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
       docmatch::cli::AddInspectCommand(&app),
       docmatch::cli::AddInfoCommand(&app),
       docmatch::cli::AddPretrainCommand(&app),
+      docmatch::cli::AddFinetuneCommand(&app),
+      docmatch::cli::AddEmbedCommand(&app),
+      docmatch::cli::AddEvalCommand(&app),
+      docmatch::cli::AddExportCommand(&app),
   };
   for (const auto& command : commands) command.app->fallthrough();
 

@@ -8,11 +8,24 @@
 #include "data/corpus_reader.h"
 
 namespace docmatch::data {
+namespace {
 
-std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpus) {
+// The corpus index of the document named by string `field` of `record`.
+int64_t IndexOf(const char* field, const std::string& id_value, const Corpus& corpus,
+                const std::string& where) {
+  const auto index = corpus.IndexOf(id_value);
+  if (!index) {
+    throw InputError(where + ": " + field + " \"" + id_value + "\" is not a document of corpus '" +
+                     corpus.directory() + "' (a file for another corpus, or a document prepare skipped?)");
+  }
+  return *index;
+}
+
+// Calls `each(record, where)` for every non-blank JSONL line.
+template <typename Each>
+void ForEachRecord(const std::string& path, const char* what, Each each) {
   std::ifstream in(path);
-  if (!in) throw InputError("cannot open pair file '" + path + "'");
-  std::vector<LabelledPair> pairs;
+  if (!in) throw InputError("cannot open " + std::string(what) + " file '" + path + "'");
   std::string line;
   int64_t number = 0;
   while (std::getline(in, line)) {
@@ -25,29 +38,60 @@ std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpu
     } catch (const nlohmann::json::parse_error& e) {
       throw InputError(where + ": not a JSON object (" + std::string(e.what()) + ")");
     }
+    each(record, where);
+  }
+}
+
+}  // namespace
+
+std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpus, bool labels_required) {
+  std::vector<LabelledPair> pairs;
+  ForEachRecord(path, "pair", [&](const nlohmann::json& record, const std::string& where) {
     auto index_of = [&](const char* field) {
       if (!record.contains(field) || !record[field].is_string()) {
         throw InputError(where + ": missing string field \"" + field + "\"");
       }
-      const std::string id = record[field].get<std::string>();
-      const auto index = corpus.IndexOf(id);
-      if (!index) {
-        throw InputError(where + ": " + field + " \"" + id + "\" is not a document of corpus '" + corpus.directory() +
-                         "' (a pair file for another corpus, or a document prepare skipped?)");
-      }
-      return *index;
+      return IndexOf(field, record[field].get<std::string>(), corpus, where);
     };
     LabelledPair pair;
     pair.source = index_of("source");
     pair.target = index_of("target");
+    if (!labels_required && !record.contains("label")) {
+      pair.label = 1;
+      pairs.push_back(pair);
+      return;
+    }
     if (!record.contains("label") || !record["label"].is_number() ||
         (record["label"].get<double>() != 0 && record["label"].get<double>() != 1)) {
       throw InputError(where + ": \"label\" must be 0 or 1");
     }
     pair.label = record["label"].get<float>();
     pairs.push_back(pair);
-  }
+  });
   return pairs;
+}
+
+std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& corpus) {
+  std::map<int64_t, std::vector<int64_t>> relevant;
+  ForEachRecord(path, "relevance", [&](const nlohmann::json& record, const std::string& where) {
+    if (record.contains("query") && record.contains("relevant") && record["query"].is_string() &&
+        record["relevant"].is_array()) {
+      const int64_t query = IndexOf("query", record["query"].get<std::string>(), corpus, where);
+      std::vector<int64_t>& list = relevant[query];
+      for (const auto& target : record["relevant"]) {
+        if (!target.is_string()) throw InputError(where + ": \"relevant\" must list document ids");
+        list.push_back(IndexOf("relevant", target.get<std::string>(), corpus, where));
+      }
+    } else if (record.contains("source") && record.contains("target") && record["source"].is_string() &&
+               record["target"].is_string()) {
+      if (record.contains("label") && record["label"] == 0) return;
+      relevant[IndexOf("source", record["source"].get<std::string>(), corpus, where)].push_back(
+          IndexOf("target", record["target"].get<std::string>(), corpus, where));
+    } else {
+      throw InputError(where + ": expected {\"query\": id, \"relevant\": [ids]} or {\"source\": id, \"target\": id}");
+    }
+  });
+  return relevant;
 }
 
 }  // namespace docmatch::data

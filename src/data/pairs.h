@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,14 @@ struct LabelledPair {
   float label = 0;                 // 1 related, 0 not
 };
 
-std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpus);
+// With `labels_required` false (relevance lists such as related.jsonl), a
+// line without "label" is a related pair (label 1).
+std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpus, bool labels_required = true);
+
+// Relevance lists for ranking, either {"query": id, "relevant": [id, ...]}
+// (Wikispeedia's relevance.jsonl) or {"source": id, "target": id} lines
+// (related.jsonl; a "label": 0 line is skipped): query index -> relevant
+// indices. Unknown ids are errors naming the file and line.
+std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& corpus);
 
 }  // namespace docmatch::data

@@ -1,5 +1,7 @@
 #include "data/shard_reader.h"
 
+#include "data/hdf5_util.h"
+
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
@@ -8,59 +10,16 @@ namespace docmatch::data {
 namespace sf = shard_format;
 namespace {
 
-// HDF5 prints its own error stack by default; ours name the file instead.
-void SilenceHdf5Errors() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
-}
+std::string Where(const std::string& path) { return "[data] shard '" + path + "'"; }
 
-[[noreturn]] void Fail(const std::string& path, const std::string& what) {
-  throw std::runtime_error("[data] shard '" + path + "': " + what);
-}
+[[noreturn]] void Fail(const std::string& path, const std::string& what) { hdf5::Fail(Where(path), what); }
 
 int64_t ReadIntAttribute(hid_t file, const std::string& path, const char* name) {
-  if (H5Aexists(file, name) <= 0) Fail(path, std::string("attribute '") + name + "' is missing");
-  sf::Handle attribute(H5Aopen(file, name, H5P_DEFAULT), H5Aclose);
-  int64_t value = 0;
-  if (H5Aread(attribute.get(), H5T_NATIVE_INT64, &value) < 0) Fail(path, std::string("cannot read ") + name);
-  return value;
+  return hdf5::ReadIntAttribute(file, Where(path), name);
 }
 
 std::string ReadStringAttribute(hid_t file, const std::string& path, const char* name) {
-  if (H5Aexists(file, name) <= 0) Fail(path, std::string("attribute '") + name + "' is missing");
-  sf::Handle attribute(H5Aopen(file, name, H5P_DEFAULT), H5Aclose);
-  sf::Handle type(H5Aget_type(attribute.get()), H5Tclose);
-  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) {
-    Fail(path, std::string("attribute '") + name + "' is not a fixed-size string");
-  }
-  std::string value(H5Tget_size(type.get()), '\0');
-  if (H5Aread(attribute.get(), type.get(), value.data()) < 0) Fail(path, std::string("cannot read ") + name);
-  value.resize(value.find('\0') == std::string::npos ? value.size() : value.find('\0'));
-  return value;
-}
-
-// Opens a dataset and a selection of `count` elements from `begin`; returns
-// (dataset, file space, memory space).
-struct Selection {
-  sf::Handle dataset, file_space, memory_space;
-};
-
-Selection Select(hid_t file, const std::string& path, const char* name, int64_t begin, int64_t count) {
-  Selection s;
-  s.dataset = sf::Handle(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
-  if (!s.dataset.valid()) Fail(path, std::string("dataset '") + name + "' is missing");
-  s.file_space = sf::Handle(H5Dget_space(s.dataset.get()), H5Sclose);
-  hsize_t extent = 0;
-  H5Sget_simple_extent_dims(s.file_space.get(), &extent, nullptr);
-  if (begin < 0 || count < 0 || static_cast<hsize_t>(begin + count) > extent) {
-    Fail(path, std::string("dataset '") + name + "' has " + std::to_string(extent) + " elements, range [" +
-                   std::to_string(begin) + ", " + std::to_string(begin + count) + ") is outside it (corrupt offsets)");
-  }
-  const hsize_t start[1] = {static_cast<hsize_t>(begin)};
-  const hsize_t counts[1] = {static_cast<hsize_t>(count)};
-  H5Sselect_hyperslab(s.file_space.get(), H5S_SELECT_SET, start, nullptr, counts, nullptr);
-  s.memory_space = sf::Handle(H5Screate_simple(1, counts, nullptr), H5Sclose);
-  return s;
+  return hdf5::ReadStringAttribute(file, Where(path), name);
 }
 
 void CheckNonDecreasing(const std::vector<int64_t>& offsets, const std::string& path, const char* name) {
@@ -74,7 +33,7 @@ void CheckNonDecreasing(const std::vector<int64_t>& offsets, const std::string& 
 }  // namespace
 
 ShardReader::ShardReader(std::string path) : path_(std::move(path)) {
-  SilenceHdf5Errors();
+  hdf5::SilenceErrors();
   if (!std::filesystem::exists(path_)) Fail(path_, "no such file");
   if (H5Fis_hdf5(path_.c_str()) <= 0) {
     Fail(path_, "not an HDF5 file, or truncated (" + std::to_string(std::filesystem::file_size(path_)) +
@@ -109,26 +68,13 @@ ShardReader::ShardReader(std::string path) : path_(std::move(path)) {
 }
 
 std::vector<int64_t> ShardReader::ReadInt64(const char* name, int64_t begin, int64_t count) const {
-  Selection s = Select(file_.get(), path_, name, begin, count);
   std::vector<int64_t> values(count);
-  if (count > 0 && H5Dread(s.dataset.get(), H5T_NATIVE_INT64, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT,
-                           values.data()) < 0) {
-    Fail(path_, std::string("reading '") + name + "' failed (truncated or damaged file)");
-  }
+  hdf5::ReadRows(file_.get(), Where(path_), name, H5T_NATIVE_INT64, begin, count, values.data());
   return values;
 }
 
 std::vector<std::string> ShardReader::ReadStrings(const char* name, int64_t begin, int64_t count) const {
-  Selection s = Select(file_.get(), path_, name, begin, count);
-  std::vector<char*> pointers(count, nullptr);
-  sf::Handle type = sf::VariableStringType();
-  if (count > 0 && H5Dread(s.dataset.get(), type.get(), s.memory_space.get(), s.file_space.get(), H5P_DEFAULT,
-                           pointers.data()) < 0) {
-    Fail(path_, std::string("reading '") + name + "' failed (truncated or damaged file)");
-  }
-  std::vector<std::string> values(pointers.begin(), pointers.end());
-  if (count > 0) H5Dvlen_reclaim(type.get(), s.memory_space.get(), H5P_DEFAULT, pointers.data());
-  return values;
+  return hdf5::ReadStrings(file_.get(), Where(path_), name, begin, count);
 }
 
 std::vector<std::string> ShardReader::ReadIds() const {
@@ -167,13 +113,7 @@ std::vector<Document> ShardReader::Read(int64_t begin, int64_t end) const {
   CheckNonDecreasing(sentences, path_, sf::kSentenceOffsets);
   const int64_t t0 = sentences.front(), t1 = sentences.back();
   std::vector<int32_t> tokens(t1 - t0);
-  {
-    Selection s = Select(file_.get(), path_, sf::kTokens, t0, t1 - t0);
-    if (t1 > t0 && H5Dread(s.dataset.get(), H5T_NATIVE_INT32, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT,
-                           tokens.data()) < 0) {
-      Fail(path_, "reading 'tokens' failed (truncated or damaged file)");
-    }
-  }
+  hdf5::ReadRows(file_.get(), Where(path_), sf::kTokens, H5T_NATIVE_INT32, t0, t1 - t0, tokens.data());
   std::vector<std::string> ids = ReadStrings(sf::kDocumentIds, begin, count);
   std::vector<std::string> titles = ReadStrings(sf::kDocumentTitles, begin, count);
 

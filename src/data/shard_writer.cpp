@@ -5,53 +5,17 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "data/hdf5_util.h"
 #include "data/shard_format.h"
 
 namespace docmatch::data {
 namespace sf = shard_format;
 namespace {
 
+std::string Where(const std::string& path) { return "[data] writing shard '" + path + "'"; }
+
 void Check(herr_t status, const std::string& path, const char* what) {
-  if (status < 0) throw std::runtime_error("[data] writing shard '" + path + "': " + what + " failed");
-}
-
-void WriteArray(hid_t file, const std::string& path, const char* name, hid_t type, const void* data, hsize_t count,
-                hsize_t chunk) {
-  const hsize_t dims[1] = {count};
-  const hsize_t max_dims[1] = {H5S_UNLIMITED};  // unlimited: any chunk size is legal, even for 0 elements
-  sf::Handle space(H5Screate_simple(1, dims, max_dims), H5Sclose);
-  sf::Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  const hsize_t chunk_dims[1] = {chunk};
-  Check(H5Pset_chunk(properties.get(), 1, chunk_dims), path, name);
-  sf::Handle dataset(H5Dcreate2(file, name, type, space.get(), H5P_DEFAULT, properties.get(), H5P_DEFAULT), H5Dclose);
-  if (!dataset.valid()) Check(-1, path, name);
-  if (count > 0) Check(H5Dwrite(dataset.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path, name);
-}
-
-void WriteStrings(hid_t file, const std::string& path, const char* name, const std::vector<std::string>& values) {
-  std::vector<const char*> pointers;
-  pointers.reserve(values.size());
-  for (const auto& value : values) pointers.push_back(value.c_str());
-  sf::Handle type = sf::VariableStringType();
-  WriteArray(file, path, name, type.get(), pointers.data(), pointers.size(), sf::kStringChunk);
-}
-
-void WriteAttribute(hid_t file, const std::string& path, const char* name, int64_t value) {
-  sf::Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  sf::Handle attribute(H5Acreate2(file, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attribute.valid()) Check(-1, path, name);
-  Check(H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value), path, name);
-}
-
-void WriteAttribute(hid_t file, const std::string& path, const char* name, const std::string& value) {
-  sf::Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  // Fixed-size strings: h5dump prints them plainly.
-  sf::Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), std::max<size_t>(value.size(), 1));
-  H5Tset_cset(type.get(), H5T_CSET_UTF8);
-  sf::Handle attribute(H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attribute.valid()) Check(-1, path, name);
-  Check(H5Awrite(attribute.get(), type.get(), value.c_str()), path, name);
+  if (status < 0) hdf5::Fail(Where(path), std::string(what) + " failed");
 }
 
 }  // namespace
@@ -97,23 +61,24 @@ ShardCounts ShardWriter::Close() {
     sf::Handle file(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file.valid()) throw std::runtime_error("[data] cannot create shard '" + temporary + "'");
     const hid_t f = file.get();
-    WriteArray(f, path_, sf::kTokens, H5T_NATIVE_INT32, tokens_.data(), tokens_.size(), sf::kTokenChunk);
-    WriteArray(f, path_, sf::kSentenceOffsets, H5T_NATIVE_INT64, sentence_offsets_.data(), sentence_offsets_.size(),
-               sf::kOffsetChunk);
-    WriteArray(f, path_, sf::kParagraphOffsets, H5T_NATIVE_INT64, paragraph_offsets_.data(), paragraph_offsets_.size(),
-               sf::kOffsetChunk);
-    WriteArray(f, path_, sf::kDocumentOffsets, H5T_NATIVE_INT64, document_offsets_.data(), document_offsets_.size(),
-               sf::kOffsetChunk);
-    WriteStrings(f, path_, sf::kDocumentIds, ids_);
-    WriteStrings(f, path_, sf::kDocumentTitles, titles_);
-    WriteAttribute(f, path_, sf::kAttrFormat, std::string(sf::kFormatName));
-    WriteAttribute(f, path_, sf::kAttrVersion, int64_t{sf::kVersion});
-    WriteAttribute(f, path_, sf::kAttrTokenizerHash, tokenizer_hash_);
-    WriteAttribute(f, path_, sf::kAttrVocabSize, int64_t{vocab_size_});
-    WriteAttribute(f, path_, sf::kAttrDocuments, counts_.documents);
-    WriteAttribute(f, path_, sf::kAttrParagraphs, counts_.paragraphs);
-    WriteAttribute(f, path_, sf::kAttrSentences, counts_.sentences);
-    WriteAttribute(f, path_, sf::kAttrTokens, counts_.tokens);
+    const std::string where = Where(path_);
+    hdf5::WriteArray(f, where, sf::kTokens, H5T_NATIVE_INT32, tokens_.data(), {tokens_.size()}, sf::kTokenChunk);
+    hdf5::WriteArray(f, where, sf::kSentenceOffsets, H5T_NATIVE_INT64, sentence_offsets_.data(),
+                     {sentence_offsets_.size()}, sf::kOffsetChunk);
+    hdf5::WriteArray(f, where, sf::kParagraphOffsets, H5T_NATIVE_INT64, paragraph_offsets_.data(),
+                     {paragraph_offsets_.size()}, sf::kOffsetChunk);
+    hdf5::WriteArray(f, where, sf::kDocumentOffsets, H5T_NATIVE_INT64, document_offsets_.data(),
+                     {document_offsets_.size()}, sf::kOffsetChunk);
+    hdf5::WriteStrings(f, where, sf::kDocumentIds, ids_, sf::kStringChunk);
+    hdf5::WriteStrings(f, where, sf::kDocumentTitles, titles_, sf::kStringChunk);
+    hdf5::WriteAttribute(f, where, sf::kAttrFormat, std::string(sf::kFormatName));
+    hdf5::WriteAttribute(f, where, sf::kAttrVersion, int64_t{sf::kVersion});
+    hdf5::WriteAttribute(f, where, sf::kAttrTokenizerHash, tokenizer_hash_);
+    hdf5::WriteAttribute(f, where, sf::kAttrVocabSize, int64_t{vocab_size_});
+    hdf5::WriteAttribute(f, where, sf::kAttrDocuments, counts_.documents);
+    hdf5::WriteAttribute(f, where, sf::kAttrParagraphs, counts_.paragraphs);
+    hdf5::WriteAttribute(f, where, sf::kAttrSentences, counts_.sentences);
+    hdf5::WriteAttribute(f, where, sf::kAttrTokens, counts_.tokens);
     Check(H5Fflush(f, H5F_SCOPE_GLOBAL), path_, "flush");
   }
   std::filesystem::rename(temporary, path_);

@@ -13,13 +13,12 @@
 
 #include <vector>
 
+#include "model/document_model.h"
+
 namespace docmatch::eval {
 
 // A document as SDR scores it: sentence vectors and their paragraphs.
-struct SentenceVectors {
-  torch::Tensor vectors;                   // (S, C)
-  std::vector<int64_t> paragraph_offsets;  // (P + 1,) into the sentences
-};
+using SentenceVectors = model::DocumentSentences;
 
 // Scores (candidates,) of `source` against each candidate.
 torch::Tensor SdrScores(const SentenceVectors& source, const std::vector<SentenceVectors>& candidates, bool normalize);

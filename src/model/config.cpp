@@ -9,12 +9,16 @@
 namespace docmatch::model {
 namespace {
 
-// Field setters by key, checked against the YAML node's type.
-using Setters = std::map<std::string, std::function<void(const YAML::Node&)>>;
+// Each key's setter (checked against the YAML node's type) and getter.
+struct Field {
+  std::function<void(const YAML::Node&)> set;
+  std::function<nlohmann::json()> get;
+};
+using Setters = std::map<std::string, Field>;
 
 template <typename T>
-std::function<void(const YAML::Node&)> Set(T* field) {
-  return [field](const YAML::Node& value) { *field = value.as<T>(); };
+Field Set(T* field) {
+  return {[field](const YAML::Node& value) { *field = value.as<T>(); }, [field] { return nlohmann::json(*field); }};
 }
 
 void Apply(const YAML::Node& model, const Setters& setters, const std::string& origin) {
@@ -28,7 +32,7 @@ void Apply(const YAML::Node& model, const Setters& setters, const std::string& o
       throw std::runtime_error(origin + ": unknown model key '" + key + "' (known: " + known + ")");
     }
     try {
-      it->second(entry.second);
+      it->second.set(entry.second);
     } catch (const YAML::Exception& e) {
       throw std::runtime_error(origin + ": model key '" + key + "': " + e.what());
     }
@@ -46,48 +50,65 @@ Setters TransformerKeys(Config* c, Setters own) {
   return own;
 }
 
+// The keys of `config.kind`, bound to `config`'s fields.
+Setters Fields(ModelConfig& config, const std::string& origin) {
+  if (config.kind == "smith") {
+    SmithConfig& c = config.smith;
+    return TransformerKeys(&c, {{"sentence_layers", Set(&c.sentence_layers)},
+                                {"document_layers", Set(&c.document_layers)},
+                                {"block_length", Set(&c.block_length)},
+                                {"max_blocks", Set(&c.max_blocks)},
+                                {"combine", Set(&c.combine)},
+                                {"amplifier", Set(&c.amplifier)}});
+  }
+  if (config.kind == "match_bert") {
+    MatchBertConfig& c = config.match_bert;
+    return TransformerKeys(
+        &c, {{"layers", Set(&c.layers)}, {"max_tokens", Set(&c.max_tokens)}, {"amplifier", Set(&c.amplifier)}});
+  }
+  if (config.kind == "sdr") {
+    SdrConfig& c = config.sdr;
+    return TransformerKeys(&c,
+                           {{"layers", Set(&c.layers)}, {"max_tokens", Set(&c.max_tokens)}, {"margin", Set(&c.margin)}});
+  }
+  if (config.kind == "smash") {
+    SmashConfig& c = config.smash;
+    return {{"vocab_size", Set(&c.vocab_size)}, {"embedding", Set(&c.embedding)},
+            {"gru_units", Set(&c.gru_units)},   {"depths", Set(&c.depths)},
+            {"pair_hidden", Set(&c.pair_hidden)}, {"dropout", Set(&c.dropout)}};
+  }
+  throw std::runtime_error(origin + ": model kind '" + config.kind + "' is not one of smith, match_bert, sdr, smash");
+}
+
 }  // namespace
 
 ModelConfig ModelConfigFromYaml(const YAML::Node& model, const std::string& origin) {
   if (!model || !model.IsMap()) throw std::runtime_error(origin + ": expected a 'model:' map");
   ModelConfig config;
   config.kind = model["kind"] ? model["kind"].as<std::string>() : "";
-  if (config.kind == "smith") {
-    SmithConfig& c = config.smith;
-    Apply(model,
-          TransformerKeys(&c, {{"sentence_layers", Set(&c.sentence_layers)},
-                               {"document_layers", Set(&c.document_layers)},
-                               {"block_length", Set(&c.block_length)},
-                               {"max_blocks", Set(&c.max_blocks)},
-                               {"combine", Set(&c.combine)},
-                               {"amplifier", Set(&c.amplifier)}}),
-          origin);
-  } else if (config.kind == "match_bert") {
-    MatchBertConfig& c = config.match_bert;
-    Apply(model,
-          TransformerKeys(
-              &c, {{"layers", Set(&c.layers)}, {"max_tokens", Set(&c.max_tokens)}, {"amplifier", Set(&c.amplifier)}}),
-          origin);
-  } else if (config.kind == "sdr") {
-    SdrConfig& c = config.sdr;
-    Apply(model,
-          TransformerKeys(&c,
-                          {{"layers", Set(&c.layers)}, {"max_tokens", Set(&c.max_tokens)}, {"margin", Set(&c.margin)}}),
-          origin);
-  } else if (config.kind == "smash") {
-    SmashConfig& c = config.smash;
-    Apply(model,
-          {{"vocab_size", Set(&c.vocab_size)},
-           {"embedding", Set(&c.embedding)},
-           {"gru_units", Set(&c.gru_units)},
-           {"depths", Set(&c.depths)},
-           {"pair_hidden", Set(&c.pair_hidden)},
-           {"dropout", Set(&c.dropout)}},
-          origin);
-  } else {
-    throw std::runtime_error(origin + ": model kind '" + config.kind + "' is not one of smith, match_bert, sdr, smash");
-  }
+  Apply(model, Fields(config, origin), origin);
   return config;
+}
+
+nlohmann::json ModelConfigToJson(const ModelConfig& config) {
+  ModelConfig copy = config;
+  nlohmann::json json = {{"kind", config.kind}};
+  for (const auto& [key, field] : Fields(copy, "model config")) json[key] = field.get();
+  return json;
+}
+
+ModelConfig ModelConfigFromJson(const nlohmann::json& model, const std::string& origin) {
+  // JSON is YAML's flow syntax: one parser, one set of checks.
+  return ModelConfigFromYaml(YAML::Load(model.dump()), origin);
+}
+
+int64_t VocabSize(const ModelConfig& config) {
+  ModelConfig copy = config;
+  return Fields(copy, "model config").at("vocab_size").get().get<int64_t>();
+}
+
+void SetVocabSize(ModelConfig* config, int64_t vocab_size) {
+  Fields(*config, "model config").at("vocab_size").set(YAML::Node(vocab_size));
 }
 
 ModelConfig LoadModelConfig(const std::string& path) {

@@ -10,6 +10,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "model/match_bert.h"
 #include "model/sdr.h"
 #include "model/smash.h"
@@ -31,5 +33,15 @@ struct ModelConfig {
 
 ModelConfig LoadModelConfig(const std::string& path);
 ModelConfig ModelConfigFromYaml(const YAML::Node& model, const std::string& origin);
+
+// The resolved config as checkpoints and exported models carry it:
+// {"kind": ..., every key of that kind}. FromJson applies the YAML checks.
+nlohmann::json ModelConfigToJson(const ModelConfig& config);
+ModelConfig ModelConfigFromJson(const nlohmann::json& model, const std::string& origin);
+
+// The vocabulary size of whichever kind `config` is (set from the corpus's
+// tokenizer before a model is built).
+int64_t VocabSize(const ModelConfig& config);
+void SetVocabSize(ModelConfig* config, int64_t vocab_size);
 
 }  // namespace docmatch::model

@@ -124,7 +124,29 @@ SmashPairImpl::SmashPairImpl(const SmashConfig& config) {
 }
 
 torch::Tensor SmashPairImpl::forward(const HierarchyTensors& a, const HierarchyTensors& b) {
-  return head_->forward(torch::cat({encoder(a), encoder(b)}, 1)).squeeze(1);
+  return Head(encoder(a), encoder(b));
+}
+
+torch::Tensor SmashPairImpl::Head(const torch::Tensor& a, const torch::Tensor& b) {
+  return head_->forward(torch::cat({a, b}, 1)).squeeze(1);
+}
+
+torch::Tensor SmashPairImpl::ScoreMatrix(const torch::Tensor& queries, const torch::Tensor& candidates) {
+  const auto& first = head_[0]->as<torch::nn::Linear>();
+  const auto& last = head_[3]->as<torch::nn::Linear>();
+  const int64_t D = queries.size(1), Q = queries.size(0), N = candidates.size(0);
+  const torch::Tensor w = first->weight;                                          // (H, 2D)
+  const torch::Tensor q = torch::addmm(first->bias, queries, w.slice(1, 0, D).t());  // (Q, H)
+  const torch::Tensor c = torch::matmul(candidates, w.slice(1, D).t());           // (N, H)
+  const int64_t H = q.size(1);
+  // Candidate chunks keep the (Q, n, H) hidden layer near 16M numbers.
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 24) / std::max<int64_t>(1, Q * H));
+  std::vector<torch::Tensor> parts;
+  for (int64_t begin = 0; begin < N; begin += chunk) {
+    const torch::Tensor hidden = torch::relu(q.unsqueeze(1) + c.slice(0, begin, begin + chunk).unsqueeze(0));
+    parts.push_back(torch::matmul(hidden, last->weight.squeeze(0)) + last->bias);  // (Q, n)
+  }
+  return parts.empty() ? torch::zeros({Q, 0}, queries.options()) : torch::cat(parts, 1);
 }
 
 torch::Tensor SmashPairImpl::Loss(const HierarchyTensors& a, const HierarchyTensors& b, const torch::Tensor& labels) {

@@ -86,6 +86,12 @@ class SmashPairImpl : public torch::nn::Module {
   torch::Tensor forward(const HierarchyTensors& a, const HierarchyTensors& b);
   // Binary cross-entropy of forward(a, b) against labels (B,) in {0, 1}.
   torch::Tensor Loss(const HierarchyTensors& a, const HierarchyTensors& b, const torch::Tensor& labels);
+  // The head alone, on document vectors a, b (B, D) -> logits (B,).
+  torch::Tensor Head(const torch::Tensor& a, const torch::Tensor& b);
+  // The head (evaluation mode) on every query (Q, D) against every candidate
+  // (N, D) -> (Q, N), without forming Q*N concatenations: the first layer
+  // splits as W_q q + W_c c, so only the hidden layer is paid per pair.
+  torch::Tensor ScoreMatrix(const torch::Tensor& queries, const torch::Tensor& candidates);
 
   SmashEncoder encoder{nullptr};
 

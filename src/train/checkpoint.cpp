@@ -34,7 +34,7 @@ void SaveModule(const torch::nn::Module& module, const std::string& path) {
   archive.save_to(path);
 }
 
-void LoadModule(torch::nn::Module& module, const std::string& path) {
+std::map<std::string, torch::Tensor> ReadModuleFile(const std::string& path) {
   if (!fs::exists(path)) throw std::runtime_error("[ckpt] no checkpoint file '" + path + "'");
   torch::serialize::InputArchive archive;
   try {
@@ -48,6 +48,19 @@ void LoadModule(torch::nn::Module& module, const std::string& path) {
     torch::Tensor t;
     if (archive.try_read(key, t)) stored[key] = t;
   }
+  return stored;
+}
+
+void LoadModule(torch::nn::Module& module, const std::string& path, const std::string& prefix) {
+  std::map<std::string, torch::Tensor> stored;
+  for (auto& [name, tensor] : ReadModuleFile(path)) {
+    if (name.rfind(prefix, 0) == 0) stored[name.substr(prefix.size())] = tensor;
+  }
+  LoadState(module, stored, prefix.empty() ? path : path + " (tensors under '" + prefix + "')");
+}
+
+void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& stored,
+               const std::string& origin) {
   std::vector<std::pair<std::string, torch::Tensor>> wanted;
   for (const auto& p : module.named_parameters(true)) wanted.emplace_back(p.key(), p.value());
   for (const auto& b : module.named_buffers(true)) wanted.emplace_back(b.key(), b.value());
@@ -68,13 +81,13 @@ void LoadModule(torch::nn::Module& module, const std::string& path) {
   }
   if (!problems.empty()) {
     std::ostringstream message;
-    message << "[ckpt] '" << path << "' was made for another model or config (" << problems.size()
+    message << "[ckpt] '" << origin << "' was made for another model or config (" << problems.size()
             << " mismatched tensors):";
     for (const auto& p : problems) message << "\n  " << p;
     throw std::runtime_error(message.str());
   }
   torch::NoGradGuard no_grad;
-  for (auto& [name, tensor] : wanted) tensor.copy_(stored.at(name));
+  for (auto& [name, tensor] : wanted) tensor.copy_(stored.at(name).to(tensor.dtype()));
 }
 
 CheckpointDirectory::CheckpointDirectory(std::string root, int keep_last)

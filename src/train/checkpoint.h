@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -20,7 +21,15 @@ namespace docmatch::train {
 void SaveModule(const torch::nn::Module& module, const std::string& path);
 // Loads into `module` after checking names and shapes; throws
 // std::runtime_error listing every mismatch (and loads nothing) otherwise.
-void LoadModule(torch::nn::Module& module, const std::string& path);
+// With `prefix`, only the stored tensors under it count, prefix removed: the
+// encoder inside a pre-training checkpoint loads with prefix "encoder.".
+void LoadModule(torch::nn::Module& module, const std::string& path, const std::string& prefix = "");
+// Every tensor of a SaveModule file, by name.
+std::map<std::string, torch::Tensor> ReadModuleFile(const std::string& path);
+// The checks and copy of LoadModule, for tensors from anywhere (safetensors);
+// `origin` names their source in the error.
+void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& stored,
+               const std::string& origin);
 
 class CheckpointDirectory {
  public:

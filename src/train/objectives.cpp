@@ -101,17 +101,19 @@ Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dis
   return objective;
 }
 
-Objective Siamese(model::SmithEncoder& encoder, const model::BlockTensors& a, const model::BlockTensors& b,
-                  const torch::Tensor& labels, dist::Communicator& communicator) {
-  const torch::Tensor loss = model::SiameseCosineLoss(encoder(a.tokens, a.block_mask), encoder(b.tokens, b.block_mask),
-                                                      labels, encoder->config().amplifier, /*sum=*/true);
+Objective Siamese(const torch::Tensor& logits, const torch::Tensor& labels, dist::Communicator& communicator) {
+  const torch::Tensor target = labels.to(logits.dtype());
+  const torch::Tensor loss = torch::nn::functional::binary_cross_entropy_with_logits(
+      logits, target, torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum));
+  const torch::Tensor correct = logits.detach().ge(0).to(target.dtype()).eq(target).sum();
   Totals totals(communicator);
   const int slot = totals.Add(loss, labels.size(0));
-  totals.Reduce(a.tokens.device());
+  const int accuracy = totals.Add(correct, labels.size(0));
+  totals.Reduce(logits.device());
   Objective objective;
   objective.loss = totals.Scaled(loss, slot);
   objective.value = totals.mean(slot);
-  objective.parts = {{"bce", objective.value}};
+  objective.parts = {{"bce", objective.value}, {"accuracy", totals.mean(accuracy)}};
   return objective;
 }
 

@@ -42,8 +42,9 @@ Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& vi
 // (build the batch with its global offset, data/sdr_batch.h).
 Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dist::Communicator& communicator);
 
-// Fine-tuning: Siamese cosine BCE over this rank's pairs.
-Objective Siamese(model::SmithEncoder& encoder, const model::BlockTensors& a, const model::BlockTensors& b,
-                  const torch::Tensor& labels, dist::Communicator& communicator);
+// Fine-tuning (SMITH, MatchBERT, SMASH): sigmoid cross-entropy of this
+// rank's pair logits (B,) (model::DocumentModel::PairLogits) against labels
+// in {0, 1}; parts: "bce" and "accuracy" (logit >= 0 taken as related).
+Objective Siamese(const torch::Tensor& logits, const torch::Tensor& labels, dist::Communicator& communicator);
 
 }  // namespace docmatch::train

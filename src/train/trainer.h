@@ -1,17 +1,15 @@
 // `docmatch pretrain`: SMITH-WP, SMITH-WP+SP or DocSplit pre-training of the
-// hierarchical encoder, on 1 or N ranks.
+// hierarchical encoder, or SDR's sentence encoder, on 1 or N ranks.
 //
 // Each rank streams its share of the corpus (ShardStream), builds batches on
 // a background thread (BatchLoader), computes the data-parallel objective
 // (objectives.h), averages gradients (GradientSynchronizer), clips, steps
 // AdamW on the warm-up/decay schedule, logs on rank 0 (progress bar, JSON
-// lines, TensorBoard) and checkpoints every `checkpoint_every` steps:
-//   <run>/step-<N>/model.pt        model parameters
-//   <run>/step-<N>/optimizer.pt    AdamW state
-//   <run>/step-<N>/trainer.json    step, epoch, every rank's stream cursor, the options
-//   <run>/step-<N>/rng.pt          every rank's CPU generator state (dropout)
-// With `resume`, a run continues from <run>/latest; on CPU the result is the
-// same, bit for bit, as a run that never stopped.
+// lines, TensorBoard) and checkpoints every `checkpoint_every` steps
+// (train/training_run.h). Each checkpoint is also a model folder: `finetune
+// --init`, `embed` and `export` read the encoder from it. With `resume`, a run
+// continues from <run>/latest; on CPU the result is the same, bit for bit, as
+// a run that never stopped.
 #pragma once
 
 #include <string>
@@ -24,7 +22,7 @@ namespace docmatch::train {
 struct PretrainOptions {
   std::string corpus;                                    // prepared corpus folder
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML (kind: smith)
-  std::string objective = "wp+sp";                       // wp | wp+sp | docsplit
+  std::string objective = "wp+sp";                       // wp | wp+sp | docsplit (kind smith) | sdr (kind sdr)
   std::string run = "checkpoints/smith-pretrain";        // checkpoint folder of this run
   int64_t batch_size = 8;                                // documents per rank per micro-step
   int64_t accumulation = 1;                              // micro-steps per optimizer step
@@ -34,6 +32,7 @@ struct PretrainOptions {
   int64_t checkpoint_every = 500;
   int keep_last = 3;
   int64_t log_every = 10;
+  std::string on_nonfinite = "stop";  // stop | skip: a NaN/Inf loss ends the run or drops the step
   bool resume = true;
   bool progress = true;
   std::string device = "cpu";

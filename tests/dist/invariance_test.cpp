@@ -164,6 +164,12 @@ TEST(WorldSizeInvariance, Sdr) {
       });
 }
 
+// SMITH's pair logit: amplifier * cosine of the two unit document vectors.
+torch::Tensor PairLogits(model::SmithEncoder& e, const data::BlockBatch& a, const data::BlockBatch& b) {
+  const model::BlockTensors ta = model::ToTensors(a, torch::kCPU), tb = model::ToTensors(b, torch::kCPU);
+  return e->config().amplifier * (e(ta.tokens, ta.block_mask) * e(tb.tokens, tb.block_mask)).sum(1);
+}
+
 TEST(WorldSizeInvariance, SiameseFineTuning) {
   ExpectInvariant(
       "siamese",
@@ -178,8 +184,7 @@ TEST(WorldSizeInvariance, SiameseFineTuning) {
         std::vector<double> labels;
         for (int64_t i = begin; i < end; ++i) labels.push_back(i % 2);
         model::SmithEncoder holder(std::shared_ptr<model::SmithEncoderImpl>(&encoder, [](auto*) {}));
-        return train::Siamese(holder, model::ToTensors(a, torch::kCPU), model::ToTensors(b, torch::kCPU),
-                              torch::tensor(labels, torch::kFloat64), comm);
+        return train::Siamese(PairLogits(holder, a, b), torch::tensor(labels, torch::kFloat64), comm);
       });
 }
 
@@ -199,8 +204,7 @@ TEST(GradientSynchronizer, AccumulationOverMicroStepsEqualsOneLargerStep) {
     const auto b = data::BuildBlockBatch(Range(from, to, 32), {8, 12}, nullptr, 0);
     std::vector<double> labels;
     for (int64_t i = from; i < to; ++i) labels.push_back(i % 2);
-    return train::Siamese(e, model::ToTensors(a, torch::kCPU), model::ToTensors(b, torch::kCPU),
-                          torch::tensor(labels, torch::kFloat64), world);
+    return train::Siamese(PairLogits(e, a, b), torch::tensor(labels, torch::kFloat64), world);
   };
   model::SmithEncoder accumulated = make(), whole = make();
   dist::GradientSynchronizer sync_accumulated(accumulated->parameters(), world), sync_whole(whole->parameters(), world);

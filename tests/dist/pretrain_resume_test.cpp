@@ -66,7 +66,7 @@ TEST(Pretraining, DocSplitObjectiveRunsAndLogs) {
     int count = 0;
     while (std::getline(lines, line)) {
       const auto json = nlohmann::json::parse(line);
-      EXPECT_TRUE(json.contains("infonce") && json.contains("lm")) << line;
+      EXPECT_TRUE(json.contains("train/infonce") && json.contains("train/lm")) << line;
       ++count;
     }
     EXPECT_EQ(count, 4);
@@ -100,7 +100,7 @@ TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
     std::string first, line, last;
     std::getline(lines, first);
     while (std::getline(lines, line)) last = line;
-    EXPECT_LT(nlohmann::json::parse(last)["loss"].get<double>(), nlohmann::json::parse(first)["loss"].get<double>());
+    EXPECT_LT(nlohmann::json::parse(last)["train/loss"].get<double>(), nlohmann::json::parse(first)["train/loss"].get<double>());
     EXPECT_TRUE(fs::exists(dir + "/straight/tensorboard"));
   }
 

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Labelled matching pairs from a corpus's relation list.
+
+Reads articles.jsonl (for the ids) and a relation list of {"source", "target"}
+lines (e.g. data/manpages/related.jsonl: SEE ALSO references), and writes into
+--output pairs.train.jsonl, pairs.valid.jsonl and pairs.test.jsonl with
+{"source", "target", "label"}:
+
+  * positives: every related pair, once per unordered pair;
+  * negatives: one per positive, the same source with a document drawn
+    uniformly among those it is not related to (either direction);
+  * the split goes by source document (a stable hash of its id), so no source
+    of a test pair is a source in training: 80 / 10 / 10 by default.
+
+Deterministic for a given --seed.
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+
+
+def split_of(doc_id, valid, test):
+    bucket = int(hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
+    if bucket < test:
+        return "test"
+    if bucket < test + valid:
+        return "valid"
+    return "train"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--articles", required=True)
+    parser.add_argument("--related", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--valid", type=float, default=0.1)
+    parser.add_argument("--test", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=1234)
+    args = parser.parse_args()
+
+    with open(args.articles, encoding="utf-8") as f:
+        ids = [json.loads(line)["id"] for line in f if line.strip()]
+    known = set(ids)
+    related = set()
+    with open(args.related, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            s, t = record["source"], record["target"]
+            if s not in known or t not in known:
+                raise SystemExit(f"{args.related}:{number}: unknown id {s if s not in known else t!r}")
+            if s != t:
+                related.add(tuple(sorted((s, t))))
+    neighbours = {}
+    for a, b in related:
+        neighbours.setdefault(a, set()).add(b)
+        neighbours.setdefault(b, set()).add(a)
+
+    rng = random.Random(args.seed)
+    splits = {"train": [], "valid": [], "test": []}
+    for a, b in sorted(related):
+        source, target = (a, b) if rng.random() < 0.5 else (b, a)
+        split = splits[split_of(source, args.valid, args.test)]
+        split.append({"source": source, "target": target, "label": 1})
+        while True:
+            other = ids[rng.randrange(len(ids))]
+            if other != source and other not in neighbours[source]:
+                break
+        split.append({"source": source, "target": other, "label": 0})
+    os.makedirs(args.output, exist_ok=True)
+    for name, pairs in splits.items():
+        rng.shuffle(pairs)
+        with open(os.path.join(args.output, f"pairs.{name}.jsonl"), "w", encoding="utf-8") as out:
+            for p in pairs:
+                out.write(json.dumps(p) + "\n")
+    print(json.dumps({name: len(pairs) for name, pairs in splits.items()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+// `docmatch embed`: every document's vector to HDF5 (eval/embeddings.h).
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/training_flags.h"
+#include "eval/embeddings.h"
+
+namespace docmatch::cli {
+
+Command AddEmbedCommand(CLI::App* app) {
+  CLI::App* sub = app->add_subcommand(
+      "embed",
+      "Embed every document of a corpus with a model folder (a checkpoint, <run>/best\n"
+      "or an export) into one HDF5 file: document_ids, vectors (and for SDR the\n"
+      "sentence vectors with their paragraphs). Under mpirun each rank embeds its\n"
+      "share; rank 0 joins them.\n"
+      "  docmatch embed --model checkpoints/smith-finetune/best --corpus corpora/manpages --output vectors.h5");
+  auto o = std::make_shared<eval::EmbedOptions>();
+  auto flags = std::make_shared<DistributedFlags>();
+  auto no_progress = std::make_shared<bool>(false);
+  sub->add_option("--model", o->model, "model folder")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--output", o->output, "HDF5 file to write")->required();
+  sub->add_option("--batch-size", o->batch_size, "documents per forward pass")->capture_default_str();
+  AddDistributedFlags(sub, flags.get());
+  sub->add_flag("--no-progress", *no_progress, "no progress bar");
+  return {sub, [o, flags, no_progress] {
+            o->progress = !*no_progress;
+            return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
+              const int64_t n = eval::RunEmbedding(*o, communicator, device);
+              if (communicator.rank() == 0) std::cout << "[embed] " << n << " documents -> " << o->output << std::endl;
+              return 0;
+            });
+          }};
+}
+
+}  // namespace docmatch::cli

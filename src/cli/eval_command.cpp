@@ -1,0 +1,55 @@
+// `docmatch eval`: classification and ranking metrics (eval/evaluate.h).
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/training_flags.h"
+#include "eval/evaluate.h"
+
+namespace docmatch::cli {
+
+Command AddEvalCommand(CLI::App* app) {
+  CLI::App* sub = app->add_subcommand(
+      "eval",
+      "Evaluate a model folder: pair classification on --test-pairs with the threshold\n"
+      "chosen on --valid-pairs (accuracy, precision, recall, F1), and ranking of every\n"
+      "query of --relevance against the whole corpus (P@1, MRR, MAP, MPR, HR@1/10/100).\n"
+      "Embeds the corpus first unless --embeddings names an `embed` file. Writes\n"
+      "<output>/metrics.json and prints a table.\n"
+      "  docmatch eval --model checkpoints/smith-finetune/best --corpus corpora/manpages \\\n"
+      "      --valid-pairs corpora/manpages/pairs.valid.jsonl --test-pairs corpora/manpages/pairs.test.jsonl \\\n"
+      "      --relevance data/manpages/related.jsonl --output runs/eval");
+  auto o = std::make_shared<eval::EvalOptions>();
+  auto flags = std::make_shared<DistributedFlags>();
+  auto no_progress = std::make_shared<bool>(false);
+  sub->add_option("--model", o->model, "model folder")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--embeddings", o->embeddings, "an `embed` file of this model and corpus")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--valid-pairs", o->valid_pairs, "labelled pairs that choose the threshold")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--test-pairs", o->test_pairs, "labelled pairs to classify")->check(CLI::ExistingFile);
+  sub->add_option("--relevance", o->relevance, "relevance list for ranking (JSONL)")->check(CLI::ExistingFile);
+  sub->add_option("--output", o->output, "folder for metrics.json (and embeddings.h5)")->capture_default_str();
+  sub->add_option("--threshold-objective", o->threshold_objective, "what the validation threshold maximises")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"accuracy", "f1"}));
+  sub->add_option("--max-queries", o->max_queries, "rank a seeded sample of this many queries (0 = all)")
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "query sample")->capture_default_str();
+  sub->add_flag("--sdr-normalize", o->sdr_normalize, "SDR: z-score paragraph scores (the paper's step)");
+  sub->add_option("--batch-size", o->batch_size, "documents per embedding pass")->capture_default_str();
+  AddDistributedFlags(sub, flags.get());
+  sub->add_flag("--no-progress", *no_progress, "no progress bar");
+  return {sub, [o, flags, no_progress] {
+            o->progress = !*no_progress;
+            return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
+              const nlohmann::json metrics = eval::RunEvaluation(*o, communicator, device);
+              if (communicator.rank() == 0) {
+                std::cout << eval::MetricsTable(metrics) << "[eval] " << o->output << "/metrics.json" << std::endl;
+              }
+              return 0;
+            });
+          }};
+}
+
+}  // namespace docmatch::cli

@@ -1,0 +1,29 @@
+// Flags several commands share, defined once: where and how the ranks run
+// (device, backend, per-rank logs) and the optimizer's schedule.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "dist/communicator.h"
+#include "train/optimizer.h"
+
+namespace docmatch::cli {
+
+struct DistributedFlags {
+  std::string device = "cpu";  // cpu, cuda or auto
+  std::string backend = "auto";
+  std::string log_dir;
+};
+void AddDistributedFlags(CLI::App* app, DistributedFlags* flags);
+
+// Starts MPI (one process or mpirun's ranks), places this rank and runs
+// `body` on every rank; a failing rank ends the job (dist/runtime.h).
+int RunDistributed(const DistributedFlags& flags,
+                   const std::function<int(dist::Communicator& communicator, const torch::Device& device)>& body);
+
+void AddOptimizerFlags(CLI::App* app, train::OptimizerOptions* options);
+
+}  // namespace docmatch::cli

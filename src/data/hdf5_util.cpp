@@ -1,0 +1,165 @@
+#include "data/hdf5_util.h"
+
+#include <algorithm>
+#include <mutex>
+#include <stdexcept>
+
+namespace docmatch::data::hdf5 {
+namespace {
+
+void Check(herr_t status, const std::string& where, const char* what) {
+  if (status < 0) Fail(where, std::string("writing '") + what + "' failed");
+}
+
+// A dataset and a selection of rows [begin, begin + rows).
+struct Selection {
+  Handle dataset, file_space, memory_space;
+};
+
+Selection Select(hid_t file, const std::string& where, const char* name, int64_t begin, int64_t rows) {
+  Selection s;
+  s.dataset = Handle(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
+  if (!s.dataset.valid()) Fail(where, std::string("dataset '") + name + "' is missing");
+  s.file_space = Handle(H5Dget_space(s.dataset.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(s.file_space.get());
+  if (rank < 1 || rank > 2) Fail(where, std::string("dataset '") + name + "' is not 1- or 2-dimensional");
+  hsize_t extent[2] = {0, 1};
+  H5Sget_simple_extent_dims(s.file_space.get(), extent, nullptr);
+  if (begin < 0 || rows < 0 || static_cast<hsize_t>(begin + rows) > extent[0]) {
+    Fail(where, std::string("dataset '") + name + "' has " + std::to_string(extent[0]) + " rows, range [" +
+                    std::to_string(begin) + ", " + std::to_string(begin + rows) + ") is outside it (corrupt offsets)");
+  }
+  const hsize_t start[2] = {static_cast<hsize_t>(begin), 0};
+  const hsize_t counts[2] = {static_cast<hsize_t>(rows), extent[1]};
+  H5Sselect_hyperslab(s.file_space.get(), H5S_SELECT_SET, start, nullptr, counts, nullptr);
+  s.memory_space = Handle(H5Screate_simple(rank, counts, nullptr), H5Sclose);
+  return s;
+}
+
+}  // namespace
+
+void SilenceErrors() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+void Fail(const std::string& where, const std::string& what) { throw std::runtime_error(where + ": " + what); }
+
+void CreateArray(hid_t file, const std::string& where, const char* name, hid_t type, const std::vector<hsize_t>& dims,
+                 hsize_t chunk_rows) {
+  const int rank = static_cast<int>(dims.size());
+  // Unlimited rows: any chunk size is legal, even for 0 rows.
+  const hsize_t max_dims[2] = {H5S_UNLIMITED, rank > 1 ? dims[1] : 0};
+  Handle space(H5Screate_simple(rank, dims.data(), max_dims), H5Sclose);
+  Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  const hsize_t chunk[2] = {std::max<hsize_t>(chunk_rows, 1), rank > 1 ? std::max<hsize_t>(dims[1], 1) : 0};
+  Check(H5Pset_chunk(properties.get(), rank, chunk), where, name);
+  Handle dataset(H5Dcreate2(file, name, type, space.get(), H5P_DEFAULT, properties.get(), H5P_DEFAULT), H5Dclose);
+  if (!dataset.valid()) Check(-1, where, name);
+}
+
+void WriteRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t begin, int64_t rows,
+               const void* data) {
+  if (rows == 0) return;
+  Selection s = Select(file, where, name, begin, rows);
+  Check(H5Dwrite(s.dataset.get(), type, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, data), where, name);
+}
+
+void AppendRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t rows, const void* data) {
+  std::vector<hsize_t> dims = Dimensions(file, where, name);
+  const int64_t begin = static_cast<int64_t>(dims[0]);
+  dims[0] += static_cast<hsize_t>(rows);
+  {
+    Handle dataset(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
+    Check(H5Dset_extent(dataset.get(), dims.data()), where, name);
+  }
+  WriteRows(file, where, name, type, begin, rows, data);
+}
+
+void WriteArray(hid_t file, const std::string& where, const char* name, hid_t type, const void* data,
+                const std::vector<hsize_t>& dims, hsize_t chunk_rows) {
+  CreateArray(file, where, name, type, dims, chunk_rows);
+  WriteRows(file, where, name, type, 0, static_cast<int64_t>(dims[0]), data);
+}
+
+void WriteStrings(hid_t file, const std::string& where, const char* name, const std::vector<std::string>& values,
+                  hsize_t chunk_rows) {
+  std::vector<const char*> pointers;
+  pointers.reserve(values.size());
+  for (const auto& value : values) pointers.push_back(value.c_str());
+  Handle type = shard_format::VariableStringType();
+  WriteArray(file, where, name, type.get(), pointers.data(), {pointers.size()}, chunk_rows);
+}
+
+void WriteAttribute(hid_t file, const std::string& where, const char* name, int64_t value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attribute(H5Acreate2(file, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attribute.valid()) Check(-1, where, name);
+  Check(H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value), where, name);
+}
+
+void WriteAttribute(hid_t file, const std::string& where, const char* name, const std::string& value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  // Fixed-size strings: h5dump prints them plainly.
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), std::max<size_t>(value.size(), 1));
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  Handle attribute(H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attribute.valid()) Check(-1, where, name);
+  Check(H5Awrite(attribute.get(), type.get(), value.c_str()), where, name);
+}
+
+int64_t ReadIntAttribute(hid_t file, const std::string& where, const char* name) {
+  if (H5Aexists(file, name) <= 0) Fail(where, std::string("attribute '") + name + "' is missing");
+  Handle attribute(H5Aopen(file, name, H5P_DEFAULT), H5Aclose);
+  int64_t value = 0;
+  if (H5Aread(attribute.get(), H5T_NATIVE_INT64, &value) < 0) Fail(where, std::string("cannot read ") + name);
+  return value;
+}
+
+std::string ReadStringAttribute(hid_t file, const std::string& where, const char* name) {
+  if (H5Aexists(file, name) <= 0) Fail(where, std::string("attribute '") + name + "' is missing");
+  Handle attribute(H5Aopen(file, name, H5P_DEFAULT), H5Aclose);
+  Handle type(H5Aget_type(attribute.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) {
+    Fail(where, std::string("attribute '") + name + "' is not a fixed-size string");
+  }
+  std::string value(H5Tget_size(type.get()), '\0');
+  if (H5Aread(attribute.get(), type.get(), value.data()) < 0) Fail(where, std::string("cannot read ") + name);
+  value.resize(value.find('\0') == std::string::npos ? value.size() : value.find('\0'));
+  return value;
+}
+
+std::vector<hsize_t> Dimensions(hid_t file, const std::string& where, const char* name) {
+  Handle dataset(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
+  if (!dataset.valid()) Fail(where, std::string("dataset '") + name + "' is missing");
+  Handle space(H5Dget_space(dataset.get()), H5Sclose);
+  std::vector<hsize_t> dims(std::max(0, H5Sget_simple_extent_ndims(space.get())));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+void ReadRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t begin, int64_t rows,
+              void* out) {
+  Selection s = Select(file, where, name, begin, rows);
+  if (rows > 0 &&
+      H5Dread(s.dataset.get(), type, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, out) < 0) {
+    Fail(where, std::string("reading '") + name + "' failed (truncated or damaged file)");
+  }
+}
+
+std::vector<std::string> ReadStrings(hid_t file, const std::string& where, const char* name, int64_t begin,
+                                     int64_t rows) {
+  Selection s = Select(file, where, name, begin, rows);
+  std::vector<char*> pointers(rows, nullptr);
+  Handle type = shard_format::VariableStringType();
+  if (rows > 0 && H5Dread(s.dataset.get(), type.get(), s.memory_space.get(), s.file_space.get(), H5P_DEFAULT,
+                          pointers.data()) < 0) {
+    Fail(where, std::string("reading '") + name + "' failed (truncated or damaged file)");
+  }
+  std::vector<std::string> values(pointers.begin(), pointers.end());
+  if (rows > 0) H5Dvlen_reclaim(type.get(), s.memory_space.get(), H5P_DEFAULT, pointers.data());
+  return values;
+}
+
+}  // namespace docmatch::data::hdf5

@@ -1,0 +1,53 @@
+// The HDF5 calls every docmatch file format shares (shards, embeddings):
+// arrays of one or two dimensions written whole and read by row ranges,
+// variable-length UTF-8 strings, scalar attributes. Every failure throws
+// std::runtime_error starting with `where` (e.g. "[data] shard 'x.h5'"), so
+// the message names the file; HDF5's own error stack stays quiet.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/shard_format.h"
+
+namespace docmatch::data::hdf5 {
+
+using shard_format::Handle;
+
+void SilenceErrors();
+[[noreturn]] void Fail(const std::string& where, const std::string& what);
+
+// A dataset of `dims` (1 or 2 dimensions, rows first), chunked by
+// `chunk_rows` rows, holding `data` of memory type `type`.
+void WriteArray(hid_t file, const std::string& where, const char* name, hid_t type, const void* data,
+                const std::vector<hsize_t>& dims, hsize_t chunk_rows);
+// An empty dataset of `dims` to fill with WriteRows.
+void CreateArray(hid_t file, const std::string& where, const char* name, hid_t type, const std::vector<hsize_t>& dims,
+                 hsize_t chunk_rows);
+// Rows [begin, begin + rows) of an existing dataset, from `data` of memory type `type`.
+void WriteRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t begin, int64_t rows,
+               const void* data);
+// Grows an (unlimited-rows) dataset by `rows` rows holding `data`.
+void AppendRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t rows, const void* data);
+void WriteStrings(hid_t file, const std::string& where, const char* name, const std::vector<std::string>& values,
+                  hsize_t chunk_rows);
+void WriteAttribute(hid_t file, const std::string& where, const char* name, int64_t value);
+void WriteAttribute(hid_t file, const std::string& where, const char* name, const std::string& value);
+
+int64_t ReadIntAttribute(hid_t file, const std::string& where, const char* name);
+std::string ReadStringAttribute(hid_t file, const std::string& where, const char* name);
+
+// The dataset's dimensions (rows first); fails when it is missing.
+std::vector<hsize_t> Dimensions(hid_t file, const std::string& where, const char* name);
+
+// Rows [begin, begin + rows) of a dataset, each row all its columns, read as
+// memory type `type` into `out` (room for rows x columns elements).
+void ReadRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t begin, int64_t rows,
+              void* out);
+std::vector<std::string> ReadStrings(hid_t file, const std::string& where, const char* name, int64_t begin,
+                                     int64_t rows);
+
+}  // namespace docmatch::data::hdf5

@@ -1,0 +1,290 @@
+#include "eval/embeddings.h"
+
+#include <glog/logging.h>
+
+#include <filesystem>
+
+#include "data/hdf5_util.h"
+#include "data/progress.h"
+#include "train/model_folder.h"
+
+namespace docmatch::eval {
+namespace fs = std::filesystem;
+namespace hdf5 = data::hdf5;
+namespace {
+
+constexpr const char* kFormat = "docmatch-embeddings";
+constexpr int64_t kVersion = 1;
+constexpr hsize_t kChunkRows = 1024;
+constexpr int64_t kCopyRows = 1 << 14;  // rows per block when joining parts
+
+std::string Where(const std::string& path) { return "[embed] embeddings '" + path + "'"; }
+
+hdf5::Handle CreateFile(const std::string& path) {
+  hdf5::SilenceErrors();
+  hdf5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) hdf5::Fail(Where(path), "cannot create the file");
+  return file;
+}
+
+hdf5::Handle OpenFile(const std::string& path) {
+  hdf5::SilenceErrors();
+  if (!fs::exists(path)) hdf5::Fail(Where(path), "no such file (run `docmatch embed` first)");
+  if (H5Fis_hdf5(path.c_str()) <= 0) hdf5::Fail(Where(path), "not an HDF5 file, or truncated");
+  hdf5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) hdf5::Fail(Where(path), "HDF5 cannot open it (truncated or damaged)");
+  return file;
+}
+
+// The datasets of a file (part or whole), created empty.
+void CreateDatasets(hid_t file, const std::string& where, int64_t dimension, bool sentences) {
+  const hdf5::Handle strings = data::shard_format::VariableStringType();
+  hdf5::CreateArray(file, where, "document_ids", strings.get(), {0}, kChunkRows);
+  hdf5::CreateArray(file, where, "vectors", H5T_NATIVE_FLOAT, {0, static_cast<hsize_t>(dimension)}, kChunkRows);
+  if (sentences) {
+    hdf5::CreateArray(file, where, "sentence_vectors", H5T_NATIVE_FLOAT, {0, static_cast<hsize_t>(dimension)},
+                      kChunkRows);
+    hdf5::CreateArray(file, where, "paragraph_offsets", H5T_NATIVE_INT64, {0}, kChunkRows);
+    hdf5::CreateArray(file, where, "document_offsets", H5T_NATIVE_INT64, {0}, kChunkRows);
+    const int64_t zero = 0;
+    hdf5::AppendRows(file, where, "paragraph_offsets", H5T_NATIVE_INT64, 1, &zero);
+    hdf5::AppendRows(file, where, "document_offsets", H5T_NATIVE_INT64, 1, &zero);
+  }
+}
+
+void AppendStrings(hid_t file, const std::string& where, const char* name, const std::vector<std::string>& values) {
+  std::vector<const char*> pointers;
+  for (const auto& v : values) pointers.push_back(v.c_str());
+  const hdf5::Handle type = data::shard_format::VariableStringType();
+  hdf5::AppendRows(file, where, name, type.get(), static_cast<int64_t>(pointers.size()), pointers.data());
+}
+
+// Documents [begin, end) of the corpus, read a shard range at a time.
+std::vector<data::Document> ReadDocuments(const data::Corpus& corpus, int64_t begin, int64_t end) {
+  std::vector<data::Document> documents;
+  while (begin < end) {
+    const auto [shard, local] = corpus.Locate(begin);
+    const int64_t stop = std::min(end, corpus.shard_begin(shard + 1));
+    for (data::Document& d : corpus.shard(shard).Read(local, local + stop - begin)) {
+      d.index = begin++;
+      documents.push_back(std::move(d));
+    }
+  }
+  return documents;
+}
+
+// Appends `source`'s rows of `name` to `target` at row `at`, a block at a time;
+// `shift` is added to int64 values (offsets), skipping the source's first row.
+void CopyRows(hid_t source, const std::string& source_where, hid_t target, const std::string& target_where,
+              const char* name, hid_t type, size_t element, int64_t at, bool offsets, int64_t shift) {
+  const std::vector<hsize_t> dims = hdf5::Dimensions(source, source_where, name);
+  const int64_t columns = dims.size() > 1 ? static_cast<int64_t>(dims[1]) : 1;
+  const int64_t first = offsets ? 1 : 0, rows = static_cast<int64_t>(dims[0]);
+  std::vector<char> buffer;
+  for (int64_t begin = first; begin < rows; begin += kCopyRows) {
+    const int64_t n = std::min(kCopyRows, rows - begin);
+    buffer.resize(n * columns * element);
+    hdf5::ReadRows(source, source_where, name, type, begin, n, buffer.data());
+    if (offsets) {
+      auto* values = reinterpret_cast<int64_t*>(buffer.data());
+      for (int64_t i = 0; i < n; ++i) values[i] += shift;
+    }
+    hdf5::WriteRows(target, target_where, name, type, at + begin - first, n, buffer.data());
+  }
+}
+
+void JoinParts(const std::vector<std::string>& parts, const std::string& output, int64_t dimension, bool sentences,
+               const std::map<std::string, std::string>& attributes) {
+  const std::string tmp = output + ".tmp";
+  const std::string where = Where(output);
+  {
+    int64_t documents = 0, sentence_rows = 0, paragraphs = 0;
+    std::vector<hdf5::Handle> files;
+    for (const auto& part : parts) {
+      files.push_back(OpenFile(part));
+      documents += hdf5::Dimensions(files.back().get(), Where(part), "vectors")[0];
+      if (sentences) {
+        sentence_rows += hdf5::Dimensions(files.back().get(), Where(part), "sentence_vectors")[0];
+        paragraphs += hdf5::Dimensions(files.back().get(), Where(part), "paragraph_offsets")[0] - 1;
+      }
+    }
+    hdf5::Handle file = CreateFile(tmp);
+    const hid_t f = file.get();
+    const hdf5::Handle strings = data::shard_format::VariableStringType();
+    const hsize_t D = static_cast<hsize_t>(dimension);
+    hdf5::CreateArray(f, where, "vectors", H5T_NATIVE_FLOAT, {static_cast<hsize_t>(documents), D}, kChunkRows);
+    if (sentences) {
+      hdf5::CreateArray(f, where, "sentence_vectors", H5T_NATIVE_FLOAT, {static_cast<hsize_t>(sentence_rows), D},
+                        kChunkRows);
+      hdf5::CreateArray(f, where, "paragraph_offsets", H5T_NATIVE_INT64, {static_cast<hsize_t>(paragraphs + 1)},
+                        kChunkRows);
+      hdf5::CreateArray(f, where, "document_offsets", H5T_NATIVE_INT64, {static_cast<hsize_t>(documents + 1)},
+                        kChunkRows);
+      const int64_t zero = 0;
+      hdf5::WriteRows(f, where, "paragraph_offsets", H5T_NATIVE_INT64, 0, 1, &zero);
+      hdf5::WriteRows(f, where, "document_offsets", H5T_NATIVE_INT64, 0, 1, &zero);
+    }
+    std::vector<std::string> ids;
+    int64_t document_base = 0, sentence_base = 0, paragraph_base = 0;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      const hid_t part = files[p].get();
+      const std::string part_where = Where(parts[p]);
+      const int64_t n = hdf5::Dimensions(part, part_where, "vectors")[0];
+      const std::vector<std::string> part_ids = hdf5::ReadStrings(part, part_where, "document_ids", 0, n);
+      ids.insert(ids.end(), part_ids.begin(), part_ids.end());
+      CopyRows(part, part_where, f, where, "vectors", H5T_NATIVE_FLOAT, sizeof(float), document_base, false, 0);
+      if (sentences) {
+        CopyRows(part, part_where, f, where, "sentence_vectors", H5T_NATIVE_FLOAT, sizeof(float), sentence_base,
+                 false, 0);
+        CopyRows(part, part_where, f, where, "paragraph_offsets", H5T_NATIVE_INT64, sizeof(int64_t),
+                 paragraph_base + 1, true, sentence_base);
+        CopyRows(part, part_where, f, where, "document_offsets", H5T_NATIVE_INT64, sizeof(int64_t), document_base + 1,
+                 true, paragraph_base);
+        sentence_base += hdf5::Dimensions(part, part_where, "sentence_vectors")[0];
+        paragraph_base += hdf5::Dimensions(part, part_where, "paragraph_offsets")[0] - 1;
+      }
+      document_base += n;
+    }
+    hdf5::WriteStrings(f, where, "document_ids", ids, kChunkRows);
+    hdf5::WriteAttribute(f, where, "docmatch_format", std::string(kFormat));
+    hdf5::WriteAttribute(f, where, "format_version", kVersion);
+    hdf5::WriteAttribute(f, where, "dimension", dimension);
+    for (const auto& [name, value] : attributes) hdf5::WriteAttribute(f, where, name.c_str(), value);
+  }
+  fs::rename(tmp, output);
+  for (const auto& part : parts) fs::remove(part);
+}
+
+}  // namespace
+
+int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder, const data::Corpus& corpus,
+                    const std::string& output, int64_t batch_size, bool progress, dist::Communicator& communicator,
+                    const torch::Device& device) {
+  const int rank = communicator.rank(), world = communicator.size();
+  const int64_t N = corpus.num_documents();
+  const int64_t begin = N * rank / world, end = N * (rank + 1) / world;
+  const bool sentences = model.has_sentences();
+  const std::string part = output + ".part-" + std::to_string(rank);
+  if (!fs::path(output).parent_path().empty()) fs::create_directories(fs::path(output).parent_path());
+  torch::NoGradGuard no_grad;
+  model.module().eval();
+  {
+    hdf5::Handle file = CreateFile(part);
+    const hid_t f = file.get();
+    const std::string where = Where(part);
+    CreateDatasets(f, where, model.dimension(), sentences);
+    int64_t sentence_count = 0, paragraph_count = 0;
+    data::ProgressBar bar("[embed]", end - begin, "docs", "docs", rank == 0 && progress);
+    for (int64_t from = begin; from < end; from += batch_size) {
+      const std::vector<data::Document> documents = ReadDocuments(corpus, from, std::min(end, from + batch_size));
+      std::vector<const data::Document*> pointers;
+      std::vector<std::string> ids;
+      for (const auto& d : documents) {
+        pointers.push_back(&d);
+        ids.push_back(d.id);
+      }
+      AppendStrings(f, where, "document_ids", ids);
+      torch::Tensor vectors;
+      if (sentences) {
+        // One pass: the sentence vectors, and the document vector from them.
+        std::vector<model::DocumentSentences> all = model.EmbedSentences(pointers, device);
+        std::vector<torch::Tensor> means;
+        std::vector<int64_t> paragraph_offsets, document_offsets;
+        for (size_t i = 0; i < all.size(); ++i) {
+          const torch::Tensor s = all[i].vectors.to(torch::kCPU, torch::kFloat).contiguous();
+          hdf5::AppendRows(f, where, "sentence_vectors", H5T_NATIVE_FLOAT, s.size(0), s.data_ptr<float>());
+          means.push_back(torch::nn::functional::normalize(s.mean(0), torch::nn::functional::NormalizeFuncOptions().dim(0)));
+          for (size_t p = 1; p < all[i].paragraph_offsets.size(); ++p)
+            paragraph_offsets.push_back(sentence_count + all[i].paragraph_offsets[p]);
+          sentence_count += s.size(0);
+          paragraph_count += static_cast<int64_t>(all[i].paragraph_offsets.size()) - 1;
+          document_offsets.push_back(paragraph_count);
+        }
+        hdf5::AppendRows(f, where, "paragraph_offsets", H5T_NATIVE_INT64, paragraph_offsets.size(),
+                         paragraph_offsets.data());
+        hdf5::AppendRows(f, where, "document_offsets", H5T_NATIVE_INT64, document_offsets.size(),
+                         document_offsets.data());
+        vectors = torch::stack(means);
+      } else {
+        vectors = model.Embed(pointers, device).to(torch::kCPU, torch::kFloat).contiguous();
+      }
+      hdf5::AppendRows(f, where, "vectors", H5T_NATIVE_FLOAT, vectors.size(0), vectors.data_ptr<float>());
+      bar.Add(static_cast<int64_t>(documents.size()), static_cast<int64_t>(documents.size()));
+    }
+    bar.Finish();
+  }
+  communicator.Barrier();
+  if (rank == 0) {
+    std::vector<std::string> parts;
+    for (int r = 0; r < world; ++r) parts.push_back(output + ".part-" + std::to_string(r));
+    JoinParts(parts, output, model.dimension(), sentences,
+              {{"kind", model.config().kind},
+               {"model", model_folder},
+               {"tokenizer_hash", corpus.manifest().tokenizer_hash}});
+    LOG(INFO) << "[embed] " << N << " documents -> " << output;
+  }
+  communicator.Barrier();
+  return N;
+}
+
+int64_t RunEmbedding(const EmbedOptions& options, dist::Communicator& communicator, const torch::Device& device) {
+  const data::Corpus corpus(options.corpus);
+  train::ModelFolderInfo info;
+  std::unique_ptr<model::DocumentModel> model = train::LoadModelFolder(options.model, &info);
+  train::CheckTokenizer(info, corpus, options.model);
+  model->module().to(device);
+  return EmbedCorpus(*model, options.model, corpus, options.output, options.batch_size, options.progress,
+                     communicator, device);
+}
+
+EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {
+  const hdf5::Handle file = OpenFile(path_);
+  const hid_t f = file.get();
+  const std::string where = Where(path_);
+  if (H5Aexists(f, "docmatch_format") <= 0 || hdf5::ReadStringAttribute(f, where, "docmatch_format") != kFormat)
+    hdf5::Fail(where, "an HDF5 file, but not docmatch embeddings (write them with `docmatch embed`)");
+  if (hdf5::ReadIntAttribute(f, where, "format_version") != kVersion)
+    hdf5::Fail(where, "another embeddings format version");
+  kind_ = hdf5::ReadStringAttribute(f, where, "kind");
+  model_ = hdf5::ReadStringAttribute(f, where, "model");
+  dimension_ = hdf5::ReadIntAttribute(f, where, "dimension");
+  const int64_t n = static_cast<int64_t>(hdf5::Dimensions(f, where, "document_ids")[0]);
+  ids_ = hdf5::ReadStrings(f, where, "document_ids", 0, n);
+  const std::vector<hsize_t> dims = hdf5::Dimensions(f, where, "vectors");
+  if (dims.size() != 2 || static_cast<int64_t>(dims[0]) != n || static_cast<int64_t>(dims[1]) != dimension_)
+    hdf5::Fail(where, "'vectors' is not (documents x dimension)");
+  if (H5Lexists(f, "document_offsets", H5P_DEFAULT) > 0) {
+    document_offsets_.resize(n + 1);
+    hdf5::ReadRows(f, where, "document_offsets", H5T_NATIVE_INT64, 0, n + 1, document_offsets_.data());
+    const int64_t p = static_cast<int64_t>(hdf5::Dimensions(f, where, "paragraph_offsets")[0]);
+    paragraph_offsets_.resize(p);
+    hdf5::ReadRows(f, where, "paragraph_offsets", H5T_NATIVE_INT64, 0, p, paragraph_offsets_.data());
+  }
+}
+
+torch::Tensor EmbeddingFile::Vectors(int64_t begin, int64_t end) const {
+  const hdf5::Handle file = OpenFile(path_);
+  torch::Tensor out = torch::empty({end - begin, dimension_}, torch::kFloat);
+  hdf5::ReadRows(file.get(), Where(path_), "vectors", H5T_NATIVE_FLOAT, begin, end - begin, out.data_ptr<float>());
+  return out;
+}
+
+std::vector<model::DocumentSentences> EmbeddingFile::Sentences(int64_t begin, int64_t end) const {
+  if (!has_sentences()) hdf5::Fail(Where(path_), "has no sentence vectors (embed with an SDR model)");
+  const hdf5::Handle file = OpenFile(path_);
+  const int64_t p0 = document_offsets_[begin], p1 = document_offsets_[end];
+  const int64_t s0 = paragraph_offsets_[p0], s1 = paragraph_offsets_[p1];
+  torch::Tensor all = torch::empty({s1 - s0, dimension_}, torch::kFloat);
+  hdf5::ReadRows(file.get(), Where(path_), "sentence_vectors", H5T_NATIVE_FLOAT, s0, s1 - s0, all.data_ptr<float>());
+  std::vector<model::DocumentSentences> out;
+  for (int64_t d = begin; d < end; ++d) {
+    const int64_t pa = document_offsets_[d], pb = document_offsets_[d + 1];
+    model::DocumentSentences doc;
+    doc.vectors = all.slice(0, paragraph_offsets_[pa] - s0, paragraph_offsets_[pb] - s0);
+    for (int64_t p = pa; p <= pb; ++p) doc.paragraph_offsets.push_back(paragraph_offsets_[p] - paragraph_offsets_[pa]);
+    out.push_back(std::move(doc));
+  }
+  return out;
+}
+
+}  // namespace docmatch::eval

@@ -1,0 +1,68 @@
+// `docmatch embed` and the file it writes: every document's vector (and, for
+// SDR, its sentence vectors with their paragraph structure), keyed by id.
+//
+//   document_ids       strings (N,), corpus order
+//   vectors            float32 (N, D)
+//   SDR only:
+//   sentence_vectors   float32 (sentences, D) unit vectors
+//   paragraph_offsets  int64 (paragraphs + 1,) into sentence_vectors
+//   document_offsets   int64 (N + 1,) into paragraphs
+//   attributes: docmatch_format = "docmatch-embeddings", format_version,
+//               kind, dimension, model (the folder), tokenizer_hash
+//
+// Each rank embeds a contiguous share of the corpus into <output>.part-<r>;
+// rank 0 then joins the parts in order, copying a block of rows at a time,
+// into <output> (written under a temporary name, renamed when complete).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "dist/communicator.h"
+#include "model/document_model.h"
+
+namespace docmatch::eval {
+
+struct EmbedOptions {
+  std::string model;   // model folder
+  std::string corpus;  // prepared corpus folder
+  std::string output;  // the .h5 file
+  int64_t batch_size = 16;
+  bool progress = true;
+};
+
+// Collective. Returns the number of documents embedded.
+int64_t RunEmbedding(const EmbedOptions& options, dist::Communicator& communicator, const torch::Device& device);
+
+// The same, with a model already loaded (eval embeds before scoring).
+int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder, const data::Corpus& corpus,
+                    const std::string& output, int64_t batch_size, bool progress, dist::Communicator& communicator,
+                    const torch::Device& device);
+
+// A read-only embeddings file; throws naming the file when it is not one.
+class EmbeddingFile {
+ public:
+  explicit EmbeddingFile(std::string path);
+  const std::string& path() const { return path_; }
+  int64_t size() const { return static_cast<int64_t>(ids_.size()); }
+  int64_t dimension() const { return dimension_; }
+  const std::string& kind() const { return kind_; }
+  const std::string& model() const { return model_; }
+  const std::vector<std::string>& ids() const { return ids_; }
+  // Rows [begin, end) of the vectors, float32 (end - begin, D).
+  torch::Tensor Vectors(int64_t begin, int64_t end) const;
+  bool has_sentences() const { return !document_offsets_.empty(); }
+  // Documents [begin, end) as sentence vectors and paragraphs (SDR files).
+  std::vector<model::DocumentSentences> Sentences(int64_t begin, int64_t end) const;
+
+ private:
+  std::string path_, kind_, model_;
+  int64_t dimension_ = 0;
+  std::vector<std::string> ids_;
+  std::vector<int64_t> paragraph_offsets_, document_offsets_;
+};
+
+}  // namespace docmatch::eval

@@ -1,0 +1,224 @@
+#include "eval/evaluate.h"
+
+#include <glog/logging.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "data/corpus.h"
+#include "data/pairs.h"
+#include "data/progress.h"
+#include "data/random.h"
+#include "eval/embeddings.h"
+#include "eval/metrics.h"
+#include "eval/sdr_scoring.h"
+#include "train/model_folder.h"
+
+namespace docmatch::eval {
+namespace fs = std::filesystem;
+namespace {
+
+// Everything a score needs: the model (pair head) and every document's
+// vectors, or for SDR its sentence vectors.
+struct Scorer {
+  model::DocumentModel& model;
+  torch::Tensor vectors;                       // (N, D)
+  std::vector<model::DocumentSentences> sdr;   // (N,) SDR only
+  bool normalize = false;
+
+  bool hierarchical() const { return !sdr.empty(); }
+  // Scores (candidates,) of document `query` against `candidates`.
+  torch::Tensor Scores(int64_t query, const torch::Tensor& candidates) const {
+    if (hierarchical()) {
+      std::vector<model::DocumentSentences> pool;
+      const auto* index = candidates.data_ptr<int64_t>();
+      for (int64_t i = 0; i < candidates.numel(); ++i) pool.push_back(sdr[index[i]]);
+      return SdrScores(sdr[query], pool, normalize);
+    }
+    return model.ScoreMatrix(vectors[query].unsqueeze(0), vectors.index_select(0, candidates)).squeeze(0);
+  }
+};
+
+// Every rank scores pairs i % world == rank; the scores meet in an all-reduce.
+std::vector<double> PairScores(const Scorer& scorer, const std::vector<data::LabelledPair>& pairs,
+                               dist::Communicator& communicator) {
+  torch::Tensor scores = torch::zeros({static_cast<int64_t>(pairs.size())}, torch::kFloat64);
+  for (size_t i = communicator.rank(); i < pairs.size(); i += communicator.size()) {
+    const torch::Tensor target = torch::tensor({pairs[i].target}, torch::kLong);
+    scores[i] = scorer.Scores(pairs[i].source, target)[0].item<double>();
+  }
+  communicator.AllReduce(scores);
+  return std::vector<double>(scores.data_ptr<double>(), scores.data_ptr<double>() + scores.numel());
+}
+
+std::vector<int> Labels(const std::vector<data::LabelledPair>& pairs) {
+  std::vector<int> labels;
+  for (const auto& p : pairs) labels.push_back(p.label > 0.5f ? 1 : 0);
+  return labels;
+}
+
+nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector<int64_t>>& relevance, int64_t N,
+                       const EvalOptions& options, dist::Communicator& communicator) {
+  std::vector<int64_t> queries;
+  for (const auto& [query, relevant] : relevance) queries.push_back(query);
+  if (options.max_queries > 0 && static_cast<int64_t>(queries.size()) > options.max_queries) {
+    data::KeyedRandom random(options.seed, {0x72616e6bULL /* "rank" */});
+    random.Shuffle(&queries);
+    queries.resize(options.max_queries);
+    std::sort(queries.begin(), queries.end());
+  }
+  const std::vector<int> ks = {1, 10, 100};
+  // Sums over this rank's queries: queries, skipped, p@1, mrr, map, mpr, hr@k...
+  std::vector<double> sums(6 + ks.size(), 0.0);
+  std::vector<int64_t> mine;
+  for (size_t i = communicator.rank(); i < queries.size(); i += communicator.size()) mine.push_back(queries[i]);
+  data::ProgressBar bar("[eval] ranking", static_cast<int64_t>(mine.size()), "queries", "queries",
+                        communicator.rank() == 0 && options.progress);
+  // Queries per block: the block's (queries x N) scores stay near 4M numbers.
+  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N));
+  for (size_t begin = 0; begin < mine.size(); begin += block) {
+    std::vector<RankingQuery> batch;
+    for (size_t q = begin; q < std::min(mine.size(), begin + block); ++q) {
+      const int64_t query = mine[q];
+      // Every document but the query itself.
+      const torch::Tensor all = torch::arange(N, torch::kLong);
+      const torch::Tensor candidates = all.index({all.ne(query)});
+      const torch::Tensor scores = scorer.Scores(query, candidates).to(torch::kFloat64).contiguous();
+      RankingQuery r;
+      r.scores.assign(scores.data_ptr<double>(), scores.data_ptr<double>() + scores.numel());
+      r.relevant.assign(N - 1, false);
+      for (int64_t target : relevance.at(query)) {
+        if (target != query) r.relevant[target < query ? target : target - 1] = true;
+      }
+      batch.push_back(std::move(r));
+    }
+    const RankingMetrics m = EvaluateRanking(batch, ks);
+    const double n = static_cast<double>(m.queries);
+    sums[0] += n;
+    sums[1] += static_cast<double>(m.skipped);
+    sums[2] += m.p_at_1 * n;
+    sums[3] += m.mrr * n;
+    sums[4] += m.map * n;
+    sums[5] += m.mpr * n;
+    for (size_t k = 0; k < ks.size(); ++k) sums[6 + k] += m.hit_ratio.at(ks[k]) * n;
+    bar.Add(static_cast<int64_t>(batch.size()), static_cast<int64_t>(batch.size()));
+  }
+  bar.Finish();
+  torch::Tensor totals = torch::tensor(sums, torch::kFloat64);
+  communicator.AllReduce(totals);
+  const auto* t = totals.data_ptr<double>();
+  RankingMetrics metrics;
+  metrics.queries = static_cast<int64_t>(t[0]);
+  metrics.skipped = static_cast<int64_t>(t[1]);
+  const double n = std::max(1.0, t[0]);
+  metrics.p_at_1 = t[2] / n;
+  metrics.mrr = t[3] / n;
+  metrics.map = t[4] / n;
+  metrics.mpr = t[5] / n;
+  for (size_t k = 0; k < ks.size(); ++k) metrics.hit_ratio[ks[k]] = t[6 + k] / n;
+  nlohmann::json json = metrics.ToJson();
+  json["candidates"] = N - 1;
+  json["sampled_from"] = relevance.size();
+  return json;
+}
+
+}  // namespace
+
+nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& communicator,
+                             const torch::Device& device) {
+  const int rank = communicator.rank();
+  const data::Corpus corpus(options.corpus);
+  train::ModelFolderInfo info;
+  std::unique_ptr<model::DocumentModel> model = train::LoadModelFolder(options.model, &info);
+  train::CheckTokenizer(info, corpus, options.model);
+  model->module().to(device);
+  model->module().eval();
+  torch::NoGradGuard no_grad;
+
+  std::string embeddings = options.embeddings;
+  if (embeddings.empty()) {
+    embeddings = options.output + "/embeddings.h5";
+    EmbedCorpus(*model, options.model, corpus, embeddings, options.batch_size, options.progress, communicator,
+                device);
+  }
+  const EmbeddingFile file(embeddings);
+  if (file.size() != corpus.num_documents() || file.kind() != info.config.kind) {
+    throw std::runtime_error("[eval] " + embeddings + " holds " + std::to_string(file.size()) + " " + file.kind() +
+                             " vectors; corpus '" + options.corpus + "' has " +
+                             std::to_string(corpus.num_documents()) + " documents and the model is " +
+                             info.config.kind + ": embed this corpus with this model first");
+  }
+  model->module().to(torch::kCPU);  // scoring works on the CPU copies of the vectors
+  Scorer scorer{*model, file.Vectors(0, file.size()), {}, options.sdr_normalize};
+  if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
+
+  nlohmann::json metrics = {{"model", options.model},
+                            {"kind", info.config.kind},
+                            {"corpus", options.corpus},
+                            {"embeddings", embeddings},
+                            {"score", scorer.hierarchical() ? "sdr hierarchical" : "pair logit"}};
+  if (!options.test_pairs.empty()) {
+    const auto test = data::ReadPairs(options.test_pairs, corpus);
+    const std::vector<double> test_scores = PairScores(scorer, test, communicator);
+    double threshold = 0;  // logit 0: probability 0.5
+    if (!options.valid_pairs.empty()) {
+      const auto valid = data::ReadPairs(options.valid_pairs, corpus);
+      const ThresholdObjective objective =
+          options.threshold_objective == "f1" ? ThresholdObjective::kF1 : ThresholdObjective::kAccuracy;
+      const std::vector<double> valid_scores = PairScores(scorer, valid, communicator);
+      threshold = ChooseThreshold(valid_scores, Labels(valid), objective);
+      metrics["classification"]["valid"] = Classify(valid_scores, Labels(valid), threshold).ToJson();
+      metrics["classification"]["valid"]["pairs"] = valid.size();
+    }
+    metrics["classification"]["test"] = Classify(test_scores, Labels(test), threshold).ToJson();
+    metrics["classification"]["test"]["pairs"] = test.size();
+    int64_t positives = 0;
+    for (int label : Labels(test)) positives += label;
+    // The best a constant guess does: every pair labelled with the majority class.
+    metrics["classification"]["test"]["majority_accuracy"] =
+        static_cast<double>(std::max<int64_t>(positives, test.size() - positives)) / std::max<size_t>(1, test.size());
+  }
+  if (!options.relevance.empty()) {
+    metrics["ranking"] = Ranking(scorer, data::ReadRelevance(options.relevance, corpus), file.size(), options,
+                                 communicator);
+  }
+  if (rank == 0) {
+    fs::create_directories(options.output);
+    std::ofstream(options.output + "/metrics.json") << metrics.dump(2) << "\n";
+  }
+  communicator.Barrier();
+  return metrics;
+}
+
+std::string MetricsTable(const nlohmann::json& m) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(4);
+  out << "model " << m.value("model", "") << " (" << m.value("kind", "") << ", " << m.value("score", "") << ")\n";
+  if (m.contains("classification")) {
+    out << "classification  split  pairs  threshold  accuracy  precision  recall  f1\n";
+    for (const char* split : {"valid", "test"}) {
+      if (!m["classification"].contains(split)) continue;
+      const auto& c = m["classification"][split];
+      out << "                " << std::setw(5) << split << "  " << std::setw(5) << c.value("pairs", 0) << "  "
+          << std::setw(9) << c.value("threshold", 0.0) << "  " << std::setw(8) << c.value("accuracy", 0.0) << "  "
+          << std::setw(9) << c.value("precision", 0.0) << "  " << std::setw(6) << c.value("recall", 0.0) << "  "
+          << c.value("f1", 0.0) << "\n";
+    }
+    out << "  (majority-class accuracy on test: " << m["classification"]["test"].value("majority_accuracy", 0.0)
+        << ")\n";
+  }
+  if (m.contains("ranking")) {
+    const auto& r = m["ranking"];
+    out << "ranking  queries  candidates  P@1     MRR     MAP     MPR     HR@1    HR@10   HR@100\n";
+    out << "         " << std::setw(7) << r.value("queries", 0) << "  " << std::setw(10) << r.value("candidates", 0)
+        << "  " << r.value("p@1", 0.0) << "  " << r.value("mrr", 0.0) << "  " << r.value("map", 0.0) << "  "
+        << r.value("mpr", 0.0);
+    for (const char* k : {"hr@1", "hr@10", "hr@100"}) out << "  " << r.value(k, 0.0);
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace docmatch::eval

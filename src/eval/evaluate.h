@@ -1,0 +1,47 @@
+// `docmatch eval`: pair classification and corpus-wide ranking from one
+// model folder and its embeddings (eval/embeddings.h).
+//
+//  * Classification: each pair's score is the model's pair logit (SDR: its
+//    hierarchical score); the threshold is the one that maximises accuracy
+//    (or F1) on the validation pairs, then applied unchanged to the test
+//    pairs (eval/metrics.h).
+//  * Ranking: each query of the relevance list against every other document
+//    of the corpus. Queries are dealt round-robin to the ranks; each rank
+//    scores a block of its queries at a time against all candidates (never
+//    the full query x corpus matrix), reduces every query to its metrics,
+//    and the sums meet in one all-reduce.
+//
+// Results go to <output>/metrics.json and, on rank 0, as a table to stdout.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "dist/communicator.h"
+
+namespace docmatch::eval {
+
+struct EvalOptions {
+  std::string model;       // model folder (checkpoint, best/ or export)
+  std::string corpus;      // prepared corpus folder
+  std::string embeddings;  // an `embed` file of this model; empty: embed into <output>/embeddings.h5
+  std::string valid_pairs, test_pairs;  // classification (JSONL pairs); empty: skipped
+  std::string relevance;                // ranking (data/pairs.h ReadRelevance); empty: skipped
+  std::string output = "eval";          // folder for metrics.json
+  std::string threshold_objective = "accuracy";  // accuracy | f1
+  int64_t max_queries = 0;                       // ranking: 0 = every query, else a seeded sample
+  uint64_t seed = 1234;
+  bool sdr_normalize = false;  // SDR: the paper's z-score step (eval/sdr_scoring.h)
+  int64_t batch_size = 16;     // documents per embedding batch
+  bool progress = true;
+};
+
+// Collective; returns the metrics (the same on every rank).
+nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& communicator,
+                             const torch::Device& device);
+
+// The readable table of a metrics JSON.
+std::string MetricsTable(const nlohmann::json& metrics);
+
+}  // namespace docmatch::eval

@@ -1,0 +1,148 @@
+#include "model/document_model.h"
+
+#include "data/blocks.h"
+#include "data/flat_batch.h"
+#include "data/hierarchy_batch.h"
+#include "data/tokenizer.h"
+
+namespace docmatch::model {
+namespace F = torch::nn::functional;
+namespace {
+
+torch::Tensor Normalize(const torch::Tensor& x) { return F::normalize(x, F::NormalizeFuncOptions().dim(-1)); }
+
+// Unit vectors: the pair logit is amplifier * cosine.
+torch::Tensor CosineLogits(const torch::Tensor& a, const torch::Tensor& b, double amplifier) {
+  return amplifier * (Normalize(a) * Normalize(b)).sum(1);
+}
+torch::Tensor CosineMatrix(const torch::Tensor& q, const torch::Tensor& c, double amplifier) {
+  return amplifier * torch::matmul(Normalize(q), Normalize(c).t());
+}
+
+class SmithModel : public DocumentModel {
+ public:
+  explicit SmithModel(const ModelConfig& config) : DocumentModel(config), encoder_(config.smith) {}
+  torch::nn::Module& module() override { return *encoder_; }
+  int64_t dimension() const override { return config().smith.hidden; }
+  torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
+    const data::BlockOptions blocks{config().smith.block_length, config().smith.max_blocks};
+    const BlockTensors t = ToTensors(data::BuildBlockBatch(documents, blocks, nullptr, 0), device);
+    return encoder_(t.tokens, t.block_mask);
+  }
+  torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override {
+    return CosineLogits(a, b, config().smith.amplifier);
+  }
+  torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {
+    return CosineMatrix(q, c, config().smith.amplifier);
+  }
+
+ private:
+  SmithEncoder encoder_;
+};
+
+class MatchBertModel : public DocumentModel {
+ public:
+  explicit MatchBertModel(const ModelConfig& config) : DocumentModel(config), encoder_(config.match_bert) {}
+  torch::nn::Module& module() override { return *encoder_; }
+  int64_t dimension() const override { return config().match_bert.hidden; }
+  torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
+    return encoder_(ToTensor(data::BuildFlatBatch(documents, config().match_bert.max_tokens), device));
+  }
+  torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override {
+    return CosineLogits(a, b, config().match_bert.amplifier);
+  }
+  torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {
+    return CosineMatrix(q, c, config().match_bert.amplifier);
+  }
+
+ private:
+  FlatEncoder encoder_;
+};
+
+class SmashModel : public DocumentModel {
+ public:
+  explicit SmashModel(const ModelConfig& config) : DocumentModel(config), pair_(config.smash) {}
+  torch::nn::Module& module() override { return *pair_; }
+  int64_t dimension() const override { return pair_->encoder->output_size(); }
+  torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
+    return pair_->encoder(ToTensors(data::BuildHierarchyBatch(documents, {}), device));
+  }
+  torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return pair_->Head(a, b); }
+  torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {
+    return pair_->ScoreMatrix(q, c);
+  }
+  bool cosine() const override { return false; }
+
+ private:
+  SmashPair pair_;
+};
+
+class SdrModel : public DocumentModel {
+ public:
+  explicit SdrModel(const ModelConfig& config) : DocumentModel(config), encoder_(config.sdr) {}
+  torch::nn::Module& module() override { return *encoder_; }
+  int64_t dimension() const override { return config().sdr.hidden; }
+  torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
+    std::vector<torch::Tensor> means;
+    for (const DocumentSentences& d : EmbedSentences(documents, device)) means.push_back(Normalize(d.vectors.mean(0)));
+    return torch::stack(means);
+  }
+  torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return CosineLogits(a, b, 1.0); }
+  torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {
+    return CosineMatrix(q, c, 1.0);
+  }
+  bool has_sentences() const override { return true; }
+
+  std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,
+                                                const torch::Device& device) override {
+    // All sentences of all documents in one padded batch, cut at max_tokens;
+    // an empty sentence reads as one <unk> so that every row has a token.
+    const int64_t max_tokens = config().sdr.max_tokens;
+    int64_t rows = 0, T = 1;
+    for (const data::Document* d : documents) {
+      TORCH_CHECK(d->num_sentences() > 0, "[embed] document '", d->id, "' has no sentences");
+      rows += d->num_sentences();
+      for (int64_t s = 0; s < d->num_sentences(); ++s)
+        T = std::max(T, std::min(max_tokens, d->sentence_offsets[s + 1] - d->sentence_offsets[s]));
+    }
+    std::vector<int32_t> tokens(rows * T, data::kPadId);
+    int64_t row = 0;
+    for (const data::Document* d : documents) {
+      for (int64_t s = 0; s < d->num_sentences(); ++s, ++row) {
+        const int64_t begin = d->sentence_offsets[s];
+        const int64_t length = std::min(max_tokens, d->sentence_offsets[s + 1] - begin);
+        if (length == 0) tokens[row * T] = data::kUnkId;
+        std::copy_n(d->tokens.begin() + begin, length, tokens.begin() + row * T);
+      }
+    }
+    const torch::Tensor ids = torch::from_blob(tokens.data(), {rows, T}, torch::kInt32).to(device, torch::kLong);
+    const torch::Tensor vectors = Normalize(encoder_(ids));
+    std::vector<DocumentSentences> out;
+    row = 0;
+    for (const data::Document* d : documents) {
+      out.push_back({vectors.slice(0, row, row + d->num_sentences()), d->paragraph_offsets});
+      row += d->num_sentences();
+    }
+    return out;
+  }
+
+ private:
+  SentenceEncoder encoder_;
+};
+
+}  // namespace
+
+std::unique_ptr<DocumentModel> DocumentModel::Create(const ModelConfig& config) {
+  if (config.kind == "smith") return std::make_unique<SmithModel>(config);
+  if (config.kind == "match_bert") return std::make_unique<MatchBertModel>(config);
+  if (config.kind == "smash") return std::make_unique<SmashModel>(config);
+  if (config.kind == "sdr") return std::make_unique<SdrModel>(config);
+  throw std::runtime_error("model kind '" + config.kind + "' is not one of smith, match_bert, sdr, smash");
+}
+
+std::vector<DocumentSentences> DocumentModel::EmbedSentences(const std::vector<const data::Document*>&,
+                                                             const torch::Device&) {
+  throw std::logic_error("a " + config_.kind + " model has no sentence vectors");
+}
+
+}  // namespace docmatch::model

@@ -1,0 +1,66 @@
+// Every document encoder behind one interface, for the stages after
+// pre-training: fine-tuning, embedding, evaluation and export see documents
+// in, vectors and pair logits out, whatever the kind.
+//
+//   kind        module        vectors                         pair logit
+//   smith       SmithEncoder  unit document vector (§3.2)     amplifier * cos
+//   match_bert  FlatEncoder   unit [CLS] vector               amplifier * cos
+//   smash       SmashPair     concatenated depths             the pair head
+//   sdr         SentenceEnc.  mean of unit sentence vectors   cos
+//
+// SDR's own document score is the hierarchical one over sentence vectors
+// (eval/sdr_scoring.h); EmbedSentences gives them. Its mean vector is only a
+// cheap stand-in where one vector per document is needed.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/document.h"
+#include "model/config.h"
+
+namespace docmatch::model {
+
+// A document's sentence vectors and where its paragraphs start.
+struct DocumentSentences {
+  torch::Tensor vectors;                   // (S, C) unit sentence vectors
+  std::vector<int64_t> paragraph_offsets;  // (P + 1,) into the sentences
+};
+
+class DocumentModel {
+ public:
+  // A freshly initialised model of `config.kind` (seeded by the caller).
+  static std::unique_ptr<DocumentModel> Create(const ModelConfig& config);
+  virtual ~DocumentModel() = default;
+
+  const ModelConfig& config() const { return config_; }
+  // The parameters fine-tuned, saved and exported (names as in checkpoints).
+  virtual torch::nn::Module& module() = 0;
+  // The size of a document vector.
+  virtual int64_t dimension() const = 0;
+  // Vectors (B, dimension()) of these documents, unmasked, on `device`.
+  virtual torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) = 0;
+  // Logits (B,) that pairs (a[i], b[i]) are related; a, b (B, dimension()).
+  virtual torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) = 0;
+  // Logits (Q, N) of every query (Q, D) against every candidate (N, D);
+  // entry (i, j) equals PairLogits(queries[i], candidates[j]).
+  virtual torch::Tensor ScoreMatrix(const torch::Tensor& queries, const torch::Tensor& candidates) = 0;
+  // Whether pair logits are a monotone function of the vectors' cosine (then
+  // ranking needs only the vectors).
+  virtual bool cosine() const { return true; }
+  // SDR only: each document's sentence vectors with its paragraph structure.
+  virtual bool has_sentences() const { return false; }
+  virtual std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,
+                                                        const torch::Device& device);
+
+ protected:
+  explicit DocumentModel(ModelConfig config) : config_(std::move(config)) {}
+
+ private:
+  ModelConfig config_;
+};
+
+}  // namespace docmatch::model

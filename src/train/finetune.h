@@ -1,0 +1,54 @@
+// `docmatch finetune`: Siamese pair fine-tuning (SMITH §4.3, MatchBERT,
+// SMASH / HAN) on labelled pairs, on 1 or N ranks.
+//
+// The model starts from a pre-training checkpoint's encoder (`init`: SMITH-WP,
+// SMITH-WP+SP, DocSplit) or from scratch (`model`, a YAML: SMITH-NP,
+// MatchBERT, SMASH). Each optimizer step takes the next `world x batch_size`
+// pairs of an epoch's permutation (keyed by seed and epoch), rank r the r-th
+// slice; the loss is sigmoid cross-entropy of the pair logit
+// (model::DocumentModel). Every `validate_every` steps the validation pairs
+// give a loss and accuracy; the best model so far is kept in <run>/best/ (a
+// model folder), and with `patience` the run stops after that many
+// validations without improvement. Checkpoints and resume as in pretraining
+// (train/training_run.h).
+#pragma once
+
+#include <string>
+
+#include "dist/communicator.h"
+#include "train/optimizer.h"
+
+namespace docmatch::train {
+
+struct FinetuneOptions {
+  std::string corpus;                                    // prepared corpus folder
+  std::string train_pairs, valid_pairs;                  // JSONL pairs (data/pairs.h); valid may be empty
+  std::string init;                                      // model folder to start from; empty = from scratch
+  std::string model = "configs/models/smith-tiny.yaml";  // model YAML, from scratch only
+  std::string run = "checkpoints/smith-finetune";
+  int64_t batch_size = 8;  // pairs per rank per micro-step
+  int64_t accumulation = 1;
+  int64_t steps = 1000;
+  OptimizerOptions optimizer;
+  uint64_t seed = 1234;
+  int64_t checkpoint_every = 500;
+  int keep_last = 3;
+  int64_t log_every = 10;
+  int64_t validate_every = 100;  // 0: never
+  int64_t patience = 0;          // validations without improvement before stopping; 0: never stop early
+  std::string on_nonfinite = "stop";
+  bool resume = true;
+  bool progress = true;
+};
+
+struct FinetuneResult {
+  int64_t step = 0;               // the last step taken
+  int64_t best_step = -1;         // the step of <run>/best, -1 without validation
+  double best_valid_loss = 0;
+  bool stopped_early = false;
+};
+
+FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator,
+                             const torch::Device& device);
+
+}  // namespace docmatch::train

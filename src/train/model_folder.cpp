@@ -1,0 +1,79 @@
+#include "train/model_folder.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "train/checkpoint.h"
+#include "train/safetensors.h"
+
+namespace docmatch::train {
+namespace fs = std::filesystem;
+
+void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info) {
+  nlohmann::json json = {{"format", "docmatch-model"},
+                         {"version", 1},
+                         {"model", model::ModelConfigToJson(info.config)},
+                         {"weights", info.weights},
+                         {"prefix", info.prefix},
+                         {"stage", info.stage},
+                         {"tokenizer_hash", info.tokenizer_hash}};
+  if (!info.tokenizer.empty()) json["tokenizer"] = info.tokenizer;
+  std::ofstream(folder + "/" + kModelConfigFile) << json.dump(2) << "\n";
+}
+
+ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
+  const std::string path = folder + "/" + kModelConfigFile;
+  std::ifstream in(path);
+  if (!in) {
+    throw std::runtime_error("[model] '" + folder + "' is not a model folder: no " + kModelConfigFile +
+                             " (give a checkpoint step-<N>/, a run's 'latest', or an exported folder)");
+  }
+  nlohmann::json json;
+  try {
+    in >> json;
+    if (json.at("format").get<std::string>() != "docmatch-model")
+      throw std::runtime_error("format is not docmatch-model");
+    ModelFolderInfo info;
+    info.config = model::ModelConfigFromJson(json.at("model"), path);
+    info.weights = json.at("weights").get<std::string>();
+    info.prefix = json.value("prefix", "");
+    info.stage = json.value("stage", "");
+    info.tokenizer_hash = json.value("tokenizer_hash", "");
+    info.tokenizer = json.value("tokenizer", "");
+    return info;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("[model] " + path + ": " + e.what());
+  }
+}
+
+void LoadFolderWeights(torch::nn::Module& module, const std::string& folder, const ModelFolderInfo& info) {
+  const std::string path = folder + "/" + info.weights;
+  if (fs::path(info.weights).extension() == ".safetensors") {
+    std::map<std::string, torch::Tensor> stored;
+    for (auto& [name, tensor] : ReadSafetensors(path).tensors) {
+      if (name.rfind(info.prefix, 0) == 0) stored[name.substr(info.prefix.size())] = tensor;
+    }
+    LoadState(module, stored, path);
+  } else {
+    LoadModule(module, path, info.prefix);
+  }
+}
+
+std::unique_ptr<model::DocumentModel> LoadModelFolder(const std::string& folder, ModelFolderInfo* info_out) {
+  const ModelFolderInfo info = ReadModelFolderInfo(folder);
+  std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(info.config);
+  LoadFolderWeights(model->module(), folder, info);
+  if (info_out) *info_out = info;
+  return model;
+}
+
+void CheckTokenizer(const ModelFolderInfo& info, const data::Corpus& corpus, const std::string& folder) {
+  if (!info.tokenizer_hash.empty() && info.tokenizer_hash != corpus.manifest().tokenizer_hash) {
+    throw std::runtime_error("[model] '" + folder + "' was trained with tokenizer " + info.tokenizer_hash +
+                             ", but corpus '" + corpus.directory() + "' was prepared with " +
+                             corpus.manifest().tokenizer_hash +
+                             ": prepare the corpus with the model's tokenizer (prepare --tokenizer)");
+  }
+}
+
+}  // namespace docmatch::train

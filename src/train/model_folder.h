@@ -1,0 +1,53 @@
+// A model folder: what `embed`, `eval`, `export` and `finetune --init` read.
+// Every checkpoint step-<N>/ is one, and so is an exported model:
+//
+//   config.json   {"format": "docmatch-model", "version": 1,
+//                  "model": {"kind": ..., every key of that kind},
+//                  "weights": "model.pt" | "model.safetensors",
+//                  "prefix": "encoder." where the weights hold more than the
+//                            encoder (a pre-training checkpoint's heads),
+//                  "stage": "pretrain" | "finetune" | "export",
+//                  "tokenizer_hash": the corpus tokenizer it was trained with,
+//                  "tokenizer": "tokenizer.model" (exported folders only)}
+//   model.pt | model.safetensors
+//
+// Loading checks the tokenizer against the corpus a stage reads, so vectors
+// are never computed from another vocabulary's ids.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "data/corpus.h"
+#include "model/document_model.h"
+
+namespace docmatch::train {
+
+constexpr const char* kModelConfigFile = "config.json";
+
+struct ModelFolderInfo {
+  model::ModelConfig config;
+  std::string weights = "model.pt";
+  std::string prefix;  // "" or "encoder."
+  std::string stage;
+  std::string tokenizer_hash;
+  std::string tokenizer;  // file in the folder, exported models only
+};
+
+void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info);
+// Throws naming the folder when config.json is missing or malformed.
+ModelFolderInfo ReadModelFolderInfo(const std::string& folder);
+
+// The model of a folder with its weights loaded (on the CPU).
+std::unique_ptr<model::DocumentModel> LoadModelFolder(const std::string& folder, ModelFolderInfo* info = nullptr);
+
+// Loads the folder's weights into `module`, checking every name and shape.
+void LoadFolderWeights(torch::nn::Module& module, const std::string& folder, const ModelFolderInfo& info);
+
+// Throws when the folder's model was trained with another tokenizer than the
+// corpus's.
+void CheckTokenizer(const ModelFolderInfo& info, const data::Corpus& corpus, const std::string& folder);
+
+}  // namespace docmatch::train

@@ -1,0 +1,82 @@
+// What every training stage (pretrain, finetune) shares around its step:
+// resuming from and writing checkpoints, logging metrics on rank 0, and the
+// optimizer step with clipping and the learning-rate schedule.
+//
+// A checkpoint step-<N>/ holds
+//   model.pt, config.json   the model folder (train/model_folder.h)
+//   optimizer.pt            AdamW state
+//   trainer.json            step, epoch, world size, every rank's data position,
+//                           the stage's options and any state of its own
+//   rng.pt                  every rank's CPU generator state (dropout)
+// so that a resumed run on as many ranks continues bit for bit on CPU.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dist/communicator.h"
+#include "dist/gradient_synchronizer.h"
+#include "train/checkpoint.h"
+#include "train/model_folder.h"
+#include "train/optimizer.h"
+#include "train/tensorboard.h"
+
+namespace docmatch::train {
+
+// The state a stage resumes from.
+struct ResumedState {
+  std::string folder;
+  int64_t step = 0, epoch = 0;
+  int64_t position = 0;  // this rank's data position (re-sharded on another world size)
+  nlohmann::json trainer;  // the whole trainer.json
+};
+
+class TrainingRun {
+ public:
+  TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator, const torch::Device& device);
+
+  // With `resume` and a checkpoint in the run: loads the module, the
+  // optimizer and (same world size) this rank's generator; otherwise nullopt.
+  std::optional<ResumedState> Resume(bool resume, torch::nn::Module& module, torch::optim::Optimizer& optimizer);
+
+  // Collective: every rank calls it. Rank 0 writes step-<step>/ with the
+  // module as a model folder described by `info`; `trainer` gets step, epoch,
+  // world_size and positions added.
+  std::string Save(int64_t step, int64_t epoch, int64_t position, torch::nn::Module& module,
+                   torch::optim::Optimizer& optimizer, const ModelFolderInfo& info, nlohmann::json trainer);
+
+  // Rank 0: one JSON line in <run>/metrics.jsonl and TensorBoard scalars
+  // "<prefix>/<name>"; other ranks do nothing.
+  void Log(int64_t step, const std::string& prefix, const std::map<std::string, double>& values);
+
+  // Averages the gradients (Finalize), clips, sets the scheduled learning
+  // rate for `step` and steps; returns the learning rate used.
+  static double Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
+                     torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step);
+
+  const std::string& root() const { return checkpoints_.root(); }
+
+  // A loss that is NaN or Inf (the global value, the same on every rank):
+  // with policy "stop" throws naming the step and this rank's documents (ids
+  // from `corpus`); with "skip" warns and returns false (drop this step's
+  // update). Returns true for a finite loss.
+  static bool CheckFinite(double value, int64_t step, const std::string& policy, const data::Corpus& corpus,
+                          const std::vector<int64_t>& documents);
+
+ private:
+  dist::Communicator& communicator_;
+  torch::Device device_;
+  CheckpointDirectory checkpoints_;
+  std::unique_ptr<EventWriter> events_;
+  std::ofstream metrics_;
+};
+
+}  // namespace docmatch::train
