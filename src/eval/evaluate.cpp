@@ -151,7 +151,11 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& com
                              info.config.kind + ": embed this corpus with this model first");
   }
   model->module().to(torch::kCPU);  // scoring works on the CPU copies of the vectors
-  Scorer scorer{*model, file.Vectors(0, file.size()), {}, options.sdr_normalize};
+  // Cosine scores in float64, so that near-ties rank and threshold the same
+  // as any float64 recomputation from the file; SMASH's head stays float32.
+  torch::Tensor vectors = file.Vectors(0, file.size());
+  if (model->cosine()) vectors = vectors.to(torch::kFloat64);
+  Scorer scorer{*model, vectors, {}, options.sdr_normalize};
   if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
 
   nlohmann::json metrics = {{"model", options.model},

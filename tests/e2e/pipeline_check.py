@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""End to end on a tiny real corpus (tiny_manpages.py), at NP ranks under
+mpirun: pretrain (SMITH-WP+SP) -> checkpoint -> finetune (from the encoder,
+validation, best/) -> eval -> export, checking each product against an
+independent computation:
+
+  * the TensorBoard scalars, read back with the tensorboard package, equal
+    the metrics.jsonl lines;
+  * a fine-tuning run killed with SIGKILL after a checkpoint and resumed ends
+    with the same parameters, bit for bit, as one that never stopped;
+  * resuming a run with another model config fails naming the tensors;
+  * eval's classification metrics equal numpy's from the embeddings file, and
+    its MRR equals a numpy ranking over the whole corpus;
+  * evaluating on 1 rank and on NP ranks gives the same metrics;
+  * the export loads with safetensors and scripts/reference_vector.py
+    (numpy) reproduces the embedded vectors within 1e-5.
+
+usage: pipeline_check.py DOCMATCH FIXTURE NP MPIEXEC [MPIEXEC FLAGS...]
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+from safetensors.numpy import load_file
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = """model: {kind: smith, hidden: 32, heads: 2, intermediate: 64, sentence_layers: 1,
+  document_layers: 1, block_length: 16, max_blocks: 8, dropout: 0.1, amplifier: 6.0}
+"""
+WIDER = TINY.replace("hidden: 32", "hidden: 48")
+
+
+def check(condition, message):
+    if not condition:
+        sys.exit("FAILED: " + message)
+
+
+class Pipeline:
+    def __init__(self, docmatch, fixture, ranks, mpiexec):
+        self.docmatch, self.fixture, self.ranks, self.mpiexec = docmatch, fixture, ranks, mpiexec
+        self.dir = os.path.join(fixture, f"np{ranks}")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.corpus = os.path.join(fixture, "corpus")
+        for name, text in (("tiny.yaml", TINY), ("wider.yaml", WIDER)):
+            with open(os.path.join(self.dir, name), "w") as f:
+                f.write(text)
+
+    def command(self, args, ranks=None):
+        quiet = [] if args[0] == "export" else ["--no-progress"]
+        return self.mpiexec + ["-np", str(ranks or self.ranks), self.docmatch] + args + quiet
+
+    def run(self, args, ranks=None, expect_failure=False):
+        result = subprocess.run(self.command(args, ranks), capture_output=True, text=True)
+        if expect_failure:
+            check(result.returncode != 0, f"{args[0]} should have failed")
+        elif result.returncode != 0:
+            sys.exit(f"FAILED: {' '.join(args)}\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def finetune_args(self, run, steps=16):
+        return ["finetune", "--corpus", self.corpus, "--init", self.path("pretrain", "latest"),
+                "--train-pairs", os.path.join(self.fixture, "pairs.train.jsonl"),
+                "--valid-pairs", os.path.join(self.fixture, "pairs.valid.jsonl"), "--run", self.path(run),
+                "--steps", str(steps), "--batch-size", "4", "--lr", "1e-3", "--warmup-steps", "2",
+                "--decay-steps", "16", "--checkpoint-every", "4", "--validate-every", "8", "--log-every", "1"]
+
+
+def read_jsonl(path):
+    return [json.loads(l) for l in open(path) if l.strip()]
+
+
+def check_tensorboard(run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(os.path.join(run, "tensorboard"))
+    events.Reload()
+    logged = {}
+    for line in read_jsonl(os.path.join(run, "metrics.jsonl")):
+        for key, value in line.items():
+            if key != "step":
+                logged[(key, line["step"])] = value
+    read = {}
+    for tag in events.Tags()["scalars"]:
+        for e in events.Scalars(tag):
+            read[(tag, e.step)] = e.value
+    check(set(read) == set(logged), f"tensorboard tags/steps {sorted(read)[:5]} differ from metrics.jsonl")
+    for key, value in logged.items():
+        check(abs(read[key] - value) <= 1e-6 * max(1.0, abs(value)), f"{key}: tensorboard {read[key]} != {value}")
+    return len(read)
+
+
+def export_tensors(p, folder, name):
+    out = p.path(name)
+    p.run(["export", "--model", folder, "--corpus", p.corpus, "--output", out], ranks=1)
+    return load_file(os.path.join(out, "model.safetensors"))
+
+
+def kill_and_resume(p):
+    straight = p.finetune_args("ft-straight")
+    p.run(straight + ["--fresh"])
+    killed = p.finetune_args("ft-killed")
+    process = subprocess.Popen(p.command(killed + ["--fresh"]), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while not os.path.isdir(p.path("ft-killed", "step-8")) and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    check(process.poll() is None, "the run to kill ended before its step-8 checkpoint")
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    stopped_at = os.path.realpath(p.path("ft-killed", "latest"))
+    check(not os.path.isdir(p.path("ft-killed", "step-16")), "the killed run had already finished")
+    p.run(killed)  # the same command: resumes from latest
+    a = export_tensors(p, p.path("ft-straight", "latest"), "export-straight")
+    b = export_tensors(p, p.path("ft-killed", "latest"), "export-killed")
+    check(a.keys() == b.keys(), "exports hold different tensors")
+    for name in a:
+        check(np.array_equal(a[name], b[name]), f"{name} differs after kill -9 and resume")
+    return os.path.basename(stopped_at), len(a)
+
+
+def numpy_metrics(p, embeddings, metrics):
+    """Classification and MRR recomputed from the vectors alone."""
+    with h5py.File(embeddings, "r") as h:
+        ids = [i.decode() if isinstance(i, bytes) else i for i in h["document_ids"][:]]
+        vectors = h["vectors"][:].astype(np.float64)
+    index = {d: i for i, d in enumerate(ids)}
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def scores(split):
+        pairs = read_jsonl(os.path.join(p.fixture, f"pairs.{split}.jsonl"))
+        s = np.array([6.0 * vectors[index[x["source"]]] @ vectors[index[x["target"]]] for x in pairs])
+        return s, np.array([x["label"] for x in pairs])
+
+    test = metrics["classification"]["test"]
+    s, y = scores("test")
+    predicted = s >= test["threshold"]
+    accuracy = float((predicted == (y == 1)).mean())
+    check(abs(accuracy - test["accuracy"]) < 1e-9, f"test accuracy {test['accuracy']} != numpy {accuracy}")
+    tp = int((predicted & (y == 1)).sum())
+    check(tp == test["true_positives"], f"true positives {test['true_positives']} != numpy {tp}")
+
+    relevant = {}
+    for l in read_jsonl(os.path.join(p.fixture, "related.jsonl")):
+        relevant.setdefault(index[l["source"]], set()).add(index[l["target"]])
+    reciprocal = []
+    for q, targets in sorted(relevant.items()):
+        s = vectors @ vectors[q]
+        others = [j for j in range(len(ids)) if j != q]
+        # Pessimistic ties: a relevant document ranks below every equal score.
+        best = min(sum(1 for k in others if s[k] >= s[t]) for t in targets)
+        reciprocal.append(1.0 / best)
+    mrr = float(np.mean(reciprocal))
+    ranking = metrics["ranking"]
+    check(abs(mrr - ranking["mrr"]) < 1e-6, f"MRR {ranking['mrr']} != numpy {mrr}")
+    return accuracy, mrr
+
+
+def main():
+    docmatch, fixture, ranks, mpiexec = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+    p = Pipeline(docmatch, fixture, ranks, mpiexec)
+    started = time.time()
+    p.run(["pretrain", "--corpus", p.corpus, "--model", p.path("tiny.yaml"), "--objective", "wp+sp",
+           "--run", p.path("pretrain"), "--steps", "12", "--batch-size", "4", "--lr", "1e-3", "--warmup-steps", "2",
+           "--decay-steps", "12", "--checkpoint-every", "6", "--log-every", "1", "--fresh"])
+    info = json.load(open(p.path("pretrain", "latest", "config.json")))
+    check(info["stage"] == "pretrain" and info["prefix"] == "encoder.", f"pretrain config.json: {info}")
+    scalars = check_tensorboard(p.path("pretrain"))
+
+    stopped_at, tensors = kill_and_resume(p)
+    check(os.path.isfile(p.path("ft-straight", "best", "model.pt")), "finetune kept no best/")
+    valid = [l for l in read_jsonl(p.path("ft-straight", "metrics.jsonl")) if "valid/loss" in l]
+    check([l["step"] for l in valid] == [8, 16], f"validations at {[l['step'] for l in valid]}")
+    scalars += check_tensorboard(p.path("ft-straight"))
+
+    wrong = p.run(["finetune", "--corpus", p.corpus, "--model", p.path("wider.yaml"),
+                   "--train-pairs", os.path.join(fixture, "pairs.train.jsonl"), "--run", p.path("ft-straight"),
+                   "--steps", "20"], expect_failure=True)
+    check("another model or config" in wrong.stderr and "shape differs" in wrong.stderr,
+          "no mismatch list in: " + wrong.stderr[-2000:])
+
+    eval_args = ["eval", "--model", p.path("ft-straight", "best"), "--corpus", p.corpus,
+                 "--valid-pairs", os.path.join(fixture, "pairs.valid.jsonl"),
+                 "--test-pairs", os.path.join(fixture, "pairs.test.jsonl"),
+                 "--relevance", os.path.join(fixture, "related.jsonl")]
+    p.run(eval_args + ["--output", p.path("eval")])
+    metrics = json.load(open(p.path("eval", "metrics.json")))
+    accuracy, mrr = numpy_metrics(p, p.path("eval", "embeddings.h5"), metrics)
+    p.run(eval_args + ["--output", p.path("eval-1")], ranks=1)
+    single = json.load(open(p.path("eval-1", "metrics.json")))
+    for section in ("classification", "ranking"):
+        for split, values in metrics[section].items():
+            other = single[section][split]
+            if isinstance(values, dict):
+                check(values == other, f"{section}/{split} on {ranks} ranks differs from 1 rank: {values} {other}")
+            else:  # ranking means: sums over ranks, equal up to summation order
+                check(abs(values - other) <= 1e-12, f"{section}/{split}: {values} on {ranks} ranks, {other} on 1")
+
+    export = p.path("export")
+    p.run(["export", "--model", p.path("ft-straight", "best"), "--corpus", p.corpus, "--output", export], ranks=1)
+    with h5py.File(p.path("eval", "embeddings.h5"), "r") as h:
+        some = [i.decode() if isinstance(i, bytes) else i for i in h["document_ids"][:3]]
+    p.run(["embed", "--model", export, "--corpus", p.corpus, "--output", p.path("export-vectors.h5")])
+    reference = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/reference_vector.py"), "--model", export,
+                                "--corpus", p.corpus, "--compare", p.path("export-vectors.h5"), "--tolerance", "1e-5"]
+                               + sum((["--doc", d] for d in some), []), capture_output=True, text=True)
+    check(reference.returncode == 0, "reference_vector.py: " + reference.stdout + reference.stderr)
+    worst = max(json.loads(l)["max_abs_difference"] for l in reference.stdout.splitlines())
+
+    print(json.dumps({"ranks": ranks, "seconds": round(time.time() - started, 1), "tensorboard_scalars": scalars,
+                      "killed_at": stopped_at, "tensors_equal_after_resume": tensors,
+                      "test_accuracy": accuracy, "mrr": mrr, "numpy_vector_max_abs_difference": worst}))
+
+
+if __name__ == "__main__":
+    main()
