@@ -59,6 +59,11 @@ void ProgressBar::Add(int64_t count, int64_t extra) {
   }
 }
 
+void ProgressBar::SetStatus(std::string status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  status_ = std::move(status);
+}
+
 void ProgressBar::Finish() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (finished_) return;
@@ -84,6 +89,7 @@ void ProgressBar::Draw(bool final) {
   }
   line += "  " + HumanCount(rate) + " " + unit_ + "/s";
   if (!extra_unit_.empty()) line += "  " + HumanCount(extra_ / elapsed) + " " + extra_unit_ + "/s";
+  if (!status_.empty()) line += "  " + status_;
   if (final) {
     line += "  in " + HumanDuration(elapsed);
   } else if (total_ > 0 && rate > 0) {

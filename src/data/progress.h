@@ -21,6 +21,8 @@ class ProgressBar {
   ~ProgressBar();
 
   void Add(int64_t count, int64_t extra = 0);
+  // Free text shown after the rates, e.g. "loss 2.31  41.2K tokens/s".
+  void SetStatus(std::string status);
   // Draws the final state and ends the line.
   void Finish();
 
@@ -31,7 +33,7 @@ class ProgressBar {
  private:
   void Draw(bool final);
 
-  std::string label_, unit_, extra_unit_;
+  std::string label_, unit_, extra_unit_, status_;
   int64_t total_;
   bool enabled_, interactive_;
   bool finished_ = false;

@@ -205,6 +205,8 @@ FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator&
       optimizer->zero_grad();
     }
     ++step;
+    bar.SetStatus("loss " + std::to_string(loss).substr(0, 6) + "  accuracy " +
+                  std::to_string(parts["accuracy"]).substr(0, 5));
     bar.Add(1, global_batch * options.accumulation);
 
     if (step % options.log_every == 0 || step == options.steps) {

@@ -7,6 +7,7 @@
 #include "data/docsplit.h"
 #include "data/progress.h"
 #include "data/sdr_batch.h"
+#include "data/tokenizer.h"
 #include "dist/gradient_synchronizer.h"
 #include "model/config.h"
 #include "model/sdr.h"
@@ -39,6 +40,7 @@ struct Task {
   typename data::BatchLoader<Batch>::Builder builder;
   std::function<Objective(const Batch&)> compute;
   std::function<int64_t(const Batch&)> documents;  // documents this rank's batch covers
+  std::function<int64_t(const Batch&)> tokens;     // real tokens in this rank's batch
   ModelFolderInfo info;                            // how checkpoints describe the model
 };
 
@@ -69,6 +71,7 @@ int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::C
 
   data::ProgressBar bar("[train] step", options.steps, "steps", "docs", rank == 0 && options.progress);
   bar.Add(step);
+  int64_t tokens = 0;  // this run's, all ranks (ranks hold batches of similar size)
   while (step < options.steps) {
     double loss = 0;
     bool finite = true;
@@ -89,6 +92,7 @@ int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::C
       loss += objective.value / options.accumulation;
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
       documents += task.documents(*batch) * world;
+      tokens += task.tokens(*batch) * world;
     }
     if (finite) {
       TrainingRun::Step(synchronizer, task.module, *optimizer, options.optimizer, step);
@@ -97,6 +101,8 @@ int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::C
       optimizer->zero_grad();
     }
     ++step;
+    bar.SetStatus("loss " + std::to_string(loss).substr(0, 6) + "  " + data::HumanCount(tokens / bar.seconds()) +
+                  " tokens/s");
     bar.Add(1, documents);
 
     if (step % options.log_every == 0 || step == options.steps) {
@@ -150,6 +156,12 @@ int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& commu
         },
         [&](const data::SdrBatch& batch) { return Sdr(model, model::ToTensors(batch, device), communicator); },
         [](const data::SdrBatch& batch) { return batch.B; },
+        [](const data::SdrBatch& batch) {
+          return static_cast<int64_t>(std::count_if(batch.anchors.begin(), batch.anchors.end(),
+                                                    [](int32_t t) { return t != data::kPadId; }) +
+                                      std::count_if(batch.partners.begin(), batch.partners.end(),
+                                                    [](int32_t t) { return t != data::kPadId; }));
+        },
         info};
     return Loop(options, corpus, std::move(task), communicator, device);
   }
@@ -171,6 +183,7 @@ int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& commu
                         : SmithPretraining(model, tensors, objective == "wp+sp", communicator);
       },
       [=](const data::BlockBatch& batch) { return docsplit ? batch.B / 2 : batch.B; },
+      [](const data::BlockBatch& batch) { return batch.real_tokens; },
       info};
   return Loop(options, corpus, std::move(task), communicator, device);
 }
