@@ -21,32 +21,15 @@ Command AddPretrainCommand(CLI::App* app) {
                           "  mpirun -np 2 docmatch pretrain --config configs/pretrain-smith-tiny.yaml");
   auto o = std::make_shared<train::PretrainOptions>();
   auto flags = std::make_shared<DistributedFlags>();
-  auto no_progress = std::make_shared<bool>(false);
-  auto fresh = std::make_shared<bool>(false);
   sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
   sub->add_option("--model", o->model, "model YAML (configs/models/, kind smith, or sdr for --objective sdr)")
       ->capture_default_str();
   sub->add_option("--objective", o->objective, "wp (word LM), wp+sp (plus sentence blocks), docsplit or sdr")
       ->capture_default_str()
       ->check(CLI::IsMember({"wp", "wp+sp", "docsplit", "sdr"}));
-  sub->add_option("--run", o->run, "checkpoint folder of this run")->capture_default_str();
-  sub->add_option("--batch-size", o->batch_size, "documents per rank per micro-step")->capture_default_str();
-  sub->add_option("--accumulation", o->accumulation, "micro-steps per optimizer step")->capture_default_str();
-  sub->add_option("--steps", o->steps, "optimizer steps in all")->capture_default_str();
-  AddOptimizerFlags(sub, &o->optimizer);
-  sub->add_option("--seed", o->seed, "weights, data order and masks")->capture_default_str();
-  sub->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints")->capture_default_str();
-  sub->add_option("--keep-last", o->keep_last, "checkpoints kept")->capture_default_str();
-  sub->add_option("--log-every", o->log_every, "steps between metric lines")->capture_default_str();
-  sub->add_option("--on-nonfinite", o->on_nonfinite, "a NaN/Inf loss: stop (naming the documents) or skip the step")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"stop", "skip"}));
+  AddLoopFlags(sub, o.get(), "documents");
   AddDistributedFlags(sub, flags.get());
-  sub->add_flag("--fresh", *fresh, "ignore existing checkpoints in --run (default: resume from latest)");
-  sub->add_flag("--no-progress", *no_progress, "no progress bar");
-  return {sub, [o, flags, no_progress, fresh] {
-            o->progress = !*no_progress;
-            o->resume = !*fresh;
+  return {sub, [o, flags] {
             o->device = flags->device;
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
               const int64_t step = train::RunPretraining(*o, communicator, device);

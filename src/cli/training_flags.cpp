@@ -21,12 +21,26 @@ int RunDistributed(const DistributedFlags& flags,
   });
 }
 
-void AddOptimizerFlags(CLI::App* app, train::OptimizerOptions* o) {
-  app->add_option("--lr", o->lr, "peak learning rate")->capture_default_str();
-  app->add_option("--warmup-steps", o->warmup_steps, "linear warm-up steps")->capture_default_str();
-  app->add_option("--decay-steps", o->total_steps, "the learning rate reaches 0 here")->capture_default_str();
-  app->add_option("--weight-decay", o->weight_decay, "AdamW weight decay")->capture_default_str();
-  app->add_option("--clip", o->max_grad_norm, "gradient norm clip (0 = off)")->capture_default_str();
+void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item) {
+  app->add_option("--run", o->run, "checkpoint folder of this run")->capture_default_str();
+  app->add_option("--batch-size", o->batch_size, item + " per rank per micro-step")->capture_default_str();
+  app->add_option("--accumulation", o->accumulation, "micro-steps per optimizer step")->capture_default_str();
+  app->add_option("--steps", o->steps, "optimizer steps in all")->capture_default_str();
+  app->add_option("--lr", o->optimizer.lr, "peak learning rate")->capture_default_str();
+  app->add_option("--warmup-steps", o->optimizer.warmup_steps, "linear warm-up steps")->capture_default_str();
+  app->add_option("--decay-steps", o->optimizer.total_steps, "the learning rate reaches 0 here")->capture_default_str();
+  app->add_option("--weight-decay", o->optimizer.weight_decay, "AdamW weight decay")->capture_default_str();
+  app->add_option("--clip", o->optimizer.max_grad_norm, "gradient norm clip (0 = off)")->capture_default_str();
+  app->add_option("--seed", o->seed, "weights, data order and masks")->capture_default_str();
+  app->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints")->capture_default_str();
+  app->add_option("--keep-last", o->keep_last, "checkpoints kept")->capture_default_str();
+  app->add_option("--log-every", o->log_every, "steps between metric lines")->capture_default_str();
+  app->add_option("--on-nonfinite", o->on_nonfinite, "a NaN/Inf loss: stop (naming the documents) or skip the step")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"stop", "skip"}));
+  app->add_flag_callback("--fresh", [o] { o->resume = false; },
+                         "ignore existing checkpoints in --run (default: resume from latest)");
+  app->add_flag_callback("--no-progress", [o] { o->progress = false; }, "no progress bar");
 }
 
 }  // namespace docmatch::cli

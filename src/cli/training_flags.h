@@ -24,6 +24,9 @@ void AddDistributedFlags(CLI::App* app, DistributedFlags* flags);
 int RunDistributed(const DistributedFlags& flags,
                    const std::function<int(dist::Communicator& communicator, const torch::Device& device)>& body);
 
-void AddOptimizerFlags(CLI::App* app, train::OptimizerOptions* options);
+// --run, --batch-size (of `item`s), --accumulation, --steps, the optimizer's
+// flags, --seed, --checkpoint-every, --keep-last, --log-every, --on-nonfinite,
+// --fresh and --no-progress (the last two inverted into resume / progress).
+void AddLoopFlags(CLI::App* app, train::LoopOptions* options, const std::string& item);
 
 }  // namespace docmatch::cli

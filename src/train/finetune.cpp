@@ -17,18 +17,13 @@ namespace fs = std::filesystem;
 namespace {
 
 nlohmann::json OptionsJson(const FinetuneOptions& o) {
-  return {{"corpus", o.corpus},
-          {"train_pairs", o.train_pairs},
-          {"valid_pairs", o.valid_pairs},
-          {"init", o.init},
-          {"model", o.model},
-          {"batch_size", o.batch_size},
-          {"accumulation", o.accumulation},
-          {"steps", o.steps},
-          {"lr", o.optimizer.lr},
-          {"warmup_steps", o.optimizer.warmup_steps},
-          {"total_steps", o.optimizer.total_steps},
-          {"seed", o.seed}};
+  nlohmann::json json = LoopOptionsJson(o);
+  json.update({{"corpus", o.corpus},
+               {"train_pairs", o.train_pairs},
+               {"valid_pairs", o.valid_pairs},
+               {"init", o.init},
+               {"model", o.model}});
+  return json;
 }
 
 // The epoch's order of the pairs: the same permutation on every rank.

@@ -20,25 +20,14 @@
 
 namespace docmatch::train {
 
-struct FinetuneOptions {
+struct FinetuneOptions : LoopOptions {
+  FinetuneOptions() { run = "checkpoints/smith-finetune"; }
   std::string corpus;                                    // prepared corpus folder
   std::string train_pairs, valid_pairs;                  // JSONL pairs (data/pairs.h); valid may be empty
   std::string init;                                      // model folder to start from; empty = from scratch
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML, from scratch only
-  std::string run = "checkpoints/smith-finetune";
-  int64_t batch_size = 8;  // pairs per rank per micro-step
-  int64_t accumulation = 1;
-  int64_t steps = 1000;
-  OptimizerOptions optimizer;
-  uint64_t seed = 1234;
-  int64_t checkpoint_every = 500;
-  int keep_last = 3;
-  int64_t log_every = 10;
   int64_t validate_every = 100;  // 0: never
   int64_t patience = 0;          // validations without improvement before stopping; 0: never stop early
-  std::string on_nonfinite = "stop";
-  bool resume = true;
-  bool progress = true;
 };
 
 struct FinetuneResult {

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
 
 namespace docmatch::train {
 
@@ -14,6 +15,22 @@ struct OptimizerOptions {
   int64_t total_steps = 100000;  // decay reaches 0 here
   double weight_decay = 0.01;
   double max_grad_norm = 1.0;  // gradient clipping; <= 0 turns it off
+};
+
+// What every training loop (pretrain, finetune) takes besides its data and model.
+struct LoopOptions {
+  std::string run;           // checkpoint folder of this run
+  int64_t batch_size = 8;    // items (documents, pairs) per rank per micro-step
+  int64_t accumulation = 1;  // micro-steps per optimizer step
+  int64_t steps = 1000;      // optimizer steps in all
+  OptimizerOptions optimizer;
+  uint64_t seed = 1234;
+  int64_t checkpoint_every = 500;
+  int keep_last = 3;
+  int64_t log_every = 10;
+  std::string on_nonfinite = "stop";  // stop | skip: a NaN/Inf loss ends the run or drops the step
+  bool resume = true;
+  bool progress = true;
 };
 
 // lr at optimizer step `step` (0-based): peak * (step + 1) / warmup during

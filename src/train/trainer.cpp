@@ -19,18 +19,9 @@ namespace docmatch::train {
 namespace {
 
 nlohmann::json OptionsJson(const PretrainOptions& o) {
-  return {{"corpus", o.corpus},
-          {"model", o.model},
-          {"objective", o.objective},
-          {"batch_size", o.batch_size},
-          {"accumulation", o.accumulation},
-          {"steps", o.steps},
-          {"lr", o.optimizer.lr},
-          {"warmup_steps", o.optimizer.warmup_steps},
-          {"total_steps", o.optimizer.total_steps},
-          {"weight_decay", o.optimizer.weight_decay},
-          {"max_grad_norm", o.optimizer.max_grad_norm},
-          {"seed", o.seed}};
+  nlohmann::json json = LoopOptionsJson(o);
+  json.update({{"corpus", o.corpus}, {"model", o.model}, {"objective", o.objective}});
+  return json;
 }
 
 // One objective's model and batches, for the shared loop below.

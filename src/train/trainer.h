@@ -19,22 +19,11 @@
 
 namespace docmatch::train {
 
-struct PretrainOptions {
+struct PretrainOptions : LoopOptions {
+  PretrainOptions() { run = "checkpoints/smith-pretrain"; }
   std::string corpus;                                    // prepared corpus folder
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML (kind: smith)
   std::string objective = "wp+sp";                       // wp | wp+sp | docsplit (kind smith) | sdr (kind sdr)
-  std::string run = "checkpoints/smith-pretrain";        // checkpoint folder of this run
-  int64_t batch_size = 8;                                // documents per rank per micro-step
-  int64_t accumulation = 1;                              // micro-steps per optimizer step
-  int64_t steps = 1000;                                  // optimizer steps in all
-  OptimizerOptions optimizer;
-  uint64_t seed = 1234;
-  int64_t checkpoint_every = 500;
-  int keep_last = 3;
-  int64_t log_every = 10;
-  std::string on_nonfinite = "stop";  // stop | skip: a NaN/Inf loss ends the run or drops the step
-  bool resume = true;
-  bool progress = true;
   std::string device = "cpu";
 };
 

@@ -4,6 +4,18 @@
 
 namespace docmatch::train {
 
+nlohmann::json LoopOptionsJson(const LoopOptions& o) {
+  return {{"batch_size", o.batch_size},
+          {"accumulation", o.accumulation},
+          {"steps", o.steps},
+          {"lr", o.optimizer.lr},
+          {"warmup_steps", o.optimizer.warmup_steps},
+          {"total_steps", o.optimizer.total_steps},
+          {"weight_decay", o.optimizer.weight_decay},
+          {"max_grad_norm", o.optimizer.max_grad_norm},
+          {"seed", o.seed}};
+}
+
 TrainingRun::TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator,
                          const torch::Device& device)
     : communicator_(communicator), device_(device), checkpoints_(run, keep_last) {

@@ -31,6 +31,9 @@
 
 namespace docmatch::train {
 
+// The loop options as trainer.json records them.
+nlohmann::json LoopOptionsJson(const LoopOptions& options);
+
 // The state a stage resumes from.
 struct ResumedState {
   std::string folder;
