@@ -30,7 +30,6 @@ Command AddPretrainCommand(CLI::App* app) {
   AddLoopFlags(sub, o.get(), "documents");
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {
-            o->device = flags->device;
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
               const int64_t step = train::RunPretraining(*o, communicator, device);
               if (communicator.rank() == 0)

@@ -193,7 +193,7 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
         for (size_t i = 0; i < all.size(); ++i) {
           const torch::Tensor s = all[i].vectors.to(torch::kCPU, torch::kFloat).contiguous();
           hdf5::AppendRows(f, where, "sentence_vectors", H5T_NATIVE_FLOAT, s.size(0), s.data_ptr<float>());
-          means.push_back(torch::nn::functional::normalize(s.mean(0), torch::nn::functional::NormalizeFuncOptions().dim(0)));
+          means.push_back(model::MeanSentenceVector({s, all[i].paragraph_offsets}));
           for (size_t p = 1; p < all[i].paragraph_offsets.size(); ++p)
             paragraph_offsets.push_back(sentence_count + all[i].paragraph_offsets[p]);
           sentence_count += s.size(0);

@@ -39,6 +39,21 @@ struct Scorer {
     }
     return model.ScoreMatrix(vectors[query].unsqueeze(0), vectors.index_select(0, candidates)).squeeze(0);
   }
+  // Scores (Q, N - 1) of each query against every other document, in corpus
+  // order with the query's own entry left out.
+  torch::Tensor AgainstTheCorpus(const std::vector<int64_t>& queries) const {
+    const int64_t N = vectors.size(0);
+    const torch::Tensor all = torch::arange(N, torch::kLong);
+    if (hierarchical()) {  // the z-score pool must not hold the query itself
+      std::vector<torch::Tensor> rows;
+      for (int64_t q : queries) rows.push_back(Scores(q, all.index({all.ne(q)})));
+      return torch::stack(rows);
+    }
+    const torch::Tensor index = torch::tensor(queries, torch::kLong);
+    const torch::Tensor scores = model.ScoreMatrix(vectors.index_select(0, index), vectors);  // (Q, N)
+    const torch::Tensor others = all.unsqueeze(0).ne(index.unsqueeze(1));                       // (Q, N)
+    return scores.masked_select(others).view({static_cast<int64_t>(queries.size()), N - 1});
+  }
 };
 
 // Every rank scores pairs i % world == rank; the scores meet in an all-reduce.
@@ -79,15 +94,14 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   // Queries per block: the block's (queries x N) scores stay near 4M numbers.
   const int64_t block = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N));
   for (size_t begin = 0; begin < mine.size(); begin += block) {
+    const std::vector<int64_t> block_queries(mine.begin() + begin, mine.begin() + std::min(mine.size(), begin + block));
+    const torch::Tensor scores = scorer.AgainstTheCorpus(block_queries).to(torch::kFloat64).contiguous();
     std::vector<RankingQuery> batch;
-    for (size_t q = begin; q < std::min(mine.size(), begin + block); ++q) {
-      const int64_t query = mine[q];
-      // Every document but the query itself.
-      const torch::Tensor all = torch::arange(N, torch::kLong);
-      const torch::Tensor candidates = all.index({all.ne(query)});
-      const torch::Tensor scores = scorer.Scores(query, candidates).to(torch::kFloat64).contiguous();
+    for (size_t q = 0; q < block_queries.size(); ++q) {
+      const int64_t query = block_queries[q];
+      const double* row = scores.data_ptr<double>() + q * (N - 1);
       RankingQuery r;
-      r.scores.assign(scores.data_ptr<double>(), scores.data_ptr<double>() + scores.numel());
+      r.scores.assign(row, row + (N - 1));
       r.relevant.assign(N - 1, false);
       for (int64_t target : relevance.at(query)) {
         if (target != query) r.relevant[target < query ? target : target - 1] = true;

@@ -84,7 +84,7 @@ class SdrModel : public DocumentModel {
   int64_t dimension() const override { return config().sdr.hidden; }
   torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
     std::vector<torch::Tensor> means;
-    for (const DocumentSentences& d : EmbedSentences(documents, device)) means.push_back(Normalize(d.vectors.mean(0)));
+    for (const DocumentSentences& d : EmbedSentences(documents, device)) means.push_back(MeanSentenceVector(d));
     return torch::stack(means);
   }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return CosineLogits(a, b, 1.0); }
@@ -131,6 +131,8 @@ class SdrModel : public DocumentModel {
 };
 
 }  // namespace
+
+torch::Tensor MeanSentenceVector(const DocumentSentences& document) { return Normalize(document.vectors.mean(0)); }
 
 std::unique_ptr<DocumentModel> DocumentModel::Create(const ModelConfig& config) {
   if (config.kind == "smith") return std::make_unique<SmithModel>(config);

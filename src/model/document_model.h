@@ -30,6 +30,9 @@ struct DocumentSentences {
   std::vector<int64_t> paragraph_offsets;  // (P + 1,) into the sentences
 };
 
+// SDR's one vector per document: the normalised mean of its sentence vectors.
+torch::Tensor MeanSentenceVector(const DocumentSentences& document);
+
 class DocumentModel {
  public:
   // A freshly initialised model of `config.kind` (seeded by the caller).

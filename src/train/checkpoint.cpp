@@ -52,15 +52,16 @@ std::map<std::string, torch::Tensor> ReadModuleFile(const std::string& path) {
 }
 
 void LoadModule(torch::nn::Module& module, const std::string& path, const std::string& prefix) {
-  std::map<std::string, torch::Tensor> stored;
-  for (auto& [name, tensor] : ReadModuleFile(path)) {
-    if (name.rfind(prefix, 0) == 0) stored[name.substr(prefix.size())] = tensor;
-  }
-  LoadState(module, stored, prefix.empty() ? path : path + " (tensors under '" + prefix + "')");
+  LoadState(module, ReadModuleFile(path), path, prefix);
 }
 
-void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& stored,
-               const std::string& origin) {
+void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& tensors,
+               const std::string& path, const std::string& prefix) {
+  std::map<std::string, torch::Tensor> stored;
+  for (const auto& [name, tensor] : tensors) {
+    if (name.rfind(prefix, 0) == 0) stored[name.substr(prefix.size())] = tensor;
+  }
+  const std::string origin = prefix.empty() ? path : path + " (tensors under '" + prefix + "')";
   std::vector<std::pair<std::string, torch::Tensor>> wanted;
   for (const auto& p : module.named_parameters(true)) wanted.emplace_back(p.key(), p.value());
   for (const auto& b : module.named_buffers(true)) wanted.emplace_back(b.key(), b.value());

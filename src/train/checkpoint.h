@@ -27,9 +27,9 @@ void LoadModule(torch::nn::Module& module, const std::string& path, const std::s
 // Every tensor of a SaveModule file, by name.
 std::map<std::string, torch::Tensor> ReadModuleFile(const std::string& path);
 // The checks and copy of LoadModule, for tensors from anywhere (safetensors);
-// `origin` names their source in the error.
-void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& stored,
-               const std::string& origin);
+// `origin` names their source in the error, `prefix` as in LoadModule.
+void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& tensors,
+               const std::string& origin, const std::string& prefix = "");
 
 class CheckpointDirectory {
  public:

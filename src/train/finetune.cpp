@@ -75,11 +75,9 @@ Validation Validate(model::DocumentModel& model, const data::Corpus& corpus,
     const int64_t end = std::min(mine.size(), begin + batch_size);
     torch::Tensor labels;
     const torch::Tensor logits = Logits(model, corpus, pairs, mine, begin, end, device, &labels, nullptr);
-    loss += torch::nn::functional::binary_cross_entropy_with_logits(
-                logits, labels,
-                torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum))
-                .item<double>();
-    correct += logits.ge(0).to(labels.dtype()).eq(labels).sum().item<double>();
+    const auto [bce, right] = PairSums(logits, labels);
+    loss += bce.item<double>();
+    correct += right.item<double>();
   }
   model.module().train();
   torch::Tensor totals = torch::tensor({loss, correct}, torch::kFloat64).to(device);

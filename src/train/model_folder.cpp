@@ -49,11 +49,7 @@ ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
 void LoadFolderWeights(torch::nn::Module& module, const std::string& folder, const ModelFolderInfo& info) {
   const std::string path = folder + "/" + info.weights;
   if (fs::path(info.weights).extension() == ".safetensors") {
-    std::map<std::string, torch::Tensor> stored;
-    for (auto& [name, tensor] : ReadSafetensors(path).tensors) {
-      if (name.rfind(info.prefix, 0) == 0) stored[name.substr(info.prefix.size())] = tensor;
-    }
-    LoadState(module, stored, path);
+    LoadState(module, ReadSafetensors(path).tensors, path, info.prefix);
   } else {
     LoadModule(module, path, info.prefix);
   }

@@ -101,11 +101,15 @@ Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dis
   return objective;
 }
 
-Objective Siamese(const torch::Tensor& logits, const torch::Tensor& labels, dist::Communicator& communicator) {
+std::pair<torch::Tensor, torch::Tensor> PairSums(const torch::Tensor& logits, const torch::Tensor& labels) {
   const torch::Tensor target = labels.to(logits.dtype());
   const torch::Tensor loss = torch::nn::functional::binary_cross_entropy_with_logits(
       logits, target, torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum));
-  const torch::Tensor correct = logits.detach().ge(0).to(target.dtype()).eq(target).sum();
+  return {loss, logits.detach().ge(0).to(target.dtype()).eq(target).sum()};
+}
+
+Objective Siamese(const torch::Tensor& logits, const torch::Tensor& labels, dist::Communicator& communicator) {
+  const auto [loss, correct] = PairSums(logits, labels);
   Totals totals(communicator);
   const int slot = totals.Add(loss, labels.size(0));
   const int accuracy = totals.Add(correct, labels.size(0));

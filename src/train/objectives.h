@@ -47,4 +47,8 @@ Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dis
 // in {0, 1}; parts: "bce" and "accuracy" (logit >= 0 taken as related).
 Objective Siamese(const torch::Tensor& logits, const torch::Tensor& labels, dist::Communicator& communicator);
 
+// This rank's summed pair BCE and count of correct pairs (logit >= 0 taken as
+// related), the local part of Siamese; validation adds them up over batches.
+std::pair<torch::Tensor, torch::Tensor> PairSums(const torch::Tensor& logits, const torch::Tensor& labels);
+
 }  // namespace docmatch::train

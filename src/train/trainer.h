@@ -24,7 +24,6 @@ struct PretrainOptions : LoopOptions {
   std::string corpus;                                    // prepared corpus folder
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML (kind: smith)
   std::string objective = "wp+sp";                       // wp | wp+sp | docsplit (kind smith) | sdr (kind sdr)
-  std::string device = "cpu";
 };
 
 // Runs (or resumes) the pre-training; returns the final step reached.

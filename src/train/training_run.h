@@ -65,8 +65,6 @@ class TrainingRun {
   static double Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
                      torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step);
 
-  const std::string& root() const { return checkpoints_.root(); }
-
   // A loss that is NaN or Inf (the global value, the same on every rank):
   // with policy "stop" throws naming the step and this rank's documents (ids
   // from `corpus`); with "skip" warns and returns false (drop this step's
