@@ -120,13 +120,19 @@ def main():
     upper = np.triu(jaccard > args.threshold, k=1)  # i < j: source = smaller id (ids are sorted)
     positives = [(int(i), int(j)) for i, j in zip(*np.nonzero(upper))]
 
+    # Negatives are drawn per source without replacement, so a source with
+    # several positives never repeats a negative (a repeated test pair would
+    # count twice in every metric).
     rng = random.Random(args.seed)
-    pairs = []
+    positives_of = {}
     for i, j in positives:
-        pairs.append((i, j, 1))
-        candidates = sorted(t for t in outgoing[i] if t != j and jaccard[i, t] <= args.negative_max_jaccard)
-        for t in rng.sample(candidates, min(args.negatives_per_positive, len(candidates))):
-            pairs.append((i, t, 0))
+        positives_of.setdefault(i, []).append(j)
+    pairs = []
+    for i, targets in sorted(positives_of.items()):
+        pairs.extend((i, j, 1) for j in targets)
+        candidates = sorted(t for t in outgoing[i] if t not in targets and jaccard[i, t] <= args.negative_max_jaccard)
+        wanted = min(args.negatives_per_positive * len(targets), len(candidates))
+        pairs.extend((i, t, 0) for t in rng.sample(candidates, wanted))
 
     sources = sorted({i for i, _, _ in pairs})
     rng.shuffle(sources)

@@ -29,10 +29,6 @@ Command AddFinetuneCommand(CLI::App* app) {
       ->check(CLI::ExistingDirectory);
   sub->add_option("--model", o->model, "model YAML when training from scratch")->capture_default_str();
   AddLoopFlags(sub, o.get(), "pairs");
-  sub->add_option("--validate-every", o->validate_every, "steps between validations (0 = never)")
-      ->capture_default_str();
-  sub->add_option("--patience", o->patience, "stop after this many validations without improvement (0 = never)")
-      ->capture_default_str();
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {

@@ -17,6 +17,9 @@ Command AddPretrainCommand(CLI::App* app) {
                           "mpirun for data parallelism (each rank reads its share; gradients are\n"
                           "averaged). Checkpoints go to --run/step-<N>/ with 'latest'; running the same\n"
                           "command again resumes. A checkpoint is a model folder for finetune --init.\n"
+                          "With --valid-corpus (prepared with this corpus's tokenizer.model) the\n"
+                          "objective on held-out documents is logged every --validate-every steps as\n"
+                          "valid/loss and the best model kept in --run/best (stop early: --patience).\n"
                           "  docmatch pretrain --corpus corpora/manpages --model configs/models/smith-tiny.yaml\n"
                           "  mpirun -np 2 docmatch pretrain --config configs/pretrain-smith-tiny.yaml");
   auto o = std::make_shared<train::PretrainOptions>();
@@ -27,6 +30,11 @@ Command AddPretrainCommand(CLI::App* app) {
   sub->add_option("--objective", o->objective, "wp (word LM), wp+sp (plus sentence blocks), docsplit or sdr")
       ->capture_default_str()
       ->check(CLI::IsMember({"wp", "wp+sp", "docsplit", "sdr"}));
+  sub->add_option("--valid-corpus", o->valid_corpus,
+                  "prepared corpus for the validation loss (prepare --tokenizer <corpus>/tokenizer.model)")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--valid-documents", o->valid_documents, "documents of --valid-corpus each validation reads")
+      ->capture_default_str();
   AddLoopFlags(sub, o.get(), "documents");
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {

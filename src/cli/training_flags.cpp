@@ -38,6 +38,14 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
   app->add_option("--on-nonfinite", o->on_nonfinite, "a NaN/Inf loss: stop (naming the documents) or skip the step")
       ->capture_default_str()
       ->check(CLI::IsMember({"stop", "skip"}));
+  app->add_option("--precision", o->precision,
+                  "fp32, or bf16: forward passes under bfloat16 autocast (GPUs with bf16; fp32 master weights)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  app->add_option("--validate-every", o->validate_every, "steps between validations (0 = never)")
+      ->capture_default_str();
+  app->add_option("--patience", o->patience, "stop after this many validations without improvement (0 = never)")
+      ->capture_default_str();
   app->add_flag_callback("--fresh", [o] { o->resume = false; },
                          "ignore existing checkpoints in --run (default: resume from latest)");
   app->add_flag_callback("--no-progress", [o] { o->progress = false; }, "no progress bar");

@@ -26,7 +26,8 @@ int RunDistributed(const DistributedFlags& flags,
 
 // --run, --batch-size (of `item`s), --accumulation, --steps, the optimizer's
 // flags, --seed, --checkpoint-every, --keep-last, --log-every, --on-nonfinite,
-// --fresh and --no-progress (the last two inverted into resume / progress).
+// --precision, --validate-every, --patience, --fresh and --no-progress (the
+// last two inverted into resume / progress).
 void AddLoopFlags(CLI::App* app, train::LoopOptions* options, const std::string& item);
 
 }  // namespace docmatch::cli

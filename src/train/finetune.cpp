@@ -2,8 +2,6 @@
 
 #include <glog/logging.h>
 
-#include <filesystem>
-
 #include "data/pairs.h"
 #include "data/progress.h"
 #include "data/random.h"
@@ -13,7 +11,6 @@
 #include "train/training_run.h"
 
 namespace docmatch::train {
-namespace fs = std::filesystem;
 namespace {
 
 nlohmann::json OptionsJson(const FinetuneOptions& o) {
@@ -87,20 +84,6 @@ Validation Validate(model::DocumentModel& model, const data::Corpus& corpus,
   return {totals[0].item<double>() / n, totals[1].item<double>() / n};
 }
 
-// <run>/best/: the model folder of the best validation so far, replaced
-// through a temporary name.
-void SaveBest(const std::string& run, torch::nn::Module& module, const ModelFolderInfo& info) {
-  const std::string best = run + "/best", tmp = best + ".tmp", old = best + ".old";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  SaveModule(module, tmp + "/model.pt");
-  WriteModelFolderInfo(tmp, info);
-  fs::remove_all(old);
-  if (fs::exists(best)) fs::rename(best, old);
-  fs::rename(tmp, best);
-  fs::remove_all(old);
-}
-
 }  // namespace
 
 FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator,
@@ -153,13 +136,8 @@ FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator&
   // The global pair position in the epoch: the same on every rank, so any
   // world size resumes from rank 0's.
   int64_t position = resumed ? resumed->trainer.at("positions").at(0).get<int64_t>() : 0;
-  int64_t bad_validations = 0;
-  if (resumed && resumed->trainer.contains("validation")) {
-    const nlohmann::json& v = resumed->trainer["validation"];
-    result.best_step = v.at("best_step").get<int64_t>();
-    result.best_valid_loss = v.at("best_loss").get<double>();
-    bad_validations = v.at("bad").get<int64_t>();
-  }
+  BestModel best(options.run, options.patience);
+  if (resumed) best.Restore(resumed->trainer);
   if (rank == 0 && !resumed) {
     LOG(INFO) << "[finetune] " << info.config.kind << (options.init.empty() ? " from scratch" : " from " + pretrained)
               << ", " << train_pairs.size() << " training pairs, " << valid_pairs.size() << " validation pairs";
@@ -183,9 +161,14 @@ FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator&
       synchronizer.Prepare(/*sync=*/micro + 1 == options.accumulation);
       torch::Tensor labels;
       std::vector<int64_t> documents;
-      const torch::Tensor logits = Logits(*model, corpus, train_pairs, order, begin, begin + options.batch_size,
-                                          device, &labels, &documents);
-      const Objective objective = Siamese(logits, labels, communicator);
+      std::optional<Objective> computed;
+      {
+        const Autocast autocast(device, options.precision);
+        const torch::Tensor logits = Logits(*model, corpus, train_pairs, order, begin, begin + options.batch_size,
+                                            device, &labels, &documents);
+        computed = Siamese(logits.to(torch::kFloat), labels, communicator);
+      }
+      const Objective& objective = *computed;
       finite = finite && TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, corpus, documents);
       (objective.loss / static_cast<double>(options.accumulation)).backward();
       loss += objective.value / options.accumulation;
@@ -212,30 +195,17 @@ FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator&
     if (!valid_pairs.empty() && options.validate_every > 0 && (step % options.validate_every == 0 || last)) {
       const Validation v = Validate(*model, corpus, valid_pairs, options.batch_size, communicator, device);
       run.Log(step, "valid", {{"loss", v.loss}, {"accuracy", v.accuracy}});
-      if (result.best_step < 0 || v.loss < result.best_valid_loss) {
-        result.best_step = step;
-        result.best_valid_loss = v.loss;
-        bad_validations = 0;
-        if (rank == 0) SaveBest(options.run, model->module(), info);
-      } else if (options.patience > 0 && ++bad_validations >= options.patience) {
-        result.stopped_early = true;
-        if (rank == 0) {
-          LOG(INFO) << "[finetune] validation loss has not improved for " << bad_validations
-                    << " validations: stopping at step " << step << "; best step " << result.best_step;
-        }
-      }
-      communicator.Barrier();
+      result.stopped_early = best.Update(v.loss, step, model->module(), info, communicator);
     }
     if (step % options.checkpoint_every == 0 || last || result.stopped_early) {
-      nlohmann::json trainer = {
-          {"options", OptionsJson(options)},
-          {"validation",
-           {{"best_step", result.best_step}, {"best_loss", result.best_valid_loss}, {"bad", bad_validations}}}};
+      nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};
       run.Save(step, epoch, position, model->module(), *optimizer, info, trainer);
     }
   }
   bar.Finish();
   result.step = step;
+  result.best_step = best.best_step();
+  result.best_valid_loss = best.best_loss();
   return result;
 }
 

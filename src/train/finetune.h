@@ -21,13 +21,14 @@
 namespace docmatch::train {
 
 struct FinetuneOptions : LoopOptions {
-  FinetuneOptions() { run = "checkpoints/smith-finetune"; }
+  FinetuneOptions() {
+    run = "checkpoints/smith-finetune";
+    validate_every = 100;
+  }
   std::string corpus;                                    // prepared corpus folder
   std::string train_pairs, valid_pairs;                  // JSONL pairs (data/pairs.h); valid may be empty
   std::string init;                                      // model folder to start from; empty = from scratch
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML, from scratch only
-  int64_t validate_every = 100;  // 0: never
-  int64_t patience = 0;          // validations without improvement before stopping; 0: never stop early
 };
 
 struct FinetuneResult {

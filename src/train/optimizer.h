@@ -29,6 +29,9 @@ struct LoopOptions {
   int keep_last = 3;
   int64_t log_every = 10;
   std::string on_nonfinite = "stop";  // stop | skip: a NaN/Inf loss ends the run or drops the step
+  std::string precision = "fp32";     // fp32 | bf16: forward passes under bf16 autocast, fp32 master weights
+  int64_t validate_every = 0;         // steps between validations; 0: never
+  int64_t patience = 0;               // validations without improvement before stopping; 0: never stop early
   bool resume = true;
   bool progress = true;
 };

@@ -20,7 +20,11 @@ namespace {
 
 nlohmann::json OptionsJson(const PretrainOptions& o) {
   nlohmann::json json = LoopOptionsJson(o);
-  json.update({{"corpus", o.corpus}, {"model", o.model}, {"objective", o.objective}});
+  json.update({{"corpus", o.corpus},
+               {"model", o.model},
+               {"objective", o.objective},
+               {"valid_corpus", o.valid_corpus},
+               {"valid_documents", o.valid_documents}});
   return json;
 }
 
@@ -35,6 +39,30 @@ struct Task {
   ModelFolderInfo info;                            // how checkpoints describe the model
 };
 
+// The validation loss: the mean objective over global batches of
+// world x batch_size documents taken in corpus order from the validation
+// corpus (rank r the r-th slice of each, so in-batch negatives span every
+// rank as in training), in eval mode and with epoch 0's masks.
+template <typename Batch>
+double Validate(Task<Batch>& task, const data::Corpus& valid, const PretrainOptions& options,
+                dist::Communicator& communicator) {
+  const int64_t global = options.batch_size * communicator.size();
+  const int64_t batches = std::min(options.valid_documents, valid.num_documents()) / global;
+  torch::NoGradGuard no_grad;
+  task.module.eval();
+  double total = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    std::vector<data::Document> documents;
+    for (int64_t i = 0; i < options.batch_size; ++i)
+      documents.push_back(valid.Get(b * global + communicator.rank() * options.batch_size + i));
+    std::vector<const data::Document*> pointers;
+    for (const data::Document& d : documents) pointers.push_back(&d);
+    total += task.compute(task.builder(pointers, /*epoch=*/0)).value;
+  }
+  task.module.train();
+  return total / static_cast<double>(batches);
+}
+
 template <typename Batch>
 int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::Corpus>& corpus, Task<Batch> task,
              dist::Communicator& communicator, const torch::Device& device) {
@@ -43,11 +71,26 @@ int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::C
   synchronizer.BroadcastParameters();
   std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(task.module, options.optimizer);
   TrainingRun run(options.run, options.keep_last, communicator, device);
+  std::unique_ptr<const data::Corpus> valid;
+  if (!options.valid_corpus.empty()) {
+    valid = std::make_unique<const data::Corpus>(options.valid_corpus);
+    TORCH_CHECK(valid->manifest().tokenizer_hash == corpus->manifest().tokenizer_hash, "[train] ",
+                options.valid_corpus, " was prepared with another tokenizer than ", options.corpus,
+                ": prepare it with --tokenizer ", corpus->tokenizer_path());
+    const int64_t usable = std::min(options.valid_documents, valid->num_documents());
+    TORCH_CHECK(usable >= options.batch_size * world, "[train] validation reads ", usable, " documents of ",
+                options.valid_corpus, ", fewer than one global batch of ", options.batch_size * world,
+                " (ranks x --batch-size): raise --valid-documents or use a larger validation corpus");
+  }
+  BestModel best(options.run, options.patience);
+  // With a validation corpus and no interval, validate at every checkpoint.
+  const int64_t validate_every = options.validate_every > 0 ? options.validate_every : options.checkpoint_every;
 
   // Dropout draws: a per-rank stream, saved and restored with checkpoints.
   torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));
   const std::optional<ResumedState> resumed = run.Resume(options.resume, task.module, *optimizer);
   int64_t step = resumed ? resumed->step : 0;
+  if (resumed) best.Restore(resumed->trainer);
 
   data::StreamOptions stream_options;
   stream_options.seed = options.seed;
@@ -63,7 +106,8 @@ int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::C
   data::ProgressBar bar("[train] step", options.steps, "steps", "docs", rank == 0 && options.progress);
   bar.Add(step);
   int64_t tokens = 0;  // this run's, all ranks (ranks hold batches of similar size)
-  while (step < options.steps) {
+  bool stop = false;
+  while (step < options.steps && !stop) {
     double loss = 0;
     bool finite = true;
     std::map<std::string, double> parts;
@@ -76,7 +120,12 @@ int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::C
         batch = loader->Next();
       }
       synchronizer.Prepare(/*sync=*/micro + 1 == options.accumulation);
-      const Objective objective = task.compute(*batch);
+      std::optional<Objective> computed;
+      {
+        const Autocast autocast(device, options.precision);
+        computed = task.compute(*batch);
+      }
+      const Objective& objective = *computed;
       finite = finite && TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, *corpus,
                                                   batch->document_index);
       (objective.loss / static_cast<double>(options.accumulation)).backward();
@@ -102,9 +151,15 @@ int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::C
       parts["epoch"] = static_cast<double>(stream->epoch());
       run.Log(step, "train", parts);
     }
-    if (step % options.checkpoint_every == 0 || step == options.steps) {
+    if (valid && (step % validate_every == 0 || step == options.steps)) {
+      const double loss = Validate(task, *valid, options, communicator);
+      run.Log(step, "valid", {{"loss", loss}});
+      stop = best.Update(loss, step, task.module, task.info, communicator);
+    }
+    if (step % options.checkpoint_every == 0 || step == options.steps || stop) {
       const data::StreamCursor now = loader->cursor();
-      run.Save(step, now.epoch, now.position, task.module, *optimizer, task.info, {{"options", OptionsJson(options)}});
+      run.Save(step, now.epoch, now.position, task.module, *optimizer, task.info,
+               {{"options", OptionsJson(options)}, {"validation", best.ToJson()}});
     }
   }
   bar.Finish();

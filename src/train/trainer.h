@@ -10,6 +10,13 @@
 // --init`, `embed` and `export` read the encoder from it. With `resume`, a run
 // continues from <run>/latest; on CPU the result is the same, bit for bit, as
 // a run that never stopped.
+//
+// With `valid_corpus` (prepared with the same tokenizer) the objective is
+// also computed every `validate_every` steps (default: at every checkpoint)
+// on its first `valid_documents`
+// documents, dropout off and the masks of epoch 0, so every validation sees
+// the same batches: "valid/loss" in the metrics, the best model in
+// <run>/best/, early stopping with `patience`.
 #pragma once
 
 #include <string>
@@ -24,6 +31,8 @@ struct PretrainOptions : LoopOptions {
   std::string corpus;                                    // prepared corpus folder
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML (kind: smith)
   std::string objective = "wp+sp";                       // wp | wp+sp | docsplit (kind smith) | sdr (kind sdr)
+  std::string valid_corpus;                              // prepared corpus for the validation loss; "" = none
+  int64_t valid_documents = 256;                         // its first documents that validation reads
 };
 
 // Runs (or resumes) the pre-training; returns the final step reached.

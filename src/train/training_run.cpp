@@ -1,8 +1,84 @@
 #include "train/training_run.h"
 
+#include <ATen/autocast_mode.h>
 #include <glog/logging.h>
 
+#include <filesystem>
+
 namespace docmatch::train {
+namespace {
+
+// The generators a rank's random draws come from on `device`: the CPU one
+// always (data-side draws, dropout on CPU), the device's own for CUDA runs.
+at::Generator DeviceGenerator(const torch::Device& device) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
+  return generator;
+}
+
+}  // namespace
+
+Autocast::Autocast(const torch::Device& device, const std::string& precision) : device_type_(device.type()) {
+  TORCH_CHECK(precision == "fp32" || precision == "bf16", "[train] unknown precision '", precision,
+              "' (fp32 or bf16)");
+  if (precision == "fp32") return;
+  active_ = true;
+  was_enabled_ = at::autocast::is_autocast_enabled(device_type_);
+  was_dtype_ = at::autocast::get_autocast_dtype(device_type_);
+  at::autocast::set_autocast_enabled(device_type_, true);
+  at::autocast::set_autocast_dtype(device_type_, at::kBFloat16);
+  at::autocast::increment_nesting();
+}
+
+Autocast::~Autocast() {
+  if (!active_) return;
+  // Casts of the weights are cached for one forward pass; the optimizer step
+  // changes the weights, so the cache goes when the outermost guard ends.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(device_type_, was_enabled_);
+  at::autocast::set_autocast_dtype(device_type_, was_dtype_);
+}
+
+void BestModel::Restore(const nlohmann::json& trainer) {
+  if (!trainer.contains("validation")) return;
+  const nlohmann::json& v = trainer["validation"];
+  best_step_ = v.at("best_step").get<int64_t>();
+  best_loss_ = v.at("best_loss").get<double>();
+  bad_ = v.at("bad").get<int64_t>();
+}
+
+nlohmann::json BestModel::ToJson() const {
+  return {{"best_step", best_step_}, {"best_loss", best_loss_}, {"bad", bad_}};
+}
+
+bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, const ModelFolderInfo& info,
+                       dist::Communicator& communicator) {
+  namespace fs = std::filesystem;
+  bool stop = false;
+  if (best_step_ < 0 || loss < best_loss_) {
+    best_step_ = step;
+    best_loss_ = loss;
+    bad_ = 0;
+    if (communicator.rank() == 0) {
+      const std::string best = run_ + "/best", tmp = best + ".tmp", old = best + ".old";
+      fs::remove_all(tmp);
+      fs::create_directories(tmp);
+      SaveModule(module, tmp + "/model.pt");
+      WriteModelFolderInfo(tmp, info);
+      fs::remove_all(old);
+      if (fs::exists(best)) fs::rename(best, old);
+      fs::rename(tmp, best);
+      fs::remove_all(old);
+    }
+  } else if (patience_ > 0 && ++bad_ >= patience_) {
+    stop = true;
+    if (communicator.rank() == 0) {
+      LOG(INFO) << "[train] validation loss has not improved for " << bad_ << " validations: stopping at step "
+                << step << "; best step " << best_step_;
+    }
+  }
+  communicator.Barrier();
+  return stop;
+}
 
 nlohmann::json LoopOptionsJson(const LoopOptions& o) {
   return {{"batch_size", o.batch_size},
@@ -13,7 +89,10 @@ nlohmann::json LoopOptionsJson(const LoopOptions& o) {
           {"total_steps", o.optimizer.total_steps},
           {"weight_decay", o.optimizer.weight_decay},
           {"max_grad_norm", o.optimizer.max_grad_norm},
-          {"seed", o.seed}};
+          {"seed", o.seed},
+          {"precision", o.precision},
+          {"validate_every", o.validate_every},
+          {"patience", o.patience}};
 }
 
 TrainingRun::TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator,
@@ -42,8 +121,17 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
     state.position = positions[rank];
     std::vector<torch::Tensor> generators;
     torch::load(generators, *latest + "/rng.pt");
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    generator.set_state(generators.at(rank));
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();
+    cpu.set_state(generators.at(rank));
+    if (device_.is_cuda()) {
+      if (std::filesystem::exists(*latest + "/rng-cuda.pt")) {
+        torch::load(generators, *latest + "/rng-cuda.pt");
+        DeviceGenerator(device_).set_state(generators.at(rank));
+      } else if (rank == 0) {
+        LOG(WARNING) << "[ckpt] " << *latest << " holds no CUDA generator state (written on CPU): "
+                     << "dropout draws differ from an uninterrupted run";
+      }
+    }
   } else {
     // Another world size: restart this epoch's shares where the old ranks
     // were on average; the data sequence changes from here on.
@@ -66,8 +154,11 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
   const std::vector<int64_t> positions = communicator_.ExchangeCounts(position, device_);
   // Every rank's generator state travels to rank 0 (on the run's device, so
   // the NCCL backend can carry it too).
-  const torch::Tensor state = at::detail::getDefaultCPUGenerator().get_state();
-  const torch::Tensor all_states = communicator_.AllGather(state.unsqueeze(0).to(device_)).cpu();
+  const auto gather = [&](const at::Generator& generator) {
+    return communicator_.AllGather(generator.get_state().unsqueeze(0).to(device_)).cpu();
+  };
+  const torch::Tensor all_states = gather(at::detail::getDefaultCPUGenerator());
+  const torch::Tensor cuda_states = device_.is_cuda() ? gather(DeviceGenerator(device_)) : torch::Tensor();
   std::string written;
   if (communicator_.rank() == 0) {
     trainer["step"] = step;
@@ -78,9 +169,13 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
       SaveModule(module, folder + "/model.pt");
       WriteModelFolderInfo(folder, info);
       torch::save(optimizer, folder + "/optimizer.pt");
-      std::vector<torch::Tensor> generators;
-      for (int r = 0; r < world; ++r) generators.push_back(all_states[r].clone());
-      torch::save(generators, folder + "/rng.pt");
+      const auto save_states = [&](const torch::Tensor& states, const std::string& file) {
+        std::vector<torch::Tensor> generators;
+        for (int r = 0; r < world; ++r) generators.push_back(states[r].clone());
+        torch::save(generators, folder + "/" + file);
+      };
+      save_states(all_states, "rng.pt");
+      if (cuda_states.defined()) save_states(cuda_states, "rng-cuda.pt");
       std::ofstream(folder + "/trainer.json") << trainer.dump(2) << "\n";
     });
   }

@@ -8,6 +8,7 @@
 //   trainer.json            step, epoch, world size, every rank's data position,
 //                           the stage's options and any state of its own
 //   rng.pt                  every rank's CPU generator state (dropout)
+//   rng-cuda.pt             and its CUDA generator state, for runs on GPUs
 // so that a resumed run on as many ranks continues bit for bit on CPU.
 #pragma once
 
@@ -40,6 +41,53 @@ struct ResumedState {
   int64_t step = 0, epoch = 0;
   int64_t position = 0;  // this rank's data position (re-sharded on another world size)
   nlohmann::json trainer;  // the whole trainer.json
+};
+
+// Forward passes under autocast while alive, for LoopOptions::precision
+// "bf16": matrix products in bfloat16 on the run's device (CUDA, or CPU),
+// parameters and their optimizer state stay float32 (the master weights), and
+// no loss scaling is needed (bf16 has float32's exponent range). "fp32" does
+// nothing. Run backward() after the guard ends.
+class Autocast {
+ public:
+  Autocast(const torch::Device& device, const std::string& precision);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  bool active_ = false;
+  at::DeviceType device_type_;
+  bool was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kFloat;
+};
+
+// The validation record both stages keep: the best loss so far and its step,
+// the model of that step in <run>/best/ (a model folder, replaced through a
+// temporary name), and early stopping after `patience` validations without
+// improvement. It travels in trainer.json ("validation") so a resumed run
+// goes on counting.
+class BestModel {
+ public:
+  BestModel(std::string run, int64_t patience) : run_(std::move(run)), patience_(patience) {}
+  void Restore(const nlohmann::json& trainer);
+  nlohmann::json ToJson() const;
+
+  // Collective. Records `loss` (the same on every rank) at `step`; rank 0
+  // writes <run>/best/ when it is the best so far. Returns true when the run
+  // should stop early.
+  bool Update(double loss, int64_t step, torch::nn::Module& module, const ModelFolderInfo& info,
+              dist::Communicator& communicator);
+
+  int64_t best_step() const { return best_step_; }  // -1 before the first validation
+  double best_loss() const { return best_loss_; }
+  int64_t bad_validations() const { return bad_; }
+
+ private:
+  std::string run_;
+  int64_t patience_;
+  int64_t best_step_ = -1, bad_ = 0;
+  double best_loss_ = 0;
 };
 
 class TrainingRun {

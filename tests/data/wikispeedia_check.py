@@ -7,7 +7,7 @@ exit 77, when ../shared/data/wikispeedia is absent):
 - every positive really has Jaccard > 0.5 and every negative <= 0.1, and a
   negative's target is linked from its source (recomputed here from links.tsv
   with Python sets, not the script's matrix product);
-- no source article appears in two splits;
+- no source article appears in two splits, and no pair appears twice;
 - no article text keeps the boilerplate header or licence footer.
 
 usage: wikispeedia_check.py SCRATCH_DIR
@@ -47,6 +47,8 @@ def main():
             rows = [json.loads(line) for line in f]
         assert rows, split
         sources_by_split[split] = {r["source"] for r in rows}
+        keys = [(r["source"], r["target"]) for r in rows]
+        assert len(set(keys)) == len(keys), f"{split}: a pair appears twice"
         for r in rows:
             j = jaccard(r["source"], r["target"])
             assert abs(j - r["jaccard"]) < 1e-3, r

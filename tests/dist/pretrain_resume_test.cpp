@@ -1,7 +1,9 @@
 // Pre-training stopped and resumed from its checkpoint ends with the same
 // parameters, bit for bit, as a run that never stopped (dropout on, epochs
 // rolling over), at whatever rank count mpirun gave; and a checkpoint of
-// another configuration is refused by name.
+// another configuration is refused by name. The validation loss equals the
+// objective of the whole global batch computed in one process; bf16 autocast
+// trains close to fp32 with float32 master weights.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -10,9 +12,11 @@
 #include <fstream>
 
 #include "../data/test_corpus.h"
+#include "data/blocks.h"
 #include "dist/mpi_communicator.h"
 #include "model/config.h"
 #include "train/checkpoint.h"
+#include "train/objectives.h"
 #include "train/trainer.h"
 
 namespace docmatch::train {
@@ -71,6 +75,94 @@ TEST(Pretraining, DocSplitObjectiveRunsAndLogs) {
     }
     EXPECT_EQ(count, 4);
   }
+  comm.Barrier();
+  if (comm.rank() == 0) fs::remove_all(dir);
+}
+
+double LoggedValue(const std::string& metrics, int64_t step, const std::string& key) {
+  std::ifstream lines(metrics);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto json = nlohmann::json::parse(line);
+    if (json["step"] == step && json.contains(key)) return json[key].get<double>();
+  }
+  ADD_FAILURE() << "no " << key << " at step " << step << " in " << metrics;
+  return 0;
+}
+
+TEST(Pretraining, ValidationLossIsTheWholeBatchObjectiveInOneProcess) {
+  dist::MpiCommunicator comm;
+  const std::string dir = SharedScratch(comm);
+  if (comm.rank() == 0) {
+    data::testing::WriteSyntheticCorpus(dir + "/valid", {5, 6}, "0123456789abcdef", /*seed=*/11);
+    data::testing::WriteSyntheticCorpus(dir + "/foreign", {8}, "fedcba9876543210", /*seed=*/12);
+  }
+  comm.Barrier();
+  // lr 0: the weights stay those of step 0, which best/ then holds.
+  PretrainOptions o = Options(dir, "valid", 1);
+  o.optimizer.lr = 0;
+  o.valid_corpus = dir + "/valid";
+  o.valid_documents = 11;
+  EXPECT_EQ(RunPretraining(o, comm, torch::kCPU), 1);
+
+  model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
+  config.vocab_size = 1005;
+  model::SmithPretraining model(model::SmithEncoder(config), config);
+  LoadModule(*model, dir + "/valid/best/model.pt");
+  model->eval();
+  torch::NoGradGuard no_grad;
+  dist::MpiCommunicator alone(MPI_COMM_SELF);
+  const data::Corpus valid(dir + "/valid");
+  data::MaskOptions masks;
+  masks.vocab_size = 1005;
+  masks.seed = o.seed;
+  masks.masked_blocks = 2;
+  const int64_t global = o.batch_size * comm.size(), batches = 11 / global;
+  double expected = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    std::vector<data::Document> docs;
+    for (int64_t i = 0; i < global; ++i) docs.push_back(valid.Get(b * global + i));
+    std::vector<const data::Document*> pointers;
+    for (const auto& d : docs) pointers.push_back(&d);
+    const data::BlockBatch batch =
+        data::BuildBlockBatch(pointers, {config.block_length, config.max_blocks}, &masks, /*epoch=*/0);
+    expected += SmithPretraining(model, model::ToTensors(batch, torch::kCPU), true, alone).value / batches;
+  }
+  const double logged = LoggedValue(dir + "/valid/metrics.jsonl", 1, "valid/loss");
+  if (comm.rank() == 0) {
+    EXPECT_NEAR(logged, expected, 1e-5 * expected);
+  }
+
+  // A validation corpus with another tokenizer is refused by name.
+  o.run = dir + "/foreign-run";
+  o.valid_corpus = dir + "/foreign";
+  try {
+    RunPretraining(o, comm, torch::kCPU);
+    ADD_FAILURE() << "validated on a corpus of another tokenizer";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("another tokenizer"), std::string::npos) << e.what();
+  }
+  comm.Barrier();
+  if (comm.rank() == 0) fs::remove_all(dir);
+}
+
+TEST(Pretraining, Bf16AutocastTrainsCloseToFp32WithFloat32Weights) {
+  dist::MpiCommunicator comm;
+  const std::string dir = SharedScratch(comm);
+  PretrainOptions fp32 = Options(dir, "fp32", 2), bf16 = Options(dir, "bf16", 2);
+  bf16.precision = "bf16";
+  EXPECT_EQ(RunPretraining(fp32, comm, torch::kCPU), 2);
+  EXPECT_EQ(RunPretraining(bf16, comm, torch::kCPU), 2);
+  // Step 1: the same weights, batch and dropout draws; only the arithmetic
+  // differs (bfloat16 keeps 8 bits of mantissa).
+  const double a = LoggedValue(dir + "/fp32/metrics.jsonl", 1, "train/loss");
+  const double b = LoggedValue(dir + "/bf16/metrics.jsonl", 1, "train/loss");
+  if (comm.rank() == 0) {
+    EXPECT_NE(a, b) << "bf16 autocast changed nothing";
+    EXPECT_NEAR(a, b, 0.02 * a);
+  }
+  const auto weights = ReadModuleFile(*CheckpointDirectory(dir + "/bf16").Latest() + "/model.pt");
+  for (const auto& [name, tensor] : weights) EXPECT_EQ(tensor.scalar_type(), torch::kFloat) << name;
   comm.Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }

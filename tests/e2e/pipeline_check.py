@@ -6,6 +6,11 @@ independent computation:
 
   * the TensorBoard scalars, read back with the tensorboard package, equal
     the metrics.jsonl lines;
+  * pre-training logs a validation loss on a held-out corpus at its interval
+    and keeps the best step's model in best/;
+  * a loss driven to NaN (learning rate 1e30) stops the run naming the step
+    and documents, or with --on-nonfinite skip drops every later update, so
+    the last checkpoint equals the one before the NaN;
   * a fine-tuning run killed with SIGKILL after a checkpoint and resumed ends
     with the same parameters, bit for bit, as one that never stopped;
   * resuming a run with another model config fails naming the tensors;
@@ -127,6 +132,31 @@ def kill_and_resume(p):
     return os.path.basename(stopped_at), len(a)
 
 
+def check_nonfinite(p):
+    """Learning rate 1e30 makes step 1's update overflow the weights: the loss
+    of step 2 is NaN, a real one, not injected."""
+    args = ["finetune", "--corpus", p.corpus, "--init", p.path("pretrain", "latest"),
+            "--train-pairs", os.path.join(p.fixture, "pairs.train.jsonl"), "--steps", "5", "--batch-size", "4",
+            "--lr", "1e30", "--warmup-steps", "1", "--decay-steps", "5", "--checkpoint-every", "1",
+            "--keep-last", "10", "--log-every", "1", "--validate-every", "0", "--fresh"]
+    stopped = p.run(args + ["--run", p.path("nan-stop")], expect_failure=True)
+    message = [l for l in stopped.stderr.splitlines() if "loss is" in l and "at step 2" in l]
+    check(message, "no 'loss is ... at step 2' in: " + stopped.stderr[-2000:])
+    named = message[0].split("documents: ")[1].split(" (")[0].split(", ")
+    ids = {json.loads(l)["id"] for l in open(os.path.join(p.fixture, "articles.jsonl"))}
+    check(len(named) == 8 and set(named) <= ids, f"the documents named are not 4 pairs of the corpus: {named}")
+    check(not os.path.isdir(p.path("nan-stop", "step-2")), "a checkpoint was written after the NaN")
+
+    p.run(args + ["--run", p.path("nan-skip"), "--on-nonfinite", "skip"])
+    losses = {l["step"]: l["train/loss"] for l in read_jsonl(p.path("nan-skip", "metrics.jsonl"))}
+    check(losses[1] is not None and all(losses[s] is None for s in range(2, 6)), f"logged losses {losses}")
+    first = export_tensors(p, p.path("nan-skip", "step-1"), "export-nan-1")
+    last = export_tensors(p, p.path("nan-skip", "step-5"), "export-nan-5")
+    for name in first:
+        check(np.array_equal(first[name], last[name]), f"{name} changed in a skipped step")
+    return len(named)
+
+
 def numpy_metrics(p, embeddings, metrics):
     """Classification and MRR recomputed from the vectors alone."""
     with h5py.File(embeddings, "r") as h:
@@ -170,10 +200,18 @@ def main():
     started = time.time()
     p.run(["pretrain", "--corpus", p.corpus, "--model", p.path("tiny.yaml"), "--objective", "wp+sp",
            "--run", p.path("pretrain"), "--steps", "12", "--batch-size", "4", "--lr", "1e-3", "--warmup-steps", "2",
-           "--decay-steps", "12", "--checkpoint-every", "6", "--log-every", "1", "--fresh"])
+           "--decay-steps", "12", "--checkpoint-every", "6", "--log-every", "1", "--fresh",
+           "--valid-corpus", os.path.join(fixture, "valid-corpus"), "--validate-every", "4"])
     info = json.load(open(p.path("pretrain", "latest", "config.json")))
     check(info["stage"] == "pretrain" and info["prefix"] == "encoder.", f"pretrain config.json: {info}")
     scalars = check_tensorboard(p.path("pretrain"))
+    valid = {l["step"]: l["valid/loss"] for l in read_jsonl(p.path("pretrain", "metrics.jsonl")) if "valid/loss" in l}
+    check(sorted(valid) == [4, 8, 12] and all(np.isfinite(v) and v > 0 for v in valid.values()),
+          f"pretrain validations: {valid}")
+    best = json.load(open(p.path("pretrain", "latest", "trainer.json")))["validation"]["best_step"]
+    check(best == min(valid, key=valid.get) and os.path.isfile(p.path("pretrain", "best", "model.pt")),
+          f"best step {best}, validation losses {valid}")
+    nonfinite = check_nonfinite(p)
 
     stopped_at, tensors = kill_and_resume(p)
     check(os.path.isfile(p.path("ft-straight", "best", "model.pt")), "finetune kept no best/")
@@ -216,7 +254,7 @@ def main():
     worst = max(json.loads(l)["max_abs_difference"] for l in reference.stdout.splitlines())
 
     print(json.dumps({"ranks": ranks, "seconds": round(time.time() - started, 1), "tensorboard_scalars": scalars,
-                      "killed_at": stopped_at, "tensors_equal_after_resume": tensors,
+                      "killed_at": stopped_at, "pretrain_validations": 3, "nan_named_documents": nonfinite, "tensors_equal_after_resume": tensors,
                       "test_accuracy": accuracy, "mrr": mrr, "numpy_vector_max_abs_difference": worst}))
 
 

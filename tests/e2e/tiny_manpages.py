@@ -3,11 +3,12 @@
 
 Renders Debian's manual pages (scripts/make-manpages.py), keeps the 240 pages
 with the most SEE ALSO links and the links among them, makes labelled pairs
-(scripts/make-pairs.py) and prepares the corpus with a small tokenizer.
+(scripts/make-pairs.py) and prepares the corpus with a small tokenizer, and
+the next 40 pages with the same tokenizer as a validation corpus.
 
 usage: tiny_manpages.py DOCMATCH SCRATCH
 Writes SCRATCH/raw/, SCRATCH/pairs.{train,valid,test}.jsonl,
-SCRATCH/related.jsonl and SCRATCH/corpus/.
+SCRATCH/related.jsonl, SCRATCH/corpus/ and SCRATCH/valid-corpus/.
 """
 import collections
 import json
@@ -30,11 +31,16 @@ def main():
     for l in links:
         degree[l["source"]] += 1
         degree[l["target"]] += 1
-    keep = {doc for doc, _ in sorted(degree.items(), key=lambda kv: (-kv[1], kv[0]))[:240]}
-    with open(os.path.join(scratch, "articles.jsonl"), "w") as out:
+    ranked = [doc for doc, _ in sorted(degree.items(), key=lambda kv: (-kv[1], kv[0]))]
+    keep, held_out = set(ranked[:240]), set(ranked[240:280])
+    with open(os.path.join(scratch, "articles.jsonl"), "w") as out, \
+            open(os.path.join(scratch, "held-out.jsonl"), "w") as valid:
         for line in open(os.path.join(raw, "articles.jsonl")):
-            if json.loads(line)["id"] in keep:
+            doc = json.loads(line)["id"]
+            if doc in keep:
                 out.write(line)
+            elif doc in held_out:
+                valid.write(line)
     with open(os.path.join(scratch, "related.jsonl"), "w") as out:
         for l in links:
             if l["source"] in keep and l["target"] in keep:
@@ -45,6 +51,10 @@ def main():
     subprocess.run([docmatch, "prepare", "--input", os.path.join(scratch, "articles.jsonl"), "--output",
                     os.path.join(scratch, "corpus"), "--vocab-size", "1000", "--documents-per-shard", "100",
                     "--no-progress"], check=True)
+    # 40 other pages, with the corpus's tokenizer: pre-training's validation set.
+    subprocess.run([docmatch, "prepare", "--input", os.path.join(scratch, "held-out.jsonl"), "--output",
+                    os.path.join(scratch, "valid-corpus"), "--tokenizer", os.path.join(scratch, "corpus",
+                    "tokenizer.model"), "--no-progress"], check=True)
 
 
 if __name__ == "__main__":

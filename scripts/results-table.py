@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""The docs/RESULTS.md table from the eval outputs of
+scripts/results-wikispeedia.sh: one row per <dir>/<row>/metrics.json.
+
+Accuracy carries a 95% Wilson interval over the test pairs, so that rows can
+be told apart from noise. usage: results-table.py [runs/wikispeedia]
+"""
+import json
+import math
+import os
+import sys
+
+ROWS = [("smith-np", "SMITH-NP (no pre-training)"), ("smith-wp", "SMITH-WP"), ("smith-wp+sp", "SMITH-WP+SP"),
+        ("docsplit", "SMITH, DocSplit pre-training"), ("match-bert", "MatchBERT (256 tokens)"),
+        ("smash", "SMASH RNN (P+S+W)"), ("han", "HAN (SMASH's S depth)"), ("sdr", "SDR (self-supervised)")]
+
+
+def wilson(successes, n, z=1.96):
+    if n == 0:
+        return 0.0, 0.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def main():
+    folder = sys.argv[1] if len(sys.argv) > 1 else "runs/wikispeedia"
+    print("| method | accuracy (95% CI) | precision | recall | F1 | MRR | HR@10 | MAP | P@1 |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    majority = None
+    for key, name in ROWS:
+        path = os.path.join(folder, key, "metrics.json")
+        if not os.path.exists(path):
+            print(f"| {name} | not run | | | | | | | |")
+            continue
+        m = json.load(open(path))
+        test, ranking = m["classification"]["test"], m["ranking"]
+        majority = test["majority_accuracy"], test["pairs"]
+        right = test["true_positives"] + test["true_negatives"]
+        low, high = wilson(right, test["pairs"])
+        print(f"| {name} | {test['accuracy']:.3f} ({low:.2f}-{high:.2f}) | {test['precision']:.3f} | "
+              f"{test['recall']:.3f} | {test['f1']:.3f} | {ranking['mrr']:.3f} | {ranking['hr@10']:.3f} | "
+              f"{ranking['map']:.3f} | {ranking['p@1']:.3f} |")
+    if majority:
+        print(f"\nMajority class on the {majority[1]} test pairs: accuracy {majority[0]:.3f}.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Reproduces docs/RESULTS.md: every method trained and evaluated on the
+# Wikispeedia matching set at CPU sizes (configs/wikispeedia/*.yaml).
+#
+#   scripts/results-wikispeedia.sh                 # every row, then the table
+#   scripts/results-wikispeedia.sh smith-wp han    # some rows
+#   DOCMATCH_RANKS=2 scripts/results-wikispeedia.sh
+#
+# Needs corpora/wikispeedia and data/wikispeedia (README, "Corpora"). Each row
+# writes checkpoints/wikispeedia/<row>-{pretrain,finetune}/ and
+# runs/wikispeedia/<row>/metrics.json; scripts/results-table.py prints the
+# table from those. Rows whose metrics.json exists are skipped (delete it to
+# run a row again).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for need in corpora/wikispeedia/manifest.json data/wikispeedia/pairs.train.jsonl; do
+  [ -e "$need" ] || { echo "results: $need is missing; see the README's Corpora section" >&2; exit 1; }
+done
+docmatch=(build/src/docmatch)
+if [ "${DOCMATCH_RANKS:-1}" -gt 1 ]; then
+  docmatch=(mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$DOCMATCH_RANKS" build/src/docmatch)
+fi
+corpus=corpora/wikispeedia
+data=data/wikispeedia
+models=configs/wikispeedia
+ckpt=checkpoints/wikispeedia
+out=runs/wikispeedia
+quiet=(--no-progress)
+[ -t 2 ] && quiet=()
+
+pretrain() {  # row objective model
+  "${docmatch[@]}" pretrain --corpus $corpus --model "$models/$3.yaml" --objective "$2" --run "$ckpt/$1-pretrain" \
+    --steps 1000 --batch-size 8 --lr 5e-4 --warmup-steps 100 --decay-steps 1000 --checkpoint-every 250 \
+    --log-every 50 --seed 1 --fresh "${quiet[@]}"
+}
+finetune() {  # row (--init folder | --model yaml)
+  local row=$1; shift
+  "${docmatch[@]}" finetune --corpus $corpus "$@" --train-pairs $data/pairs.train.jsonl \
+    --valid-pairs $data/pairs.valid.jsonl --run "$ckpt/$row-finetune" --steps 600 --batch-size 16 --lr 1e-3 \
+    --warmup-steps 60 --decay-steps 600 --validate-every 50 --checkpoint-every 200 --log-every 50 --seed 1 \
+    --fresh "${quiet[@]}"
+}
+evaluate() {  # row model-folder
+  "${docmatch[@]}" eval --model "$2" --corpus $corpus --valid-pairs $data/pairs.valid.jsonl \
+    --test-pairs $data/pairs.test.jsonl --relevance $data/relevance.jsonl --max-queries 500 --seed 1 \
+    --output "$out/$1" "${quiet[@]}"
+}
+
+row() {
+  case "$1" in
+    smith-np)    finetune "$1" --model $models/smith.yaml ;;
+    smith-wp)    pretrain "$1" wp smith && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
+    smith-wp+sp) pretrain "$1" wp+sp smith && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
+    docsplit)    pretrain "$1" docsplit smith && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
+    match-bert)  finetune "$1" --model $models/match-bert.yaml ;;
+    smash)       finetune "$1" --model $models/smash.yaml ;;
+    han)         finetune "$1" --model $models/han.yaml ;;
+    sdr)         pretrain "$1" sdr sdr && evaluate "$1" "$ckpt/$1-pretrain/latest" && return ;;
+    *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr)" >&2
+       exit 2 ;;
+  esac
+  evaluate "$1" "$ckpt/$1-finetune/best"
+}
+
+rows=("$@")
+[ ${#rows[@]} -gt 0 ] || rows=(smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr)
+for r in "${rows[@]}"; do
+  if [ -s "$out/$r/metrics.json" ]; then
+    echo "[results] $r: $out/$r/metrics.json exists, skipped"
+    continue
+  fi
+  start=$SECONDS
+  echo "[results] $r"
+  row "$r"
+  echo "[results] $r done in $((SECONDS - start)) s"
+done
+python3 scripts/results-table.py "$out"
