@@ -32,16 +32,8 @@ Command AddFinetuneCommand(CLI::App* app) {
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
-              const train::FinetuneResult result = train::RunFinetuning(*o, communicator, device);
-              if (communicator.rank() == 0) {
-                std::cout << "[finetune] done at step " << result.step << ", " << o->run;
-                if (result.best_step >= 0) {
-                  std::cout << "; best validation loss " << result.best_valid_loss << " at step " << result.best_step
-                            << " -> " << o->run << "/best";
-                }
-                std::cout << std::endl;
-              }
-              return 0;
+              const train::LoopResult result = train::RunFinetuning(*o, communicator, device);
+              return ReportLoop("finetune", result, o->run, communicator.rank());
             });
           }};
 }

@@ -39,10 +39,8 @@ Command AddPretrainCommand(CLI::App* app) {
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
-              const int64_t step = train::RunPretraining(*o, communicator, device);
-              if (communicator.rank() == 0)
-                std::cout << "[train] done at step " << step << ", " << o->run << std::endl;
-              return 0;
+              const train::LoopResult result = train::RunPretraining(*o, communicator, device);
+              return ReportLoop("train", result, o->run, communicator.rank());
             });
           }};
 }

@@ -1,5 +1,7 @@
 #include "cli/training_flags.h"
 
+#include <iostream>
+
 #include "dist/runtime.h"
 
 namespace docmatch::cli {
@@ -49,6 +51,24 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
   app->add_flag_callback("--fresh", [o] { o->resume = false; },
                          "ignore existing checkpoints in --run (default: resume from latest)");
   app->add_flag_callback("--no-progress", [o] { o->progress = false; }, "no progress bar");
+}
+
+int ReportLoop(const std::string& stage, const train::LoopResult& result, const std::string& run, int rank) {
+  if (rank == 0) {
+    if (result.interrupted) {
+      std::cout << "[" << stage << "] interrupted by a signal: checkpoint " << run << "/step-" << result.step
+                << " written; run the same command to resume" << std::endl;
+    } else {
+      std::cout << "[" << stage << "] " << (result.stopped_early ? "stopped early" : "done") << " at step "
+                << result.step << ", " << run;
+      if (result.best_step >= 0) {
+        std::cout << "; best validation loss " << result.best_valid_loss << " at step " << result.best_step << " -> "
+                  << run << "/best";
+      }
+      std::cout << std::endl;
+    }
+  }
+  return result.interrupted ? train::kExitInterrupted : 0;
 }
 
 }  // namespace docmatch::cli

@@ -30,4 +30,9 @@ int RunDistributed(const DistributedFlags& flags,
 // last two inverted into resume / progress).
 void AddLoopFlags(CLI::App* app, train::LoopOptions* options, const std::string& item);
 
+// Rank 0 prints how the loop ended (done, stopped early with the best step,
+// or interrupted with where it resumes); returns the process exit status:
+// 0, or train::kExitInterrupted after a stop signal.
+int ReportLoop(const std::string& stage, const train::LoopResult& result, const std::string& run, int rank);
+
 }  // namespace docmatch::cli

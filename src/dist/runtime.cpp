@@ -57,6 +57,14 @@ Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
   if (want_cuda) {
     const int gpus = static_cast<int>(torch::cuda::device_count());
     TORCH_CHECK(gpus > 0, "[dist] rank ", p.rank, ": --device cuda, but no CUDA device is visible");
+    if (gpus == 1 && p.local_rank > 0 && std::getenv("CUDA_VISIBLE_DEVICES")) {
+      // The launcher bound one GPU to this rank (srun --gpus-per-task=1 sets
+      // CUDA_VISIBLE_DEVICES per rank); ranks that share it anyway are
+      // refused by NCCL ("duplicate GPU") or allowed by the MPI backend.
+      p.device = torch::Device(torch::kCUDA, 0);
+      p.local_rank_source += ", one visible GPU per rank";
+      return p;
+    }
     TORCH_CHECK(share_gpus || p.local_rank < gpus, "[dist] rank ", p.rank, " has local rank ", p.local_rank, " (",
                 p.local_rank_source, ") but this node shows ", gpus,
                 " GPUs: launch at most one rank per GPU (mpirun -np / --map-by), or use the MPI backend to share GPUs");
@@ -89,8 +97,10 @@ int RunOnAllRanks(const std::function<int()>& body) {
   try {
     return body();
   } catch (const std::exception& e) {
-    std::cerr << "[dist] rank " << rank << " failed: " << e.what() << "\n[dist] ending every rank of the job"
-              << std::endl;
+    // libtorch's checks append a C++ backtrace to what(); users get the message.
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+    std::cerr << "[dist] rank " << rank << " failed: " << (torch_error ? torch_error->what_without_backtrace() : e.what())
+              << "\n[dist] ending every rank of the job" << std::endl;
   } catch (...) {
     std::cerr << "[dist] rank " << rank << " failed with an unknown exception; ending every rank of the job"
               << std::endl;

@@ -86,7 +86,7 @@ Validation Validate(model::DocumentModel& model, const data::Corpus& corpus,
 
 }  // namespace
 
-FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator,
+LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator,
                              const torch::Device& device) {
   const int rank = communicator.rank(), world = communicator.size();
   const data::Corpus corpus(options.corpus);
@@ -131,7 +131,7 @@ FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator&
   torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));  // dropout, per rank
   const std::optional<ResumedState> resumed = run.Resume(options.resume, model->module(), *optimizer);
 
-  FinetuneResult result;
+  LoopResult result;
   int64_t step = resumed ? resumed->step : 0, epoch = resumed ? resumed->epoch : 0;
   // The global pair position in the epoch: the same on every rank, so any
   // world size resumes from rank 0's.
@@ -147,7 +147,7 @@ FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator&
   data::ProgressBar bar("[finetune] step", options.steps, "steps", "pairs", rank == 0 && options.progress);
   bar.Add(step);
   model->module().train();
-  while (step < options.steps && !result.stopped_early) {
+  while (step < options.steps && !result.stopped_early && !result.interrupted) {
     double loss = 0;
     bool finite = true;
     std::map<std::string, double> parts;
@@ -192,12 +192,13 @@ FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator&
       run.Log(step, "train", parts);
     }
     const bool last = step == options.steps;
+    result.interrupted = run.StopRequested(step);
     if (!valid_pairs.empty() && options.validate_every > 0 && (step % options.validate_every == 0 || last)) {
       const Validation v = Validate(*model, corpus, valid_pairs, options.batch_size, communicator, device);
       run.Log(step, "valid", {{"loss", v.loss}, {"accuracy", v.accuracy}});
       result.stopped_early = best.Update(v.loss, step, model->module(), info, communicator);
     }
-    if (step % options.checkpoint_every == 0 || last || result.stopped_early) {
+    if (step % options.checkpoint_every == 0 || last || result.stopped_early || result.interrupted) {
       nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};
       run.Save(step, epoch, position, model->module(), *optimizer, info, trainer);
     }

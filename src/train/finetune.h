@@ -31,14 +31,7 @@ struct FinetuneOptions : LoopOptions {
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML, from scratch only
 };
 
-struct FinetuneResult {
-  int64_t step = 0;               // the last step taken
-  int64_t best_step = -1;         // the step of <run>/best, -1 without validation
-  double best_valid_loss = 0;
-  bool stopped_early = false;
-};
-
-FinetuneResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator,
+LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator,
                              const torch::Device& device);
 
 }  // namespace docmatch::train

@@ -36,6 +36,19 @@ struct LoopOptions {
   bool progress = true;
 };
 
+// How a training loop ended.
+struct LoopResult {
+  int64_t step = 0;            // the last step taken
+  int64_t best_step = -1;      // the step of <run>/best, -1 without validation
+  double best_valid_loss = 0;
+  bool stopped_early = false;  // validation patience ran out
+  bool interrupted = false;    // a stop signal: checkpoint written at `step`; the same command resumes
+};
+
+// Exit status of a run that a signal stopped after writing its checkpoint
+// (EX_TEMPFAIL: run it again). Job scripts requeue on it (cluster/).
+constexpr int kExitInterrupted = 75;
+
 // lr at optimizer step `step` (0-based): peak * (step + 1) / warmup during
 // warm-up, then peak * (total - step) / (total - warmup), never below 0.
 double LearningRate(const OptimizerOptions& options, int64_t step);

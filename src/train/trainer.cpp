@@ -64,7 +64,7 @@ double Validate(Task<Batch>& task, const data::Corpus& valid, const PretrainOpti
 }
 
 template <typename Batch>
-int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::Corpus>& corpus, Task<Batch> task,
+LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data::Corpus>& corpus, Task<Batch> task,
              dist::Communicator& communicator, const torch::Device& device) {
   const int rank = communicator.rank(), world = communicator.size();
   dist::GradientSynchronizer synchronizer(task.module.parameters(), communicator);
@@ -106,8 +106,8 @@ int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::C
   data::ProgressBar bar("[train] step", options.steps, "steps", "docs", rank == 0 && options.progress);
   bar.Add(step);
   int64_t tokens = 0;  // this run's, all ranks (ranks hold batches of similar size)
-  bool stop = false;
-  while (step < options.steps && !stop) {
+  LoopResult result;
+  while (step < options.steps && !result.stopped_early && !result.interrupted) {
     double loss = 0;
     bool finite = true;
     std::map<std::string, double> parts;
@@ -154,21 +154,25 @@ int64_t Loop(const PretrainOptions& options, const std::shared_ptr<const data::C
     if (valid && (step % validate_every == 0 || step == options.steps)) {
       const double loss = Validate(task, *valid, options, communicator);
       run.Log(step, "valid", {{"loss", loss}});
-      stop = best.Update(loss, step, task.module, task.info, communicator);
+      result.stopped_early = best.Update(loss, step, task.module, task.info, communicator);
     }
-    if (step % options.checkpoint_every == 0 || step == options.steps || stop) {
+    result.interrupted = run.StopRequested(step);
+    if (step % options.checkpoint_every == 0 || step == options.steps || result.stopped_early || result.interrupted) {
       const data::StreamCursor now = loader->cursor();
       run.Save(step, now.epoch, now.position, task.module, *optimizer, task.info,
                {{"options", OptionsJson(options)}, {"validation", best.ToJson()}});
     }
   }
   bar.Finish();
-  return step;
+  result.step = step;
+  result.best_step = best.best_step();
+  result.best_valid_loss = best.best_loss();
+  return result;
 }
 
 }  // namespace
 
-int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& communicator, const torch::Device& device) {
+LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& communicator, const torch::Device& device) {
   const int rank = communicator.rank(), world = communicator.size();
   const std::string& objective = options.objective;
   TORCH_CHECK(objective == "wp" || objective == "wp+sp" || objective == "docsplit" || objective == "sdr",

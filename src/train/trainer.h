@@ -35,7 +35,7 @@ struct PretrainOptions : LoopOptions {
   int64_t valid_documents = 256;                         // its first documents that validation reads
 };
 
-// Runs (or resumes) the pre-training; returns the final step reached.
-int64_t RunPretraining(const PretrainOptions& options, dist::Communicator& communicator, const torch::Device& device);
+// Runs (or resumes) the pre-training.
+LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& communicator, const torch::Device& device);
 
 }  // namespace docmatch::train

@@ -3,10 +3,33 @@
 #include <ATen/autocast_mode.h>
 #include <glog/logging.h>
 
+#include <signal.h>
+
+#include <csignal>
 #include <filesystem>
 
 namespace docmatch::train {
 namespace {
+
+volatile std::sig_atomic_t stop_signal = 0;
+
+extern "C" void OnStopSignal(int number) {
+  if (stop_signal != 0) {  // asked twice: stop now
+    ::signal(number, SIG_DFL);
+    ::raise(number);
+    return;
+  }
+  stop_signal = number;
+}
+
+void InstallStopHandlers() {
+  stop_signal = 0;
+  struct sigaction action {};
+  action.sa_handler = OnStopSignal;
+  action.sa_flags = SA_RESTART;  // reads and collectives in flight carry on
+  sigemptyset(&action.sa_mask);
+  for (int number : {SIGUSR1, SIGTERM, SIGINT}) ::sigaction(number, &action, nullptr);
+}
 
 // The generators a rank's random draws come from on `device`: the CPU one
 // always (data-side draws, dropout on CPU), the device's own for CUDA runs.
@@ -98,6 +121,7 @@ nlohmann::json LoopOptionsJson(const LoopOptions& o) {
 TrainingRun::TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator,
                          const torch::Device& device)
     : communicator_(communicator), device_(device), checkpoints_(run, keep_last) {
+  InstallStopHandlers();
   if (communicator.rank() == 0) {
     events_ = std::make_unique<EventWriter>(run + "/tensorboard");
     metrics_.open(run + "/metrics.jsonl", std::ios::app);
@@ -181,6 +205,18 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
   }
   communicator_.Barrier();  // nobody runs ahead of a checkpoint being written
   return written;
+}
+
+bool TrainingRun::StopRequested(int64_t step) {
+  torch::Tensor signals = torch::tensor({static_cast<double>(stop_signal != 0)}, torch::kFloat64).to(device_);
+  communicator_.AllReduce(signals);
+  const double ranks = signals.cpu().item<double>();
+  if (ranks == 0) return false;
+  if (stop_signal != 0) {
+    LOG(WARNING) << "[train] rank " << communicator_.rank() << " got signal " << stop_signal << " ("
+                 << strsignal(stop_signal) << "): checkpoint at step " << step << ", then stop";
+  }
+  return true;
 }
 
 void TrainingRun::Log(int64_t step, const std::string& prefix, const std::map<std::string, double>& values) {

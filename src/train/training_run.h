@@ -104,6 +104,12 @@ class TrainingRun {
   std::string Save(int64_t step, int64_t epoch, int64_t position, torch::nn::Module& module,
                    torch::optim::Optimizer& optimizer, const ModelFolderInfo& info, nlohmann::json trainer);
 
+  // Collective, once per step: whether any rank got SIGUSR1, SIGTERM or
+  // SIGINT since this run started (a scheduler's warning before preemption
+  // or the time limit, or Ctrl-C). The caller then writes a checkpoint and
+  // stops with kExitInterrupted; a second signal takes its default action.
+  bool StopRequested(int64_t step);
+
   // Rank 0: one JSON line in <run>/metrics.jsonl and TensorBoard scalars
   // "<prefix>/<name>"; other ranks do nothing.
   void Log(int64_t step, const std::string& prefix, const std::map<std::string, double>& values);

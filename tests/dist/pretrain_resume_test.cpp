@@ -63,7 +63,7 @@ TEST(Pretraining, DocSplitObjectiveRunsAndLogs) {
   const std::string dir = SharedScratch(comm);
   PretrainOptions docsplit = Options(dir, "docsplit", 4);
   docsplit.objective = "docsplit";
-  EXPECT_EQ(RunPretraining(docsplit, comm, torch::kCPU), 4);
+  EXPECT_EQ(RunPretraining(docsplit, comm, torch::kCPU).step, 4);
   if (comm.rank() == 0) {
     std::ifstream lines(dir + "/docsplit/metrics.jsonl");
     std::string line;
@@ -103,7 +103,7 @@ TEST(Pretraining, ValidationLossIsTheWholeBatchObjectiveInOneProcess) {
   o.optimizer.lr = 0;
   o.valid_corpus = dir + "/valid";
   o.valid_documents = 11;
-  EXPECT_EQ(RunPretraining(o, comm, torch::kCPU), 1);
+  EXPECT_EQ(RunPretraining(o, comm, torch::kCPU).step, 1);
 
   model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
   config.vocab_size = 1005;
@@ -151,8 +151,8 @@ TEST(Pretraining, Bf16AutocastTrainsCloseToFp32WithFloat32Weights) {
   const std::string dir = SharedScratch(comm);
   PretrainOptions fp32 = Options(dir, "fp32", 2), bf16 = Options(dir, "bf16", 2);
   bf16.precision = "bf16";
-  EXPECT_EQ(RunPretraining(fp32, comm, torch::kCPU), 2);
-  EXPECT_EQ(RunPretraining(bf16, comm, torch::kCPU), 2);
+  EXPECT_EQ(RunPretraining(fp32, comm, torch::kCPU).step, 2);
+  EXPECT_EQ(RunPretraining(bf16, comm, torch::kCPU).step, 2);
   // Step 1: the same weights, batch and dropout draws; only the arithmetic
   // differs (bfloat16 keeps 8 bits of mantissa).
   const double a = LoggedValue(dir + "/fp32/metrics.jsonl", 1, "train/loss");
@@ -172,12 +172,12 @@ TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   const std::string dir = SharedScratch(comm);
   PretrainOptions straight = Options(dir, "straight", 8);
   straight.resume = false;
-  EXPECT_EQ(RunPretraining(straight, comm, torch::kCPU), 8);
+  EXPECT_EQ(RunPretraining(straight, comm, torch::kCPU).step, 8);
 
   // Stopped after step 6 (a checkpoint; nothing later survives a kill -9),
   // then started again with the same command and more steps.
-  EXPECT_EQ(RunPretraining(Options(dir, "stopped", 6), comm, torch::kCPU), 6);
-  EXPECT_EQ(RunPretraining(Options(dir, "stopped", 8), comm, torch::kCPU), 8);
+  EXPECT_EQ(RunPretraining(Options(dir, "stopped", 6), comm, torch::kCPU).step, 6);
+  EXPECT_EQ(RunPretraining(Options(dir, "stopped", 8), comm, torch::kCPU).step, 8);
 
   model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
   config.vocab_size = 1005;

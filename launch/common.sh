@@ -1,0 +1,129 @@
+# Shared by launch/*.sh (sourced, not run): parses the launch options, builds
+# the mpirun command for one docmatch stage, prints it, and runs it unless
+# --dry-run. See launch/README.md.
+
+LAUNCH_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DOCMATCH_BIN="${DOCMATCH_BIN:-$LAUNCH_ROOT/build/src/docmatch}"
+
+launch_usage() {
+  cat <<USAGE
+usage: $1 $2 [launch options] [-- docmatch flags...]
+
+launch options:
+  --np N             ranks in all (default: 1; with --device cuda, the GPUs of this host)
+  --hostfile FILE    Open MPI hostfile (host slots=N lines) for several hosts
+  --device D         cpu (default) or cuda: one rank per GPU
+  --threads T        threads per rank (default: this host's cores / ranks per host)
+  --oversubscribe    allow more ranks than slots (off unless asked)
+  --local            laptop mode: 2 CPU ranks, oversubscribed, unbound, 1 thread each
+  --dry-run          print the command, run nothing
+  -h, --help         this text
+
+Everything after -- goes to docmatch unchanged (flags override the config).
+Environment: DOCMATCH_BIN (default build/src/docmatch), MPIRUN (default mpirun),
+NCCL_* and OMP_* already set are passed to every rank.
+USAGE
+}
+
+LAUNCH_NP="" LAUNCH_HOSTFILE="" LAUNCH_DEVICE=cpu LAUNCH_THREADS="" LAUNCH_OVERSUBSCRIBE=0 LAUNCH_LOCAL=0
+LAUNCH_DRY_RUN=0 LAUNCH_PASS=()
+
+# launch_option NAME VALUE...: consumes one launch option; returns the number
+# of words taken (0 when NAME is not a launch option).
+launch_option() {
+  case "$1" in
+    --np) LAUNCH_NP="$2"; return 2 ;;
+    --hostfile) LAUNCH_HOSTFILE="$2"; return 2 ;;
+    --device) LAUNCH_DEVICE="$2"; return 2 ;;
+    --threads) LAUNCH_THREADS="$2"; return 2 ;;
+    --oversubscribe) LAUNCH_OVERSUBSCRIBE=1; return 1 ;;
+    --local) LAUNCH_LOCAL=1; return 1 ;;
+    --dry-run) LAUNCH_DRY_RUN=1; return 1 ;;
+  esac
+  return 0
+}
+
+launch_fail() { echo "launch: $*" >&2; exit 2; }
+
+# Resolves defaults once every option is read.
+launch_finish_options() {
+  case "$LAUNCH_DEVICE" in cpu | cuda) ;; *) launch_fail "--device is cpu or cuda, not '$LAUNCH_DEVICE'" ;; esac
+  if [ "$LAUNCH_LOCAL" = 1 ]; then
+    LAUNCH_NP="${LAUNCH_NP:-2}" LAUNCH_OVERSUBSCRIBE=1 LAUNCH_THREADS="${LAUNCH_THREADS:-1}" LAUNCH_DEVICE=cpu
+  fi
+  if [ -z "$LAUNCH_NP" ]; then
+    LAUNCH_NP=1
+    if [ "$LAUNCH_DEVICE" = cuda ] && command -v nvidia-smi > /dev/null; then
+      LAUNCH_NP=$(nvidia-smi -L | grep -c '^GPU') || LAUNCH_NP=1
+    fi
+  fi
+  [[ "$LAUNCH_NP" =~ ^[1-9][0-9]*$ ]] || launch_fail "--np must be a positive number, not '$LAUNCH_NP'"
+  [ -z "$LAUNCH_HOSTFILE" ] || [ -f "$LAUNCH_HOSTFILE" ] || launch_fail "hostfile $LAUNCH_HOSTFILE does not exist"
+  # Ranks per host: all of them on one host; with a hostfile, spread evenly.
+  local hosts=1
+  [ -z "$LAUNCH_HOSTFILE" ] || hosts=$(grep -cv '^\s*\(#\|$\)' "$LAUNCH_HOSTFILE")
+  LAUNCH_PER_HOST=$(((LAUNCH_NP + hosts - 1) / hosts))
+  if [ -z "$LAUNCH_THREADS" ]; then
+    local cores
+    cores=$(nproc)
+    LAUNCH_THREADS=$((cores / LAUNCH_PER_HOST))
+    [ "$LAUNCH_THREADS" -ge 1 ] || LAUNCH_THREADS=1
+  fi
+}
+
+# launch_command STAGE CONFIG: fills LAUNCH_CMD with the mpirun command line.
+launch_command() {
+  local stage="$1" config="$2"
+  LAUNCH_CMD=("${MPIRUN:-mpirun}" -np "$LAUNCH_NP")
+  [ -z "$LAUNCH_HOSTFILE" ] || LAUNCH_CMD+=(--hostfile "$LAUNCH_HOSTFILE")
+  [ "$LAUNCH_OVERSUBSCRIBE" = 0 ] || LAUNCH_CMD+=(--oversubscribe)
+  [ "$(id -u)" != 0 ] || LAUNCH_CMD+=(--allow-run-as-root)
+  if [ "$LAUNCH_LOCAL" = 1 ]; then
+    LAUNCH_CMD+=(--bind-to none)  # a laptop: let the OS place the ranks
+  elif [ "$LAUNCH_DEVICE" = cuda ]; then
+    # One rank per GPU, each with its share of the host's cores next to it;
+    # docmatch picks GPU = local rank (OMPI_COMM_WORLD_LOCAL_RANK).
+    LAUNCH_CMD+=(--map-by "ppr:$LAUNCH_PER_HOST:node:PE=$LAUNCH_THREADS" --bind-to core)
+  else
+    LAUNCH_CMD+=(--map-by "slot:PE=$LAUNCH_THREADS" --bind-to core)
+  fi
+  LAUNCH_CMD+=(-x "OMP_NUM_THREADS=$LAUNCH_THREADS" -x PATH -x LD_LIBRARY_PATH)
+  if [ "$LAUNCH_DEVICE" = cuda ]; then
+    LAUNCH_CMD+=(-x "NCCL_DEBUG=${NCCL_DEBUG:-WARN}")
+  fi
+  local name
+  for name in $(compgen -e | grep -E '^(NCCL_|GLOG_)' | grep -v '^NCCL_DEBUG$'); do LAUNCH_CMD+=(-x "$name"); done
+  LAUNCH_CMD+=("$DOCMATCH_BIN" "$stage")
+  [ -z "$config" ] || LAUNCH_CMD+=(--config "$config")
+  LAUNCH_CMD+=(--device "$LAUNCH_DEVICE" "${LAUNCH_PASS[@]}")
+}
+
+# launch_run STAGE CONFIG: prints the command (shell-quoted) and runs it.
+launch_run() {
+  launch_command "$1" "$2"
+  echo "[launch] $(printf '%q ' "${LAUNCH_CMD[@]}")" | sed 's/ $//'
+  [ "$LAUNCH_DRY_RUN" = 1 ] && return 0
+  [ -x "$DOCMATCH_BIN" ] || launch_fail "$DOCMATCH_BIN is not built (scripts/build.sh, or set DOCMATCH_BIN)"
+  "${LAUNCH_CMD[@]}"
+}
+
+# launch_stage_main STAGE "$@": the whole of pretrain.sh / finetune.sh / eval.sh.
+launch_stage_main() {
+  local stage="$1" config=""
+  shift
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      -h | --help) launch_usage "launch/$stage.sh" "--config FILE"; exit 0 ;;
+      --config) config="$2"; shift 2 ;;
+      --) shift; LAUNCH_PASS=("$@"); break ;;
+      *)
+        launch_option "$@" && launch_fail "unknown option '$1' (launch/$stage.sh --help)"
+        shift $?
+        ;;
+    esac
+  done
+  [ -n "$config" ] || launch_fail "--config FILE is required (e.g. configs/$stage-smith-tiny.yaml)"
+  [ -f "$config" ] || launch_fail "config $config does not exist"
+  launch_finish_options
+  launch_run "$stage" "$config"
+}

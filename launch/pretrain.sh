@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# docmatch pretrain under mpirun: launch/pretrain.sh --config FILE [--np N] [--hostfile F]
+# [--device cpu|cuda] [--local] [--dry-run] [-- docmatch flags]. --help for all.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+launch_stage_main pretrain "$@"
