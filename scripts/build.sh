@@ -18,6 +18,6 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 GENERATOR=()
 command -v ninja >/dev/null && [ ! -f "$BUILD_DIR/Makefile" ] && GENERATOR=(-G Ninja)
-cmake -S . -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" \
+cmake -S . -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_PREFIX_PATH="$TORCH_PREFIX${DOCMATCH_EXTRA_PREFIX:+;$DOCMATCH_EXTRA_PREFIX}" \
   -DDOCMATCH_PYTHON="$VENV/bin/python" "$@"
 cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -105,7 +105,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
 
   data::ProgressBar bar("[train] step", options.steps, "steps", "docs", rank == 0 && options.progress);
   bar.Add(step);
-  int64_t tokens = 0;  // this run's, all ranks (ranks hold batches of similar size)
+  int64_t tokens = 0, documents_seen = 0;  // this process's, all ranks (ranks hold batches of similar size)
   LoopResult result;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
     double loss = 0;
@@ -144,11 +144,15 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
     bar.SetStatus("loss " + std::to_string(loss).substr(0, 6) + "  " + data::HumanCount(tokens / bar.seconds()) +
                   " tokens/s");
     bar.Add(1, documents);
+    documents_seen += documents;
 
     if (step % options.log_every == 0 || step == options.steps) {
       parts["loss"] = loss;
       parts["lr"] = LearningRate(options.optimizer, step - 1);
       parts["epoch"] = static_cast<double>(stream->epoch());
+      parts["docs_per_s"] = documents_seen / bar.seconds();
+      parts["tokens_per_s"] = tokens / bar.seconds();
+      if (device.is_cuda()) parts["gpu_peak_gib"] = PeakDeviceMemoryGiB(device);
       run.Log(step, "train", parts);
     }
     if (valid && (step % validate_every == 0 || step == options.steps)) {

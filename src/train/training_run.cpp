@@ -1,6 +1,7 @@
 #include "train/training_run.h"
 
 #include <ATen/autocast_mode.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <glog/logging.h>
 
 #include <signal.h>
@@ -39,6 +40,13 @@ at::Generator DeviceGenerator(const torch::Device& device) {
 }
 
 }  // namespace
+
+double PeakDeviceMemoryGiB(const torch::Device& device) {
+  const c10::CachingDeviceAllocator::DeviceStats stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  const auto& peak = stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  return static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
+}
 
 Autocast::Autocast(const torch::Device& device, const std::string& precision) : device_type_(device.type()) {
   TORCH_CHECK(precision == "fp32" || precision == "bf16", "[train] unknown precision '", precision,

@@ -90,6 +90,10 @@ class BestModel {
   double best_loss_ = 0;
 };
 
+// The most memory the caching allocator has held on a CUDA device since the
+// process started, in GiB.
+double PeakDeviceMemoryGiB(const torch::Device& device);
+
 class TrainingRun {
  public:
   TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator, const torch::Device& device);

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Run ON the lent GPU machine (device tool, carry [".device"]): builds docmatch
+# against that machine's PyTorch (CUDA, NCCL) and the Debian libraries carried
+# in .device/debs, then runs the GPU checks, each logged to $OUT:
+#   build.log      the build (build-gpu/)
+#   ctest.log      every test but the e2e ones (they render manual pages with
+#                  groff, which the machine lacks); the CUDA tests run here
+#   nccl.log       1 rank, NCCL backend: a short pre-training on the GPU
+#   shared.log     2 ranks sharing the GPU, MPI backend
+#   paper.jsonl    SMITH paper config (L1=6, L2=3, H=256, 48x32 blocks,
+#                  batch 32) with bf16 autocast: metrics with docs/s,
+#                  tokens/s and the allocator's peak GPU memory
+#   fp32.jsonl     the same in fp32, for the ratio
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-/tmp/gpu-checks}"
+mkdir -p "$OUT"
+source scripts/device/env.sh || exit 1
+export DOCMATCH_VENV="${DOCMATCH_VENV:-$(python3 -c 'import sys; print(sys.prefix)')}"
+export DOCMATCH_BUILD_DIR=build-gpu
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+echo "[gpu-checks] build" && scripts/build.sh "${DOCMATCH_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 || {
+  tail -n 40 "$OUT/build.log"; exit 1; }
+bin=build-gpu/src/docmatch
+$bin info | tee "$OUT/info.txt"
+echo "[gpu-checks] tests" && ctest --test-dir build-gpu -j 8 -LE e2e --output-on-failure > "$OUT/ctest.log" 2>&1
+tail -n 15 "$OUT/ctest.log"
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+common=(--corpus .device/corpus --objective wp+sp --lr 1e-4 --warmup-steps 10 --log-every 10 --fresh --no-progress)
+echo "[gpu-checks] NCCL, 1 rank" && "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model configs/models/smith-tiny.yaml \
+  --device cuda --backend nccl --precision bf16 --steps 30 --batch-size 16 --run /tmp/gpu-nccl > "$OUT/nccl.log" 2>&1
+tail -n 3 "$OUT/nccl.log"
+echo "[gpu-checks] 2 ranks sharing the GPU (MPI backend)" && "${mpi[@]}" -np 2 $bin pretrain "${common[@]}" \
+  --model configs/models/smith-tiny.yaml --device cuda --backend mpi --steps 30 --batch-size 8 --run /tmp/gpu-shared \
+  > "$OUT/shared.log" 2>&1
+tail -n 3 "$OUT/shared.log"
+for precision in bf16 fp32; do
+  echo "[gpu-checks] SMITH paper config, $precision"
+  "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model configs/models/smith-paper.yaml --device cuda \
+    --backend nccl --precision $precision --steps 60 --batch-size 32 --checkpoint-every 1000 --run /tmp/gpu-$precision \
+    > "$OUT/$precision.log" 2>&1
+  tail -n 2 "$OUT/$precision.log"
+  cp /tmp/gpu-$precision/metrics.jsonl "$OUT/$([ $precision = bf16 ] && echo paper || echo fp32).jsonl"
+  tail -n 1 /tmp/gpu-$precision/metrics.jsonl
+done
