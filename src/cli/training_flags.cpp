@@ -48,9 +48,10 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
       ->capture_default_str();
   app->add_option("--patience", o->patience, "stop after this many validations without improvement (0 = never)")
       ->capture_default_str();
-  app->add_flag_callback("--fresh", [o] { o->resume = false; },
-                         "ignore existing checkpoints in --run (default: resume from latest)");
-  app->add_flag_callback("--no-progress", [o] { o->progress = false; }, "no progress bar");
+  app->add_flag_callback(
+      "--fresh", [o] { o->resume = false; }, "ignore existing checkpoints in --run (default: resume from latest)");
+  app->add_flag_callback(
+      "--no-progress", [o] { o->progress = false; }, "no progress bar");
 }
 
 int ReportLoop(const std::string& stage, const train::LoopResult& result, const std::string& run, int rank) {

@@ -99,7 +99,8 @@ int RunOnAllRanks(const std::function<int()>& body) {
   } catch (const std::exception& e) {
     // libtorch's checks append a C++ backtrace to what(); users get the message.
     const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-    std::cerr << "[dist] rank " << rank << " failed: " << (torch_error ? torch_error->what_without_backtrace() : e.what())
+    std::cerr << "[dist] rank " << rank
+              << " failed: " << (torch_error ? torch_error->what_without_backtrace() : e.what())
               << "\n[dist] ending every rank of the job" << std::endl;
   } catch (...) {
     std::cerr << "[dist] rank " << rank << " failed with an unknown exception; ending every rank of the job"

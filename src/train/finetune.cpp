@@ -35,8 +35,7 @@ std::vector<int64_t> EpochOrder(size_t pairs, uint64_t seed, int64_t epoch) {
 // Pair logits for pairs [begin, end) of `pairs` taken in `order`.
 torch::Tensor Logits(model::DocumentModel& model, const data::Corpus& corpus,
                      const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order, int64_t begin,
-                     int64_t end, const torch::Device& device, torch::Tensor* labels,
-                     std::vector<int64_t>* documents) {
+                     int64_t end, const torch::Device& device, torch::Tensor* labels, std::vector<int64_t>* documents) {
   std::vector<data::Document> sources, targets;
   std::vector<float> y;
   for (int64_t i = begin; i < end; ++i) {
@@ -87,7 +86,7 @@ Validation Validate(model::DocumentModel& model, const data::Corpus& corpus,
 }  // namespace
 
 LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator,
-                             const torch::Device& device) {
+                         const torch::Device& device) {
   const int rank = communicator.rank(), world = communicator.size();
   const data::Corpus corpus(options.corpus);
 
@@ -121,8 +120,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       options.valid_pairs.empty() ? std::vector<data::LabelledPair>{} : data::ReadPairs(options.valid_pairs, corpus);
   const int64_t global_batch = options.batch_size * world;
   TORCH_CHECK(static_cast<int64_t>(train_pairs.size()) >= global_batch, "[finetune] ", options.train_pairs, " has ",
-              train_pairs.size(), " pairs, fewer than one global batch of ", global_batch,
-              " (ranks x --batch-size)");
+              train_pairs.size(), " pairs, fewer than one global batch of ", global_batch, " (ranks x --batch-size)");
 
   dist::GradientSynchronizer synchronizer(model->module().parameters(), communicator);
   synchronizer.BroadcastParameters();
@@ -164,8 +162,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       std::optional<Objective> computed;
       {
         const Autocast autocast(device, options.precision);
-        const torch::Tensor logits = Logits(*model, corpus, train_pairs, order, begin, begin + options.batch_size,
-                                            device, &labels, &documents);
+        const torch::Tensor logits =
+            Logits(*model, corpus, train_pairs, order, begin, begin + options.batch_size, device, &labels, &documents);
         computed = Siamese(logits.to(torch::kFloat), labels, communicator);
       }
       const Objective& objective = *computed;

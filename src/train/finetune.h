@@ -31,7 +31,6 @@ struct FinetuneOptions : LoopOptions {
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML, from scratch only
 };
 
-LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator,
-                             const torch::Device& device);
+LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator, const torch::Device& device);
 
 }  // namespace docmatch::train

@@ -38,8 +38,8 @@ struct LoopOptions {
 
 // How a training loop ended.
 struct LoopResult {
-  int64_t step = 0;            // the last step taken
-  int64_t best_step = -1;      // the step of <run>/best, -1 without validation
+  int64_t step = 0;        // the last step taken
+  int64_t best_step = -1;  // the step of <run>/best, -1 without validation
   double best_valid_loss = 0;
   bool stopped_early = false;  // validation patience ran out
   bool interrupted = false;    // a stop signal: checkpoint written at `step`; the same command resumes

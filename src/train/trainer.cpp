@@ -65,7 +65,7 @@ double Validate(Task<Batch>& task, const data::Corpus& valid, const PretrainOpti
 
 template <typename Batch>
 LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data::Corpus>& corpus, Task<Batch> task,
-             dist::Communicator& communicator, const torch::Device& device) {
+                dist::Communicator& communicator, const torch::Device& device) {
   const int rank = communicator.rank(), world = communicator.size();
   dist::GradientSynchronizer synchronizer(task.module.parameters(), communicator);
   synchronizer.BroadcastParameters();
@@ -74,9 +74,9 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   std::unique_ptr<const data::Corpus> valid;
   if (!options.valid_corpus.empty()) {
     valid = std::make_unique<const data::Corpus>(options.valid_corpus);
-    TORCH_CHECK(valid->manifest().tokenizer_hash == corpus->manifest().tokenizer_hash, "[train] ",
-                options.valid_corpus, " was prepared with another tokenizer than ", options.corpus,
-                ": prepare it with --tokenizer ", corpus->tokenizer_path());
+    TORCH_CHECK(valid->manifest().tokenizer_hash == corpus->manifest().tokenizer_hash, "[train] ", options.valid_corpus,
+                " was prepared with another tokenizer than ", options.corpus, ": prepare it with --tokenizer ",
+                corpus->tokenizer_path());
     const int64_t usable = std::min(options.valid_documents, valid->num_documents());
     TORCH_CHECK(usable >= options.batch_size * world, "[train] validation reads ", usable, " documents of ",
                 options.valid_corpus, ", fewer than one global batch of ", options.batch_size * world,
@@ -126,8 +126,8 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
         computed = task.compute(*batch);
       }
       const Objective& objective = *computed;
-      finite = finite && TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, *corpus,
-                                                  batch->document_index);
+      finite = finite &&
+               TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, *corpus, batch->document_index);
       (objective.loss / static_cast<double>(options.accumulation)).backward();
       loss += objective.value / options.accumulation;
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
@@ -176,7 +176,8 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
 
 }  // namespace
 
-LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& communicator, const torch::Device& device) {
+LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& communicator,
+                          const torch::Device& device) {
   const int rank = communicator.rank(), world = communicator.size();
   const std::string& objective = options.objective;
   TORCH_CHECK(objective == "wp" || objective == "wp+sp" || objective == "docsplit" || objective == "sdr",
@@ -211,10 +212,9 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
         [&](const data::SdrBatch& batch) { return Sdr(model, model::ToTensors(batch, device), communicator); },
         [](const data::SdrBatch& batch) { return batch.B; },
         [](const data::SdrBatch& batch) {
-          return static_cast<int64_t>(std::count_if(batch.anchors.begin(), batch.anchors.end(),
-                                                    [](int32_t t) { return t != data::kPadId; }) +
-                                      std::count_if(batch.partners.begin(), batch.partners.end(),
-                                                    [](int32_t t) { return t != data::kPadId; }));
+          return static_cast<int64_t>(
+              std::count_if(batch.anchors.begin(), batch.anchors.end(), [](int32_t t) { return t != data::kPadId; }) +
+              std::count_if(batch.partners.begin(), batch.partners.end(), [](int32_t t) { return t != data::kPadId; }));
         },
         info};
     return Loop(options, corpus, std::move(task), communicator, device);
@@ -225,20 +225,19 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   info.prefix = "encoder.";
   const bool docsplit = objective == "docsplit";
   const data::BlockOptions blocks{config.smith.block_length, config.smith.max_blocks};
-  Task<data::BlockBatch> task{
-      *model,
-      [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
-        return docsplit ? data::BuildDocSplitBatch(docs, blocks, masks, options.seed, epoch)
-                        : data::BuildBlockBatch(docs, blocks, &masks, epoch);
-      },
-      [&](const data::BlockBatch& batch) {
-        const model::BlockTensors tensors = model::ToTensors(batch, device);
-        return docsplit ? DocSplit(model, tensors, communicator)
-                        : SmithPretraining(model, tensors, objective == "wp+sp", communicator);
-      },
-      [=](const data::BlockBatch& batch) { return docsplit ? batch.B / 2 : batch.B; },
-      [](const data::BlockBatch& batch) { return batch.real_tokens; },
-      info};
+  Task<data::BlockBatch> task{*model,
+                              [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
+                                return docsplit ? data::BuildDocSplitBatch(docs, blocks, masks, options.seed, epoch)
+                                                : data::BuildBlockBatch(docs, blocks, &masks, epoch);
+                              },
+                              [&](const data::BlockBatch& batch) {
+                                const model::BlockTensors tensors = model::ToTensors(batch, device);
+                                return docsplit ? DocSplit(model, tensors, communicator)
+                                                : SmithPretraining(model, tensors, objective == "wp+sp", communicator);
+                              },
+                              [=](const data::BlockBatch& batch) { return docsplit ? batch.B / 2 : batch.B; },
+                              [](const data::BlockBatch& batch) { return batch.real_tokens; },
+                              info};
   return Loop(options, corpus, std::move(task), communicator, device);
 }
 

@@ -36,6 +36,7 @@ struct PretrainOptions : LoopOptions {
 };
 
 // Runs (or resumes) the pre-training.
-LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& communicator, const torch::Device& device);
+LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& communicator,
+                          const torch::Device& device);
 
 }  // namespace docmatch::train

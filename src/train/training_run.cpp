@@ -49,8 +49,7 @@ double PeakDeviceMemoryGiB(const torch::Device& device) {
 }
 
 Autocast::Autocast(const torch::Device& device, const std::string& precision) : device_type_(device.type()) {
-  TORCH_CHECK(precision == "fp32" || precision == "bf16", "[train] unknown precision '", precision,
-              "' (fp32 or bf16)");
+  TORCH_CHECK(precision == "fp32" || precision == "bf16", "[train] unknown precision '", precision, "' (fp32 or bf16)");
   if (precision == "fp32") return;
   active_ = true;
   was_enabled_ = at::autocast::is_autocast_enabled(device_type_);
@@ -103,8 +102,8 @@ bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, con
   } else if (patience_ > 0 && ++bad_ >= patience_) {
     stop = true;
     if (communicator.rank() == 0) {
-      LOG(INFO) << "[train] validation loss has not improved for " << bad_ << " validations: stopping at step "
-                << step << "; best step " << best_step_;
+      LOG(INFO) << "[train] validation loss has not improved for " << bad_ << " validations: stopping at step " << step
+                << "; best step " << best_step_;
     }
   }
   communicator.Barrier();
@@ -180,8 +179,7 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
 }
 
 std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, torch::nn::Module& module,
-                              torch::optim::Optimizer& optimizer, const ModelFolderInfo& info,
-                              nlohmann::json trainer) {
+                              torch::optim::Optimizer& optimizer, const ModelFolderInfo& info, nlohmann::json trainer) {
   const int world = communicator_.size();
   const std::vector<int64_t> positions = communicator_.ExchangeCounts(position, device_);
   // Every rank's generator state travels to rank 0 (on the run's device, so

@@ -39,7 +39,7 @@ nlohmann::json LoopOptionsJson(const LoopOptions& options);
 struct ResumedState {
   std::string folder;
   int64_t step = 0, epoch = 0;
-  int64_t position = 0;  // this rank's data position (re-sharded on another world size)
+  int64_t position = 0;    // this rank's data position (re-sharded on another world size)
   nlohmann::json trainer;  // the whole trainer.json
 };
 

@@ -192,7 +192,8 @@ TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
     std::string first, line, last;
     std::getline(lines, first);
     while (std::getline(lines, line)) last = line;
-    EXPECT_LT(nlohmann::json::parse(last)["train/loss"].get<double>(), nlohmann::json::parse(first)["train/loss"].get<double>());
+    EXPECT_LT(nlohmann::json::parse(last)["train/loss"].get<double>(),
+              nlohmann::json::parse(first)["train/loss"].get<double>());
     EXPECT_TRUE(fs::exists(dir + "/straight/tensorboard"));
   }
 
