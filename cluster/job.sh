@@ -22,10 +22,10 @@ DOCMATCH_BIN="${DOCMATCH_BIN:-$DOCMATCH_ROOT/build/src/docmatch}"
 mkdir -p "$RUN_DIR/logs/$stage"
 case "$stage" in
   pretrain | finetune) paths=(--run "$RUN_DIR/$stage") ;;
-  eval | embed) paths=(--output "$RUN_DIR/$stage") ;;
+  eval) paths=(--output "$RUN_DIR/eval") ;;
+  embed) mkdir -p "$RUN_DIR/embed" && paths=(--output "$RUN_DIR/embed/vectors.h5") ;;
   *) echo "[slurm] unknown stage '$stage' (pretrain, finetune, eval, embed)" >&2; exit 2 ;;
 esac
-[ "$stage" != embed ] || paths=(--output "$RUN_DIR/embed/vectors.h5")
 export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"
 export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
 

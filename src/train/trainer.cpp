@@ -39,28 +39,39 @@ struct Task {
   ModelFolderInfo info;                            // how checkpoints describe the model
 };
 
-// The validation loss: the mean objective over global batches of
-// world x batch_size documents taken in corpus order from the validation
-// corpus (rank r the r-th slice of each, so in-batch negatives span every
-// rank as in training), in eval mode and with epoch 0's masks.
+// This rank's validation batches: global batches of world x batch_size
+// documents taken in corpus order from the validation corpus (rank r the r-th
+// slice of each, so in-batch negatives span every rank as in training), with
+// epoch 0's masks. Built once; every validation scores the same batches.
 template <typename Batch>
-double Validate(Task<Batch>& task, const data::Corpus& valid, const PretrainOptions& options,
-                dist::Communicator& communicator) {
+std::vector<Batch> ValidationBatches(const Task<Batch>& task, const data::Corpus& valid, const PretrainOptions& options,
+                                     dist::Communicator& communicator) {
   const int64_t global = options.batch_size * communicator.size();
-  const int64_t batches = std::min(options.valid_documents, valid.num_documents()) / global;
-  torch::NoGradGuard no_grad;
-  task.module.eval();
-  double total = 0;
-  for (int64_t b = 0; b < batches; ++b) {
+  const int64_t count = std::min(options.valid_documents, valid.num_documents()) / global;
+  TORCH_CHECK(count > 0, "[train] validation reads ", std::min(options.valid_documents, valid.num_documents()),
+              " documents of ", options.valid_corpus, ", fewer than one global batch of ", global,
+              " (ranks x --batch-size): raise --valid-documents or use a larger validation corpus");
+  std::vector<Batch> batches;
+  for (int64_t b = 0; b < count; ++b) {
     std::vector<data::Document> documents;
     for (int64_t i = 0; i < options.batch_size; ++i)
       documents.push_back(valid.Get(b * global + communicator.rank() * options.batch_size + i));
     std::vector<const data::Document*> pointers;
     for (const data::Document& d : documents) pointers.push_back(&d);
-    total += task.compute(task.builder(pointers, /*epoch=*/0)).value;
+    batches.push_back(task.builder(pointers, /*epoch=*/0));
   }
+  return batches;
+}
+
+// The validation loss: the mean objective over `batches`, dropout off.
+template <typename Batch>
+double Validate(Task<Batch>& task, const std::vector<Batch>& batches) {
+  torch::NoGradGuard no_grad;
+  task.module.eval();
+  double total = 0;
+  for (const Batch& batch : batches) total += task.compute(batch).value;
   task.module.train();
-  return total / static_cast<double>(batches);
+  return total / static_cast<double>(batches.size());
 }
 
 template <typename Batch>
@@ -71,16 +82,13 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   synchronizer.BroadcastParameters();
   std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(task.module, options.optimizer);
   TrainingRun run(options.run, options.keep_last, communicator, device);
-  std::unique_ptr<const data::Corpus> valid;
+  std::vector<Batch> valid_batches;
   if (!options.valid_corpus.empty()) {
-    valid = std::make_unique<const data::Corpus>(options.valid_corpus);
-    TORCH_CHECK(valid->manifest().tokenizer_hash == corpus->manifest().tokenizer_hash, "[train] ", options.valid_corpus,
+    const data::Corpus valid(options.valid_corpus);
+    TORCH_CHECK(valid.manifest().tokenizer_hash == corpus->manifest().tokenizer_hash, "[train] ", options.valid_corpus,
                 " was prepared with another tokenizer than ", options.corpus, ": prepare it with --tokenizer ",
                 corpus->tokenizer_path());
-    const int64_t usable = std::min(options.valid_documents, valid->num_documents());
-    TORCH_CHECK(usable >= options.batch_size * world, "[train] validation reads ", usable, " documents of ",
-                options.valid_corpus, ", fewer than one global batch of ", options.batch_size * world,
-                " (ranks x --batch-size): raise --valid-documents or use a larger validation corpus");
+    valid_batches = ValidationBatches(task, valid, options, communicator);
   }
   BestModel best(options.run, options.patience);
   // With a validation corpus and no interval, validate at every checkpoint.
@@ -155,8 +163,8 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       if (device.is_cuda()) parts["gpu_peak_gib"] = PeakDeviceMemoryGiB(device);
       run.Log(step, "train", parts);
     }
-    if (valid && (step % validate_every == 0 || step == options.steps)) {
-      const double loss = Validate(task, *valid, options, communicator);
+    if (!valid_batches.empty() && (step % validate_every == 0 || step == options.steps)) {
+      const double loss = Validate(task, valid_batches);
       run.Log(step, "valid", {{"loss", loss}});
       result.stopped_early = best.Update(loss, step, task.module, task.info, communicator);
     }

@@ -13,10 +13,9 @@
 //
 // With `valid_corpus` (prepared with the same tokenizer) the objective is
 // also computed every `validate_every` steps (default: at every checkpoint)
-// on its first `valid_documents`
-// documents, dropout off and the masks of epoch 0, so every validation sees
-// the same batches: "valid/loss" in the metrics, the best model in
-// <run>/best/, early stopping with `patience`.
+// on its first `valid_documents` documents, dropout off and the masks of
+// epoch 0, so every validation sees the same batches: "valid/loss" in the
+// metrics, the best model in <run>/best/, early stopping with `patience`.
 #pragma once
 
 #include <string>

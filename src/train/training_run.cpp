@@ -32,12 +32,9 @@ void InstallStopHandlers() {
   for (int number : {SIGUSR1, SIGTERM, SIGINT}) ::sigaction(number, &action, nullptr);
 }
 
-// The generators a rank's random draws come from on `device`: the CPU one
-// always (data-side draws, dropout on CPU), the device's own for CUDA runs.
-at::Generator DeviceGenerator(const torch::Device& device) {
-  at::Generator generator = at::globalContext().defaultGenerator(device);
-  return generator;
-}
+// A CUDA run's dropout draws come from the device's generator; everything
+// else (and CPU runs' dropout) from the CPU one, saved in any case.
+at::Generator CudaGenerator(const torch::Device& device) { return at::globalContext().defaultGenerator(device); }
 
 }  // namespace
 
@@ -157,7 +154,7 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
     if (device_.is_cuda()) {
       if (std::filesystem::exists(*latest + "/rng-cuda.pt")) {
         torch::load(generators, *latest + "/rng-cuda.pt");
-        DeviceGenerator(device_).set_state(generators.at(rank));
+        CudaGenerator(device_).set_state(generators.at(rank));
       } else if (rank == 0) {
         LOG(WARNING) << "[ckpt] " << *latest << " holds no CUDA generator state (written on CPU): "
                      << "dropout draws differ from an uninterrupted run";
@@ -188,7 +185,7 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
     return communicator_.AllGather(generator.get_state().unsqueeze(0).to(device_)).cpu();
   };
   const torch::Tensor all_states = gather(at::detail::getDefaultCPUGenerator());
-  const torch::Tensor cuda_states = device_.is_cuda() ? gather(DeviceGenerator(device_)) : torch::Tensor();
+  const torch::Tensor cuda_states = device_.is_cuda() ? gather(CudaGenerator(device_)) : torch::Tensor();
   std::string written;
   if (communicator_.rank() == 0) {
     trainer["step"] = step;

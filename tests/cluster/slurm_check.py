@@ -64,7 +64,7 @@ def dry_runs(docmatch, configs):
     out = run(["launch/pretrain.sh", "--config", configs["pretrain"], "--np", "4", "--threads", "3", "--dry-run",
                "--", "--steps", "7"], env).stdout.strip().splitlines()
     check(len(out) == 1 and out[0].startswith("[launch] mpirun -np 4 "), f"pretrain dry run: {out}")
-    line = out[0]
+    line, checked = out[0], 1
     for part in ["--map-by slot:PE=3 --bind-to core", "-x OMP_NUM_THREADS=3",
                  f"{docmatch} pretrain --config {configs['pretrain']} --device cpu --steps 7"]:
         check(part in line, f"'{part}' not in: {line}")
@@ -73,15 +73,17 @@ def dry_runs(docmatch, configs):
     write(hostfile, "node1 slots=4\nnode2 slots=4\n")
     line = run(["launch/finetune.sh", "--config", configs["finetune"], "--device", "cuda", "--np", "8",
                 "--hostfile", hostfile, "--threads", "2", "--dry-run"], env).stdout
+    checked += 1
     for part in ["-np 8", f"--hostfile {hostfile}", "--map-by ppr:4:node:PE=2", "-x NCCL_DEBUG=WARN",
                  "finetune --config", "--device cuda"]:
         check(part in line, f"'{part}' not in: {line}")
     line = run(["launch/eval.sh", "--config", configs["eval"], "--local", "--dry-run"], env).stdout
+    checked += 1
     for part in ["-np 2", "--oversubscribe", "--bind-to none", "-x OMP_NUM_THREADS=1", "eval --config"]:
         check(part in line, f"'{part}' not in: {line}")
     bad = run(["launch/eval.sh", "--config", configs["eval"], "--bogus"], env, expect=2)
     check("unknown option '--bogus'" in bad.stderr, bad.stderr)
-    return 3
+    return checked
 
 
 def pipeline(docmatch, configs, scratch):

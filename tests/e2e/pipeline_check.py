@@ -208,6 +208,7 @@ def main():
     valid = {l["step"]: l["valid/loss"] for l in read_jsonl(p.path("pretrain", "metrics.jsonl")) if "valid/loss" in l}
     check(sorted(valid) == [4, 8, 12] and all(np.isfinite(v) and v > 0 for v in valid.values()),
           f"pretrain validations: {valid}")
+    validations = len(valid)
     best = json.load(open(p.path("pretrain", "latest", "trainer.json")))["validation"]["best_step"]
     check(best == min(valid, key=valid.get) and os.path.isfile(p.path("pretrain", "best", "model.pt")),
           f"best step {best}, validation losses {valid}")
@@ -254,7 +255,7 @@ def main():
     worst = max(json.loads(l)["max_abs_difference"] for l in reference.stdout.splitlines())
 
     print(json.dumps({"ranks": ranks, "seconds": round(time.time() - started, 1), "tensorboard_scalars": scalars,
-                      "killed_at": stopped_at, "pretrain_validations": 3, "nan_named_documents": nonfinite, "tensors_equal_after_resume": tensors,
+                      "killed_at": stopped_at, "pretrain_validations": validations, "nan_named_documents": nonfinite, "tensors_equal_after_resume": tensors,
                       "test_accuracy": accuracy, "mrr": mrr, "numpy_vector_max_abs_difference": worst}))
 
 
