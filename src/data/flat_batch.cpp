@@ -8,19 +8,35 @@
 
 namespace docmatch::data {
 
-FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, int64_t max_tokens) {
-  CHECK_GE(max_tokens, 2) << "a flat sequence holds [CLS] and at least one token";
+FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, const FlatOptions& options) {
+  const int64_t window = options.max_tokens - 1 - (options.separator ? 1 : 0);  // real tokens per row
+  CHECK_GE(window, 1) << "a flat sequence of " << options.max_tokens << " tokens has no room after [CLS]/[SEP]";
+  CHECK_GE(options.chunks, 1);
+  struct Row {
+    int64_t document, begin, length;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    const int64_t n = documents[i]->num_tokens();
+    const int64_t count = std::max<int64_t>(1, std::min(options.chunks, (n + window - 1) / window));
+    for (int64_t c = 0; c < count; ++c) {
+      rows.push_back({static_cast<int64_t>(i), c * window, std::min(window, std::max<int64_t>(0, n - c * window))});
+    }
+  }
   FlatBatch batch;
-  batch.B = static_cast<int64_t>(documents.size());
-  for (const Document* d : documents) batch.T = std::max(batch.T, std::min(max_tokens, 1 + d->num_tokens()));
+  batch.B = static_cast<int64_t>(rows.size());
+  for (const Row& r : rows) batch.T = std::max(batch.T, 1 + r.length + (options.separator ? 1 : 0));
   batch.tokens.assign(batch.B * batch.T, kPadId);
   for (int64_t b = 0; b < batch.B; ++b) {
-    const Document& d = *documents[b];
-    const int64_t length = std::min(max_tokens - 1, d.num_tokens());
-    batch.tokens[b * batch.T] = kClsId;
-    std::copy(d.tokens.begin(), d.tokens.begin() + length, batch.tokens.begin() + b * batch.T + 1);
-    batch.real_tokens += 1 + length;
+    const Row& r = rows[b];
+    const Document& d = *documents[r.document];
+    int32_t* row = batch.tokens.data() + b * batch.T;
+    row[0] = kClsId;
+    std::copy_n(d.tokens.begin() + r.begin, r.length, row + 1);
+    if (options.separator) row[1 + r.length] = kSepId;
+    batch.real_tokens += 1 + r.length + (options.separator ? 1 : 0);
     batch.document_index.push_back(d.index);
+    batch.row_document.push_back(r.document);
   }
   return batch;
 }

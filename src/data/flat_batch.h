@@ -1,6 +1,11 @@
-// MatchBERT's input: the first N tokens of each document as one flat
-// sequence, [CLS] first, sentences concatenated (Yang et al. 2020, §5.2:
-// N = 256 in the paper's BERT baseline).
+// MatchBERT's input: each document as flat sequences, [CLS] first, sentences
+// concatenated (Yang et al. 2020, §5.2: the first N = 256 tokens in the
+// paper's BERT baseline).
+//
+// With `chunks` > 1 a document is cut into up to that many consecutive
+// windows of N tokens (what sentence-transformers users do with a long
+// text), one row each; `separator` ends every row with [SEP], as BERT was
+// pre-trained to read.
 #pragma once
 
 #include <cstdint>
@@ -11,13 +16,24 @@
 namespace docmatch::data {
 
 struct FlatBatch {
-  int64_t B = 0, T = 0;
-  std::vector<int32_t> tokens;          // (B, T) [CLS] + first T-1 tokens, kPadId padding
-  std::vector<int64_t> document_index;  // (B,)
+  int64_t B = 0, T = 0;                 // B rows: one per document, or one per window
+  std::vector<int32_t> tokens;          // (B, T) [CLS] + tokens (+ [SEP]), kPadId padding
+  std::vector<int64_t> document_index;  // (B,) the corpus index of each row's document
+  std::vector<int64_t> row_document;    // (B,) each row's position in the input documents
   int64_t real_tokens = 0;
 };
 
-// T = the longest sequence in the batch, at most `max_tokens` ([CLS] included).
-FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, int64_t max_tokens);
+struct FlatOptions {
+  int64_t max_tokens = 256;  // N, [CLS] (and [SEP]) included
+  bool separator = false;
+  int64_t chunks = 1;  // windows per document, at most
+};
+
+// T = the longest row in the batch, at most `max_tokens`. A document without
+// tokens still gets one row ([CLS] alone, or [CLS][SEP]).
+FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, const FlatOptions& options);
+inline FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, int64_t max_tokens) {
+  return BuildFlatBatch(documents, FlatOptions{max_tokens, false, 1});
+}
 
 }  // namespace docmatch::data

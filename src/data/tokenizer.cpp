@@ -1,5 +1,7 @@
 #include "data/tokenizer.h"
 
+#include "data/wordpiece.h"
+
 #include <glog/logging.h>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -62,9 +64,20 @@ std::string Fnv1a64Hex(std::string_view bytes) {
 }
 
 Tokenizer::Tokenizer(std::string serialized, const std::string& origin)
-    : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()),
-      serialized_(std::move(serialized)),
-      hash_(Fnv1a64Hex(serialized_)) {
+    : serialized_(std::move(serialized)), hash_(Fnv1a64Hex(serialized_)) {
+  if (WordPiece::IsModelFile(serialized_)) {
+    wordpiece_ = std::make_unique<WordPiece>(WordPiece::Parse(serialized_, origin));
+    const std::pair<int32_t, const char*> reserved[] = {
+        {kPadId, "[PAD]"}, {kUnkId, "[UNK]"}, {kClsId, "[CLS]"}, {kSepId, "[SEP]"}, {kMaskId, "[MASK]"}};
+    for (const auto& [id, piece] : reserved) {
+      if (wordpiece_->vocab_size() <= id || wordpiece_->Piece(id) != piece) {
+        throw std::runtime_error("WordPiece model '" + origin + "' does not hold " + piece + " at id " +
+                                 std::to_string(id) + " (write it with `docmatch import-hf`)");
+      }
+    }
+    return;
+  }
+  processor_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   const auto status = processor_->LoadFromSerializedProto(serialized_);
   if (!status.ok()) {
     throw std::runtime_error("'" + origin + "' is not a SentencePiece model: " + status.ToString());
@@ -92,6 +105,12 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::Load(const std::string& model_path) { return Tokenizer(ReadFile(model_path), model_path); }
+
+Tokenizer Tokenizer::SaveWordPiece(const WordPiece& wordpiece, const std::string& model_path) {
+  std::string serialized = wordpiece.Serialize();
+  WriteFileAtomically(model_path, serialized);
+  return Tokenizer(std::move(serialized), model_path);
+}
 
 Tokenizer Tokenizer::Train(const std::function<bool(std::string*)>& next_sentence,
                            const TokenizerTrainingOptions& options, const std::string& model_path) {
@@ -122,6 +141,7 @@ Tokenizer Tokenizer::Train(const std::function<bool(std::string*)>& next_sentenc
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
+  if (wordpiece_) return wordpiece_->Encode(text);
   std::vector<int> ids;
   const auto status = processor_->Encode(text, &ids);
   CHECK(status.ok()) << "[data] SentencePiece encode: " << status.ToString();
@@ -129,14 +149,19 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
 }
 
 std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
+  if (wordpiece_) return wordpiece_->Decode(ids);
   std::string text;
   const auto status = processor_->Decode(std::vector<int>(ids.begin(), ids.end()), &text);
   CHECK(status.ok()) << "[data] SentencePiece decode: " << status.ToString();
   return text;
 }
 
-std::string Tokenizer::IdToPiece(int32_t id) const { return processor_->IdToPiece(id); }
+std::string Tokenizer::IdToPiece(int32_t id) const {
+  return wordpiece_ ? wordpiece_->Piece(id) : processor_->IdToPiece(id);
+}
 
-int Tokenizer::vocab_size() const { return processor_->GetPieceSize(); }
+int Tokenizer::vocab_size() const { return wordpiece_ ? wordpiece_->vocab_size() : processor_->GetPieceSize(); }
+
+const char* Tokenizer::kind() const { return wordpiece_ ? "wordpiece" : "sentencepiece"; }
 
 }  // namespace docmatch::data

@@ -1,4 +1,6 @@
-// SentencePiece tokenizer with docmatch's reserved ids.
+// The corpus tokenizer: SentencePiece (what `prepare` trains) or WordPiece
+// (data/wordpiece.h: what `import-hf` writes from a BERT vocabulary), behind
+// one interface and one model file, told apart by the file's first bytes.
 //
 // Every docmatch vocabulary begins with the same special ids, whatever model
 // made it, so that samplers and models can name them as constants:
@@ -20,6 +22,8 @@ class SentencePieceProcessor;
 
 namespace docmatch::data {
 
+class WordPiece;
+
 constexpr int32_t kPadId = 0;
 constexpr int32_t kUnkId = 1;
 constexpr int32_t kClsId = 2;
@@ -37,8 +41,11 @@ struct TokenizerTrainingOptions {
 
 class Tokenizer {
  public:
-  // Loads a SentencePiece model file; errors name the file and what is wrong.
+  // Loads a SentencePiece or docmatch WordPiece model file; errors name the
+  // file and what is wrong.
   static Tokenizer Load(const std::string& model_path);
+  // Writes a WordPiece model (ids in docmatch order) and loads it back.
+  static Tokenizer SaveWordPiece(const WordPiece& wordpiece, const std::string& model_path);
 
   // Trains on the sentences produced by `next_sentence` (returns false when
   // done) and writes the model to `model_path` (through a temporary name).
@@ -55,6 +62,8 @@ class Tokenizer {
   std::string IdToPiece(int32_t id) const;
 
   int vocab_size() const;
+  // "sentencepiece" or "wordpiece".
+  const char* kind() const;
   // Hex FNV-1a 64 of the serialized model: shards record it so that a corpus
   // and a model trained on another tokenizer cannot be mixed silently.
   const std::string& hash() const { return hash_; }
@@ -62,7 +71,8 @@ class Tokenizer {
 
  private:
   Tokenizer(std::string serialized, const std::string& origin);
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;  // one of these two
+  std::unique_ptr<WordPiece> wordpiece_;
   std::string serialized_;
   std::string hash_;
 };

@@ -63,19 +63,22 @@ Setters Fields(ModelConfig& config, const std::string& origin) {
   }
   if (config.kind == "match_bert") {
     MatchBertConfig& c = config.match_bert;
-    return TransformerKeys(
-        &c, {{"layers", Set(&c.layers)}, {"max_tokens", Set(&c.max_tokens)}, {"amplifier", Set(&c.amplifier)}});
+    return TransformerKeys(&c, {{"layers", Set(&c.layers)},
+                                {"max_tokens", Set(&c.max_tokens)},
+                                {"amplifier", Set(&c.amplifier)},
+                                {"pooling", Set(&c.pooling)},
+                                {"separator", Set(&c.separator)},
+                                {"chunks", Set(&c.chunks)}});
   }
   if (config.kind == "sdr") {
     SdrConfig& c = config.sdr;
-    return TransformerKeys(&c,
-                           {{"layers", Set(&c.layers)}, {"max_tokens", Set(&c.max_tokens)}, {"margin", Set(&c.margin)}});
+    return TransformerKeys(
+        &c, {{"layers", Set(&c.layers)}, {"max_tokens", Set(&c.max_tokens)}, {"margin", Set(&c.margin)}});
   }
   if (config.kind == "smash") {
     SmashConfig& c = config.smash;
-    return {{"vocab_size", Set(&c.vocab_size)}, {"embedding", Set(&c.embedding)},
-            {"gru_units", Set(&c.gru_units)},   {"depths", Set(&c.depths)},
-            {"pair_hidden", Set(&c.pair_hidden)}, {"dropout", Set(&c.dropout)}};
+    return {{"vocab_size", Set(&c.vocab_size)}, {"embedding", Set(&c.embedding)},     {"gru_units", Set(&c.gru_units)},
+            {"depths", Set(&c.depths)},         {"pair_hidden", Set(&c.pair_hidden)}, {"dropout", Set(&c.dropout)}};
   }
   throw std::runtime_error(origin + ": model kind '" + config.kind + "' is not one of smith, match_bert, sdr, smash");
 }

@@ -46,7 +46,8 @@ class MatchBertModel : public DocumentModel {
   torch::nn::Module& module() override { return *encoder_; }
   int64_t dimension() const override { return config().match_bert.hidden; }
   torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
-    return encoder_(ToTensor(data::BuildFlatBatch(documents, config().match_bert.max_tokens), device));
+    const data::FlatBatch batch = data::BuildFlatBatch(documents, config().match_bert.Flat());
+    return encoder_->Documents(batch, static_cast<int64_t>(documents.size()), device);
   }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override {
     return CosineLogits(a, b, config().match_bert.amplifier);
@@ -88,9 +89,7 @@ class SdrModel : public DocumentModel {
     return torch::stack(means);
   }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return CosineLogits(a, b, 1.0); }
-  torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {
-    return CosineMatrix(q, c, 1.0);
-  }
+  torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override { return CosineMatrix(q, c, 1.0); }
   bool has_sentences() const override { return true; }
 
   std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,

@@ -1,9 +1,16 @@
 // MatchBERT, SMITH's flat baseline (Yang et al. 2020, §5.2): one transformer
 // over the first N tokens; the [CLS] output -> dense -> L2 norm is the
 // document vector, trained with the same Siamese loss (losses.h).
+//
+// For encoders imported from sentence-transformers (import-hf) the vector
+// can instead be the mean of the real tokens' outputs, L2-normalised
+// (pooling: mean, no dense layer), and a long document can be read as up to
+// `chunks` windows whose unit vectors are averaged and normalised again.
 #pragma once
 
 #include <torch/torch.h>
+
+#include <string>
 
 #include "data/flat_batch.h"
 #include "model/transformer.h"
@@ -19,7 +26,11 @@ struct MatchBertConfig {
   int64_t max_tokens = 256;     // N, [CLS] included (paper: 256)
   double dropout = 0.1;
   double amplifier = 6.0;
+  std::string pooling = "cls";  // cls: [CLS] -> dense; mean: mean of real tokens
+  bool separator = false;       // end each window with [SEP]
+  int64_t chunks = 1;           // windows of max_tokens per document
 
+  data::FlatOptions Flat() const { return {max_tokens, separator, chunks}; }
   TransformerConfig Transformer() const { return {hidden, heads, intermediate, layers, dropout}; }
 };
 
@@ -29,8 +40,10 @@ torch::Tensor ToTensor(const data::FlatBatch& batch, const torch::Device& device
 class FlatEncoderImpl : public torch::nn::Module {
  public:
   explicit FlatEncoderImpl(const MatchBertConfig& config);
-  // tokens (B, T) -> unit document vectors (B, C)
+  // tokens (B, T) -> unit row vectors (B, C)
   torch::Tensor forward(const torch::Tensor& tokens);
+  // A batch -> unit document vectors (D, C), windows of a document averaged.
+  torch::Tensor Documents(const data::FlatBatch& batch, int64_t documents, const torch::Device& device);
   // tokens (B, T) -> token states (B, T, C)
   torch::Tensor Encode(const torch::Tensor& tokens);
   void set_kernel(AttentionKernel kernel) { encoder_->set_kernel(kernel); }

@@ -40,6 +40,70 @@ TEST(FlatBatch, TakesClsAndTheFirstTokens) {
   EXPECT_EQ(padded.tokens[padded.T + 2], data::kPadId);
 }
 
+TEST(FlatBatch, ChunksAreConsecutiveWindowsEndedBySep) {
+  const data::Document a = data::testing::SyntheticDocument(0);
+  ASSERT_GT(a.num_tokens(), 13);
+  // Windows of 8 - [CLS] - [SEP] = 6 tokens: at most 2 of them.
+  const data::FlatBatch batch = data::BuildFlatBatch({&a}, data::FlatOptions{8, /*separator=*/true, /*chunks=*/2});
+  ASSERT_EQ(batch.B, 2);
+  ASSERT_EQ(batch.T, 8);
+  for (int64_t row = 0; row < 2; ++row) {
+    EXPECT_EQ(batch.tokens[row * 8], data::kClsId);
+    for (int64_t t = 0; t < 6; ++t) EXPECT_EQ(batch.tokens[row * 8 + 1 + t], a.tokens[row * 6 + t]);
+    EXPECT_EQ(batch.tokens[row * 8 + 7], data::kSepId);
+    EXPECT_EQ(batch.row_document[row], 0);
+  }
+  // A 3-token document: one short row [CLS] t t t [SEP], padded.
+  data::Document short_doc;
+  short_doc.tokens = {40, 41, 42};
+  short_doc.sentence_offsets = {0, 3};
+  short_doc.paragraph_offsets = {0, 1};
+  const data::FlatBatch both = data::BuildFlatBatch({&short_doc, &a}, data::FlatOptions{8, true, 3});
+  EXPECT_EQ(both.B, 1 + std::min<int64_t>(3, (a.num_tokens() + 5) / 6));
+  const std::vector<int32_t> first(both.tokens.begin(), both.tokens.begin() + 8);
+  EXPECT_EQ(first, (std::vector<int32_t>{data::kClsId, 40, 41, 42, data::kSepId, 0, 0, 0}));
+  // Real tokens: the short row's 5, then each window of `a` with its [CLS]/[SEP].
+  const int64_t covered = std::min<int64_t>(a.num_tokens(), 3 * 6);
+  EXPECT_EQ(both.real_tokens, 5 + covered + 2 * (both.B - 1));
+}
+
+TEST(MatchBert, MeanPoolingAndChunkAveraging) {
+  torch::manual_seed(0);
+  MatchBertConfig c = Tiny();
+  c.pooling = "mean";
+  c.separator = true;
+  c.max_tokens = 8;
+  c.chunks = 3;
+  FlatEncoder encoder(c);
+  encoder->eval();
+  torch::NoGradGuard no_grad;
+  const data::Document a = data::testing::SyntheticDocument(2), b = data::testing::SyntheticDocument(3);
+  const data::FlatBatch batch = data::BuildFlatBatch({&a, &b}, c.Flat());
+  ASSERT_GT(batch.B, 2);  // windows to average
+  const torch::Tensor documents = encoder->Documents(batch, 2, torch::kCPU);
+  // Second formulation, in float64 by hand: each window alone, the mean of
+  // its real tokens' states, normalised; the document the normalised mean.
+  const torch::Tensor states = encoder->Encode(ToTensor(batch, torch::kCPU)).to(torch::kDouble);
+  std::vector<torch::Tensor> sums = {torch::zeros({c.hidden}, torch::kDouble),
+                                     torch::zeros({c.hidden}, torch::kDouble)};  // two tensors, not one shared
+  for (int64_t row = 0; row < batch.B; ++row) {
+    torch::Tensor sum = torch::zeros({c.hidden}, torch::kDouble);
+    int64_t real = 0;
+    for (int64_t t = 0; t < batch.T; ++t) {
+      if (batch.tokens[row * batch.T + t] == data::kPadId) continue;
+      sum += states[row][t];
+      ++real;
+    }
+    const torch::Tensor mean = sum / static_cast<double>(real);
+    sums[batch.row_document[row]] += mean / mean.norm();
+  }
+  for (int d = 0; d < 2; ++d) {
+    const torch::Tensor expected = sums[d] / sums[d].norm();
+    EXPECT_TRUE(torch::allclose(documents[d].to(torch::kDouble), expected, 1e-5, 1e-6)) << d;
+  }
+  EXPECT_EQ(encoder->named_parameters().find("dense.weight"), nullptr);  // mean pooling has no dense head
+}
+
 TEST(MatchBert, ShapesPaddingInvarianceAndGradients) {
   torch::manual_seed(0);
   const MatchBertConfig c = Tiny();

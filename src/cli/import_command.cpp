@@ -1,0 +1,62 @@
+// `docmatch import-hf`: a Hugging Face BERT-family folder as a docmatch model
+// folder (train/import_hf.h).
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "train/import_hf.h"
+
+namespace docmatch::cli {
+
+Command AddImportCommand(CLI::App* app) {
+  auto o = std::make_shared<train::ImportOptions>();
+  CLI::App* sub = app->add_subcommand(
+      "import-hf",
+      "Import a Hugging Face BERT-family model folder (config.json, model.safetensors,\n"
+      "vocab.txt) as a docmatch model folder: MatchBERT's flat encoder or SMITH's\n"
+      "sentence encoder carries the weights, tokenizer.model the WordPiece vocabulary.\n"
+      "Prepare a corpus with that tokenizer, then finetune --init / embed / eval it.\n"
+      "  scripts/fetch-models.py all-minilm-l6-v2\n"
+      "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --output models/minilm\n"
+      "  docmatch prepare --input articles.jsonl --output corpora/wiki-wp --tokenizer models/minilm/tokenizer.model\n"
+      "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --kind smith --block-length 128 \\\n"
+      "      --max-blocks 4 --output models/smith-short\n"
+      "Anything docmatch's BERT layer cannot reproduce exactly (another model_type, tanh GELU,\n"
+      "relative positions) is refused; import.json lists the tensors mapped, dropped and fresh.");
+  sub->add_option("input", o->input, "Hugging Face model folder")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--output", o->output, "docmatch model folder to write")->required();
+  sub->add_option("--kind", o->kind, "match_bert (flat encoder) or smith (sentence encoder)")
+      ->check(CLI::IsMember({"match_bert", "smith"}))
+      ->capture_default_str();
+  sub->add_option("--lowercase", o->lowercase, "lower-case text: auto reads tokenizer_config.json")
+      ->check(CLI::IsMember({"auto", "true", "false"}))
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "seed of the layers the checkpoint does not have")->capture_default_str();
+  sub->add_option("--dropout", o->dropout, "dropout of the docmatch model")->capture_default_str();
+  sub->add_option("--max-tokens", o->max_tokens,
+                  "match_bert: tokens per window, [CLS] and [SEP] included (0: the model's max_seq_length)")
+      ->capture_default_str();
+  sub->add_option("--pooling", o->pooling, "match_bert: auto (from 1_Pooling), cls or mean")
+      ->check(CLI::IsMember({"auto", "cls", "mean"}))
+      ->capture_default_str();
+  sub->add_option("--chunks", o->chunks, "match_bert: windows per document, vectors averaged")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--block-length", o->block_length, "smith: tokens per block, [CLS] included")->capture_default_str();
+  sub->add_option("--max-blocks", o->max_blocks, "smith: blocks per document")->capture_default_str();
+  sub->add_option("--document-layers", o->document_layers, "smith: document transformer layers (fresh)")
+      ->capture_default_str();
+  sub->add_option("--combine", o->combine, "smith: normal | sum_concat | mean_concat | attention")
+      ->capture_default_str();
+  sub->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
+  return {sub, [o] {
+            const train::ImportReport report = train::ImportHuggingFace(*o);
+            std::cout << "[import] " << o->input << " -> " << o->output << ": " << report.mapped_tensors << " tensors ("
+                      << report.mapped_parameters << " parameters) mapped, " << report.dropped.size() << " dropped, "
+                      << report.fresh.size() << " fresh, " << report.moved_ids.size() << " token ids moved"
+                      << std::endl;
+            return 0;
+          }};
+}
+
+}  // namespace docmatch::cli

@@ -1,0 +1,323 @@
+#include "train/import_hf.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "data/tokenizer.h"
+#include "data/wordpiece.h"
+#include "model/document_model.h"
+#include "train/model_folder.h"
+#include "train/safetensors.h"
+
+namespace docmatch::train {
+namespace fs = std::filesystem;
+namespace {
+
+nlohmann::json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("[import] cannot read " + path.string());
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("[import] " + path.string() + ": " + e.what());
+  }
+}
+
+std::vector<std::string> ReadVocabulary(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw std::runtime_error("[import] " + path.parent_path().string() +
+                             " has no vocab.txt: docmatch imports WordPiece (BERT) vocabularies");
+  }
+  std::vector<std::string> pieces;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    pieces.push_back(line);
+  }
+  return pieces;
+}
+
+// Refuses what docmatch's BERT layer cannot reproduce exactly.
+void CheckArchitecture(const nlohmann::json& c, const std::string& origin) {
+  auto refuse = [&](const std::string& why) { throw std::runtime_error("[import] " + origin + ": " + why); };
+  const std::string type = c.value("model_type", "bert");
+  if (type != "bert") {
+    refuse("model_type '" + type +
+           "' is not BERT; docmatch imports BERT-family encoders (post-LN layers, absolute positions, WordPiece)");
+  }
+  const std::string act = c.value("hidden_act", "gelu");
+  if (act != "gelu") {
+    refuse("hidden_act '" + act + "' is not the erf GELU docmatch's layers use ('gelu')");
+  }
+  const std::string positions = c.value("position_embedding_type", "absolute");
+  if (positions != "absolute") refuse("position_embedding_type '" + positions + "': docmatch has absolute positions");
+  if (c.value("is_decoder", false) || c.value("add_cross_attention", false)) refuse("a decoder is not an encoder");
+  const double eps = c.value("layer_norm_eps", 1e-12);
+  if (std::abs(eps - 1e-12) > 1e-15) {
+    refuse("layer_norm_eps " + std::to_string(eps) + " differs from docmatch's 1e-12");
+  }
+  for (const char* key : {"hidden_size", "num_attention_heads", "intermediate_size", "num_hidden_layers", "vocab_size",
+                          "max_position_embeddings"}) {
+    if (!c.contains(key)) refuse(std::string("config.json has no '") + key + "'");
+  }
+  if (!c.value("pruned_heads", nlohmann::json::object()).empty()) refuse("pruned attention heads are not supported");
+}
+
+// HF tensor name (prefix and gamma/beta spelling normalised) -> docmatch name.
+std::string TargetName(std::string name, const std::string& encoder) {
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = name.find(from);
+    if (at != std::string::npos) name.replace(at, from.size(), to);
+  };
+  replace("LayerNorm.gamma", "LayerNorm.weight");
+  replace("LayerNorm.beta", "LayerNorm.bias");
+  if (name.rfind("embeddings.word_embeddings.", 0) == 0) return "embeddings.tokens." + name.substr(27);
+  if (name.rfind("embeddings.LayerNorm.", 0) == 0) return "embeddings.norm." + name.substr(21);
+  if (name.rfind("encoder.layer.", 0) != 0) return "";
+  const size_t dot = name.find('.', 14);
+  const std::string layer = name.substr(14, dot - 14), rest = name.substr(dot + 1);
+  const std::string base = encoder + ".layers." + layer + ".";
+  const std::pair<const char*, const char*> map[] = {{"attention.self.query.", "attention.query."},
+                                                     {"attention.self.key.", "attention.key."},
+                                                     {"attention.self.value.", "attention.value."},
+                                                     {"attention.output.dense.", "attention.output."},
+                                                     {"attention.output.LayerNorm.", "attention_norm."},
+                                                     {"intermediate.dense.", "intermediate."},
+                                                     {"output.dense.", "output."},
+                                                     {"output.LayerNorm.", "output_norm."}};
+  for (const auto& [from, to] : map) {
+    const std::string f(from);
+    if (rest.rfind(f, 0) == 0) return base + to + rest.substr(f.size());
+  }
+  return "";
+}
+
+bool Lowercase(const ImportOptions& options, const fs::path& input) {
+  if (options.lowercase == "true") return true;
+  if (options.lowercase == "false") return false;
+  if (options.lowercase != "auto") throw std::runtime_error("[import] --lowercase is auto, true or false");
+  if (fs::exists(input / "tokenizer_config.json")) {
+    const nlohmann::json t = ReadJson(input / "tokenizer_config.json");
+    if (t.contains("do_lower_case") && t["do_lower_case"].is_boolean()) return t["do_lower_case"].get<bool>();
+  }
+  return true;  // BERT's BertTokenizer default
+}
+
+}  // namespace
+
+nlohmann::json ImportReport::ToJson() const {
+  nlohmann::json moved = nlohmann::json::array();
+  for (const auto& [from, to] : moved_ids) moved.push_back({{"bert", from}, {"docmatch", to}});
+  return {{"source_config", source},
+          {"model", model},
+          {"mapped_tensors", mapped_tensors},
+          {"mapped_parameters", mapped_parameters},
+          {"dropped", dropped},
+          {"fresh", fresh},
+          {"moved_ids", moved}};
+}
+
+ImportReport ImportHuggingFace(const ImportOptions& options) {
+  const fs::path input(options.input);
+  ImportReport report;
+  report.source = ReadJson(input / "config.json");
+  const nlohmann::json& c = report.source;
+  CheckArchitecture(c, (input / "config.json").string());
+  if (!fs::exists(input / "model.safetensors")) {
+    throw std::runtime_error("[import] " + input.string() +
+                             " has no model.safetensors (a pickled pytorch_model.bin is not read: convert it, "
+                             "as scripts/fetch-models.py does, with safetensors.torch.save_file)");
+  }
+  if (fs::exists(options.output) && !options.overwrite) {
+    throw std::runtime_error("[import] '" + options.output + "' exists; pass --overwrite to replace it");
+  }
+
+  // Vocabulary, special tokens to docmatch's ids.
+  std::vector<std::string> bert_vocab = ReadVocabulary(input / "vocab.txt");
+  const int64_t rows = c["vocab_size"].get<int64_t>();
+  if (static_cast<int64_t>(bert_vocab.size()) > rows) {
+    throw std::runtime_error("[import] vocab.txt has " + std::to_string(bert_vocab.size()) +
+                             " pieces but the embedding only " + std::to_string(rows) + " rows");
+  }
+  for (int64_t i = static_cast<int64_t>(bert_vocab.size()); i < rows; ++i) {
+    bert_vocab.push_back("[docmatch-unused-row-" + std::to_string(i) + "]");  // never produced by tokenizing
+  }
+  std::vector<int64_t> order(rows);  // docmatch id -> BERT id
+  for (int64_t i = 0; i < rows; ++i) order[i] = i;
+  const char* specials[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (int64_t target = 0; target < 5; ++target) {
+    const auto it = std::find(bert_vocab.begin(), bert_vocab.end(), specials[target]);
+    if (it == bert_vocab.end()) {
+      throw std::runtime_error(std::string("[import] vocab.txt has no ") + specials[target] +
+                               ": docmatch needs [PAD] [UNK] [CLS] [SEP] [MASK]");
+    }
+    const int64_t bert_id = it - bert_vocab.begin();
+    const int64_t at = std::find(order.begin(), order.end(), bert_id) - order.begin();
+    std::swap(order[target], order[at]);
+  }
+  std::vector<std::string> pieces(rows);
+  for (int64_t d = 0; d < rows; ++d) {
+    pieces[d] = bert_vocab[order[d]];
+    if (order[d] != d) report.moved_ids.emplace_back(order[d], d);
+  }
+  data::WordPieceOptions wordpiece_options;
+  wordpiece_options.lowercase = Lowercase(options, input);
+  wordpiece_options.strip_accents = wordpiece_options.lowercase;
+  if (fs::exists(input / "tokenizer_config.json")) {
+    const nlohmann::json t = ReadJson(input / "tokenizer_config.json");
+    if (t.contains("strip_accents") && t["strip_accents"].is_boolean())
+      wordpiece_options.strip_accents = t["strip_accents"].get<bool>();
+    if (t.contains("tokenize_chinese_chars") && t["tokenize_chinese_chars"].is_boolean())
+      wordpiece_options.chinese_chars = t["tokenize_chinese_chars"].get<bool>();
+  }
+
+  // The docmatch model config.
+  model::ModelConfig config;
+  config.kind = options.kind;
+  const int64_t positions = c["max_position_embeddings"].get<int64_t>();
+  int64_t length = 0;
+  if (options.kind == "match_bert") {
+    model::MatchBertConfig& m = config.match_bert;
+    m.vocab_size = rows;
+    m.hidden = c["hidden_size"];
+    m.heads = c["num_attention_heads"];
+    m.intermediate = c["intermediate_size"];
+    m.layers = c["num_hidden_layers"];
+    m.dropout = options.dropout;
+    m.max_tokens = options.max_tokens;
+    if (m.max_tokens == 0 && fs::exists(input / "sentence_bert_config.json")) {
+      m.max_tokens = ReadJson(input / "sentence_bert_config.json").value("max_seq_length", int64_t{0});
+    }
+    if (m.max_tokens == 0) m.max_tokens = positions;
+    m.pooling = options.pooling;
+    if (m.pooling == "auto") {
+      m.pooling = "cls";
+      if (fs::exists(input / "1_Pooling/config.json")) {
+        const nlohmann::json p = ReadJson(input / "1_Pooling/config.json");
+        if (p.value("pooling_mode_mean_tokens", false)) {
+          m.pooling = "mean";
+        } else if (!p.value("pooling_mode_cls_token", false)) {
+          throw std::runtime_error("[import] " + (input / "1_Pooling/config.json").string() +
+                                   ": only mean or [CLS] pooling is supported");
+        }
+      }
+    }
+    m.separator = true;  // BERT reads [CLS] ... [SEP]
+    m.chunks = options.chunks;
+    length = m.max_tokens;
+  } else if (options.kind == "smith") {
+    model::SmithConfig& s = config.smith;
+    s.vocab_size = rows;
+    s.hidden = c["hidden_size"];
+    s.heads = c["num_attention_heads"];
+    s.intermediate = c["intermediate_size"];
+    s.sentence_layers = c["num_hidden_layers"];
+    s.document_layers = options.document_layers;
+    s.block_length = options.block_length;
+    s.max_blocks = options.max_blocks;
+    s.combine = options.combine;
+    s.dropout = options.dropout;
+    length = s.block_length;
+  } else {
+    throw std::runtime_error("[import] --kind is match_bert or smith, not '" + options.kind + "'");
+  }
+  if (length > positions) {
+    throw std::runtime_error("[import] sequences of " + std::to_string(length) + " tokens need more than the " +
+                             std::to_string(positions) + " positions the checkpoint has");
+  }
+  report.model = model::ModelConfigToJson(config);
+  torch::manual_seed(options.seed);
+  std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(config);
+  std::map<std::string, torch::Tensor> targets;
+  for (const auto& p : model->module().named_parameters(true)) targets[p.key()] = p.value();
+
+  // Weights.
+  const std::string weights_path = (input / "model.safetensors").string();
+  std::map<std::string, torch::Tensor> source = ReadSafetensors(weights_path).tensors;
+  const bool prefixed = source.count("bert.embeddings.word_embeddings.weight") > 0;
+  const std::string encoder = options.kind == "smith" ? "sentence_encoder" : "encoder";
+  std::set<std::string> written;
+  torch::Tensor position_rows, type_row;
+  torch::NoGradGuard no_grad;
+  auto copy = [&](const std::string& target, const torch::Tensor& value, const std::string& from) {
+    const auto it = targets.find(target);
+    if (it == targets.end()) throw std::runtime_error("[import] " + from + ": docmatch has no " + target);
+    if (it->second.sizes() != value.sizes()) {
+      std::ostringstream m;
+      m << "[import] " << from << " is " << value.sizes() << ", docmatch's " << target << " is " << it->second.sizes();
+      throw std::runtime_error(m.str());
+    }
+    it->second.copy_(value.to(torch::kFloat));
+    written.insert(target);
+    ++report.mapped_tensors;
+    report.mapped_parameters += value.numel();
+  };
+  const torch::Tensor permutation = torch::tensor(order, torch::kLong);
+  for (const auto& [raw_name, tensor] : source) {
+    std::string name = raw_name;
+    if (prefixed) {
+      if (name.rfind("bert.", 0) != 0) {
+        report.dropped.push_back(raw_name);
+        continue;
+      }
+      name = name.substr(5);
+    }
+    if (name == "embeddings.position_embeddings.weight") {
+      position_rows = tensor.slice(0, 0, length);
+      continue;
+    }
+    if (name == "embeddings.token_type_embeddings.weight") {
+      type_row = tensor[0];
+      continue;
+    }
+    const std::string target = TargetName(name, encoder);
+    if (target.empty()) {
+      report.dropped.push_back(raw_name);
+      continue;
+    }
+    copy(target, target == "embeddings.tokens.weight" ? tensor.index_select(0, permutation) : tensor, raw_name);
+  }
+  if (!position_rows.defined()) throw std::runtime_error("[import] " + weights_path + " has no position embeddings");
+  copy("embeddings.positions.weight", type_row.defined() ? position_rows + type_row : position_rows,
+       "position_embeddings + token_type_embeddings[0]");
+  const std::string layer_prefix = encoder + ".layers.";
+  for (const auto& [name, _] : targets) {
+    if (written.count(name)) continue;
+    // The imported encoder must be complete; only layers BERT lacks stay fresh.
+    if (name.rfind("embeddings.", 0) == 0 || name.rfind(layer_prefix, 0) == 0) {
+      throw std::runtime_error("[import] " + weights_path + " has nothing for docmatch's " + name);
+    }
+    report.fresh.push_back(name);
+  }
+
+  // The folder: weights, tokenizer, config, report.
+  const std::string tmp = options.output + ".tmp";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& [name, value] : targets) tensors[name] = value.detach().contiguous();
+  WriteSafetensors(tensors, tmp + "/model.safetensors",
+                   {{"format", "pt"}, {"docmatch_kind", config.kind}, {"source", options.input}});
+  const data::WordPiece wordpiece(pieces, wordpiece_options, data::kUnkId);
+  const data::Tokenizer tokenizer = data::Tokenizer::SaveWordPiece(wordpiece, tmp + "/" + data::kTokenizerFile);
+  ModelFolderInfo info;
+  info.config = config;
+  info.weights = "model.safetensors";
+  info.stage = "import";
+  info.tokenizer_hash = tokenizer.hash();
+  info.tokenizer = data::kTokenizerFile;
+  WriteModelFolderInfo(tmp, info);
+  std::ofstream(tmp + "/import.json") << report.ToJson().dump(2) << "\n";
+  fs::remove_all(options.output);
+  fs::rename(tmp, options.output);
+  return report;
+}
+
+}  // namespace docmatch::train
