@@ -12,7 +12,9 @@ import sys
 
 ROWS = [("smith-np", "SMITH-NP (no pre-training)"), ("smith-wp", "SMITH-WP"), ("smith-wp+sp", "SMITH-WP+SP"),
         ("docsplit", "SMITH, DocSplit pre-training"), ("match-bert", "MatchBERT (256 tokens)"),
-        ("smash", "SMASH RNN (P+S+W)"), ("han", "HAN (SMASH's S depth)"), ("sdr", "SDR (self-supervised)")]
+        ("smash", "SMASH RNN (P+S+W)"), ("han", "HAN (SMASH's S depth)"), ("sdr", "SDR (self-supervised)"),
+        ("smith-short", "SMITH-Short (4x128, MiniLM init)"), ("match-bert-minilm", "MatchBERT (256, MiniLM init)"),
+        ("st-minilm", "sentence-transformers all-MiniLM-L6-v2 (reference)"), ("tfidf", "TF-IDF cosine (reference)")]
 
 
 def wilson(successes, n, z=1.96):

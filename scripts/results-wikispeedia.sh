@@ -6,6 +6,14 @@
 #   scripts/results-wikispeedia.sh smith-wp han    # some rows
 #   DOCMATCH_RANKS=2 scripts/results-wikispeedia.sh
 #
+# Rows from pretrained weights (issue: import-hf) start from all-MiniLM-L6-v2
+# (scripts/fetch-models.py) on corpora/wikispeedia-minilm, the same articles
+# prepared with its WordPiece vocabulary: smith-short (SMITH-Short: 4 blocks x
+# 128 tokens, the sentence encoder from MiniLM) and match-bert-minilm (the
+# first 256 tokens). The reference rows st-minilm (sentence-transformers, first
+# 4 windows of 256) and tfidf are vectors made outside docmatch
+# (scripts/baselines/) scored by `docmatch eval --embeddings`.
+#
 # Needs corpora/wikispeedia and data/wikispeedia (README, "Corpora"). Each row
 # writes checkpoints/wikispeedia/<row>-{pretrain,finetune}/ and
 # runs/wikispeedia/<row>/metrics.json; scripts/results-table.py prints the
@@ -25,6 +33,9 @@ data=data/wikispeedia
 models=configs/wikispeedia
 ckpt=checkpoints/wikispeedia
 out=runs/wikispeedia
+wp_corpus=corpora/wikispeedia-minilm
+minilm=${DOCMATCH_MODELS:-$HOME/.cache/docmatch/models}/all-minilm-l6-v2
+python=${DOCMATCH_VENV:-$HOME/.cache/docmatch/venv}/bin/python
 quiet=(--no-progress)
 [ -t 2 ] && quiet=()
 
@@ -40,10 +51,23 @@ finetune() {  # row (--init folder | --model yaml)
     --warmup-steps 60 --decay-steps 600 --validate-every 50 --checkpoint-every 200 --log-every 50 --seed 1 \
     --fresh "${quiet[@]}"
 }
-evaluate() {  # row model-folder
-  "${docmatch[@]}" eval --model "$2" --corpus $corpus --valid-pairs $data/pairs.valid.jsonl \
+evaluate() {  # row model-folder [corpus]; without a model folder, the row's vectors.h5
+  local what=(--model "$2")
+  [ -n "$2" ] || what=(--embeddings "$out/$1/vectors.h5")
+  "${docmatch[@]}" eval "${what[@]}" --corpus "${3:-$corpus}" --valid-pairs $data/pairs.valid.jsonl \
     --test-pairs $data/pairs.test.jsonl --relevance $data/relevance.jsonl --max-queries 500 --seed 1 \
     --output "$out/$1" "${quiet[@]}"
+}
+from_minilm() {  # row import-hf-options...: import, prepare the WordPiece corpus once, fine-tune
+  local row=$1; shift
+  build/src/docmatch import-hf "$minilm" --output "$ckpt/$row-import" --overwrite --seed 1 "$@"
+  [ -e $wp_corpus/manifest.json ] || build/src/docmatch prepare --config configs/prepare-wikispeedia.yaml \
+    --output $wp_corpus --tokenizer "$ckpt/$row-import/tokenizer.model" "${quiet[@]}"
+  "${docmatch[@]}" finetune --corpus $wp_corpus --init "$ckpt/$row-import" --train-pairs $data/pairs.train.jsonl \
+    --valid-pairs $data/pairs.valid.jsonl --run "$ckpt/$row-finetune" --steps 200 --batch-size 8 --lr 5e-5 \
+    --warmup-steps 20 --decay-steps 200 --validate-every 25 --checkpoint-every 100 --log-every 25 --seed 1 \
+    --fresh "${quiet[@]}"
+  evaluate "$row" "$ckpt/$row-finetune/best" $wp_corpus
 }
 
 row() {
@@ -56,14 +80,23 @@ row() {
     smash)       finetune "$1" --model $models/smash.yaml ;;
     han)         finetune "$1" --model $models/han.yaml ;;
     sdr)         pretrain "$1" sdr sdr && evaluate "$1" "$ckpt/$1-pretrain/latest" && return ;;
-    *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr)" >&2
+    smith-short) from_minilm "$1" --kind smith --block-length 128 --max-blocks 4 && return ;;
+    match-bert-minilm) from_minilm "$1" --kind match_bert --max-tokens 256 && return ;;
+    st-minilm)   "$python" scripts/baselines/st-embed.py --model "$minilm" --corpus $corpus \
+                   --articles $data/articles.jsonl --max-windows 4 --output "$out/$1/vectors.h5" &&
+                 evaluate "$1" "" && return ;;
+    tfidf)       "$python" scripts/baselines/tfidf-embed.py --corpus $corpus --articles $data/articles.jsonl \
+                   --output "$out/$1/vectors.h5" && evaluate "$1" "" && return ;;
+    *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr" \
+            "smith-short match-bert-minilm st-minilm tfidf)" >&2
        exit 2 ;;
   esac
   evaluate "$1" "$ckpt/$1-finetune/best"
 }
 
 rows=("$@")
-[ ${#rows[@]} -gt 0 ] || rows=(smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr)
+[ ${#rows[@]} -gt 0 ] || rows=(smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr smith-short
+                               match-bert-minilm st-minilm tfidf)
 for r in "${rows[@]}"; do
   if [ -s "$out/$r/metrics.json" ]; then
     echo "[results] $r: $out/$r/metrics.json exists, skipped"

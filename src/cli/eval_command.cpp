@@ -14,16 +14,22 @@ Command AddEvalCommand(CLI::App* app) {
       "chosen on --valid-pairs (accuracy, precision, recall, F1), and ranking of every\n"
       "query of --relevance against the whole corpus (P@1, MRR, MAP, MPR, HR@1/10/100).\n"
       "Embeds the corpus first unless --embeddings names an `embed` file. Writes\n"
-      "<output>/metrics.json and prints a table.\n"
+      "<output>/metrics.json and prints a table. Without --model, --embeddings may hold\n"
+      "vectors made by anything else (a baseline, another library), in the corpus's\n"
+      "document order, scored by cosine on the same pairs and lists.\n"
       "  docmatch eval --model checkpoints/smith-finetune/best --corpus corpora/manpages \\\n"
       "      --valid-pairs corpora/manpages/pairs.valid.jsonl --test-pairs corpora/manpages/pairs.test.jsonl \\\n"
-      "      --relevance data/manpages/related.jsonl --output runs/eval");
+      "      --relevance data/manpages/related.jsonl --output runs/eval\n"
+      "  docmatch eval --embeddings runs/st/vectors.h5 --corpus corpora/wikispeedia ... --output runs/st");
   auto o = std::make_shared<eval::EvalOptions>();
   auto flags = std::make_shared<DistributedFlags>();
   auto no_progress = std::make_shared<bool>(false);
-  sub->add_option("--model", o->model, "model folder")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--model", o->model, "model folder (leave out to score --embeddings made elsewhere by cosine)")
+      ->check(CLI::ExistingDirectory);
   sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
-  sub->add_option("--embeddings", o->embeddings, "an `embed` file of this model and corpus")
+  sub->add_option("--embeddings", o->embeddings,
+                  "an `embed` file of this model and corpus, or without --model vectors in corpus order from "
+                  "anywhere (scripts/st-embed.py)")
       ->check(CLI::ExistingFile);
   sub->add_option("--valid-pairs", o->valid_pairs, "labelled pairs that choose the threshold")
       ->check(CLI::ExistingFile);

@@ -21,11 +21,12 @@ namespace fs = std::filesystem;
 namespace {
 
 // Everything a score needs: the model (pair head) and every document's
-// vectors, or for SDR its sentence vectors.
+// vectors, or for SDR its sentence vectors. Without a model (vectors made
+// elsewhere) the score is the cosine.
 struct Scorer {
-  model::DocumentModel& model;
-  torch::Tensor vectors;                       // (N, D)
-  std::vector<model::DocumentSentences> sdr;   // (N,) SDR only
+  model::DocumentModel* model;                // null: cosine
+  torch::Tensor vectors;                      // (N, D)
+  std::vector<model::DocumentSentences> sdr;  // (N,) SDR only
   bool normalize = false;
 
   bool hierarchical() const { return !sdr.empty(); }
@@ -37,7 +38,13 @@ struct Scorer {
       for (int64_t i = 0; i < candidates.numel(); ++i) pool.push_back(sdr[index[i]]);
       return SdrScores(sdr[query], pool, normalize);
     }
-    return model.ScoreMatrix(vectors[query].unsqueeze(0), vectors.index_select(0, candidates)).squeeze(0);
+    return Matrix(vectors[query].unsqueeze(0), vectors.index_select(0, candidates)).squeeze(0);
+  }
+  torch::Tensor Matrix(const torch::Tensor& queries, const torch::Tensor& candidates) const {
+    if (model) return model->ScoreMatrix(queries, candidates);
+    namespace F = torch::nn::functional;
+    const auto unit = F::NormalizeFuncOptions().dim(-1);
+    return torch::matmul(F::normalize(queries, unit), F::normalize(candidates, unit).t());
   }
   // Scores (Q, N - 1) of each query against every other document, in corpus
   // order with the query's own entry left out.
@@ -50,8 +57,8 @@ struct Scorer {
       return torch::stack(rows);
     }
     const torch::Tensor index = torch::tensor(queries, torch::kLong);
-    const torch::Tensor scores = model.ScoreMatrix(vectors.index_select(0, index), vectors);  // (Q, N)
-    const torch::Tensor others = all.unsqueeze(0).ne(index.unsqueeze(1));                       // (Q, N)
+    const torch::Tensor scores = Matrix(vectors.index_select(0, index), vectors);  // (Q, N)
+    const torch::Tensor others = all.unsqueeze(0).ne(index.unsqueeze(1));          // (Q, N)
     return scores.masked_select(others).view({static_cast<int64_t>(queries.size()), N - 1});
   }
 };
@@ -138,45 +145,10 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   return json;
 }
 
-}  // namespace
-
-nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& communicator,
-                             const torch::Device& device) {
-  const int rank = communicator.rank();
-  const data::Corpus corpus(options.corpus);
-  train::ModelFolderInfo info;
-  std::unique_ptr<model::DocumentModel> model = train::LoadModelFolder(options.model, &info);
-  train::CheckTokenizer(info, corpus, options.model);
-  model->module().to(device);
-  model->module().eval();
-  torch::NoGradGuard no_grad;
-
-  std::string embeddings = options.embeddings;
-  if (embeddings.empty()) {
-    embeddings = options.output + "/embeddings.h5";
-    EmbedCorpus(*model, options.model, corpus, embeddings, options.batch_size, options.progress, communicator,
-                device);
-  }
-  const EmbeddingFile file(embeddings);
-  if (file.size() != corpus.num_documents() || file.kind() != info.config.kind) {
-    throw std::runtime_error("[eval] " + embeddings + " holds " + std::to_string(file.size()) + " " + file.kind() +
-                             " vectors; corpus '" + options.corpus + "' has " +
-                             std::to_string(corpus.num_documents()) + " documents and the model is " +
-                             info.config.kind + ": embed this corpus with this model first");
-  }
-  model->module().to(torch::kCPU);  // scoring works on the CPU copies of the vectors
-  // Cosine scores in float64, so that near-ties rank and threshold the same
-  // as any float64 recomputation from the file; SMASH's head stays float32.
-  torch::Tensor vectors = file.Vectors(0, file.size());
-  if (model->cosine()) vectors = vectors.to(torch::kFloat64);
-  Scorer scorer{*model, vectors, {}, options.sdr_normalize};
-  if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
-
-  nlohmann::json metrics = {{"model", options.model},
-                            {"kind", info.config.kind},
-                            {"corpus", options.corpus},
-                            {"embeddings", embeddings},
-                            {"score", scorer.hierarchical() ? "sdr hierarchical" : "pair logit"}};
+// The pair classification and ranking of `scorer`'s vectors; rank 0 writes
+// metrics.json.
+nlohmann::json Score(const Scorer& scorer, const EvalOptions& options, const data::Corpus& corpus,
+                     nlohmann::json metrics, dist::Communicator& communicator) {
   if (!options.test_pairs.empty()) {
     const auto test = data::ReadPairs(options.test_pairs, corpus);
     const std::vector<double> test_scores = PairScores(scorer, test, communicator);
@@ -199,15 +171,86 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& com
         static_cast<double>(std::max<int64_t>(positives, test.size() - positives)) / std::max<size_t>(1, test.size());
   }
   if (!options.relevance.empty()) {
-    metrics["ranking"] = Ranking(scorer, data::ReadRelevance(options.relevance, corpus), file.size(), options,
-                                 communicator);
+    metrics["ranking"] =
+        Ranking(scorer, data::ReadRelevance(options.relevance, corpus), scorer.vectors.size(0), options, communicator);
   }
-  if (rank == 0) {
+  if (communicator.rank() == 0) {
     fs::create_directories(options.output);
     std::ofstream(options.output + "/metrics.json") << metrics.dump(2) << "\n";
   }
   communicator.Barrier();
   return metrics;
+}
+
+// Vectors computed elsewhere (another library, a baseline), scored by cosine
+// on the same pairs and ranking lists as every model.
+nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& corpus,
+                               dist::Communicator& communicator) {
+  if (options.embeddings.empty()) {
+    throw std::runtime_error("[eval] give --model, or --embeddings holding vectors made elsewhere (scored by cosine)");
+  }
+  const EmbeddingFile file(options.embeddings);
+  if (file.size() != corpus.num_documents()) {
+    throw std::runtime_error("[eval] " + options.embeddings + " holds " + std::to_string(file.size()) +
+                             " vectors; corpus '" + options.corpus + "' has " + std::to_string(corpus.num_documents()) +
+                             " documents");
+  }
+  for (int64_t i = 0; i < file.size(); ++i) {
+    const std::optional<int64_t> index = corpus.IndexOf(file.ids()[i]);
+    if (!index || *index != i) {
+      throw std::runtime_error(
+          "[eval] " + options.embeddings + ": row " + std::to_string(i) + " is document '" + file.ids()[i] + "', " +
+          (index ? "row " + std::to_string(*index) + " of the corpus" : std::string("which the corpus does not have")) +
+          ": write the vectors in corpus order");
+    }
+  }
+  const Scorer scorer{nullptr, file.Vectors(0, file.size()).to(torch::kFloat64), {}, false};
+  nlohmann::json metrics = {{"model", file.model()},
+                            {"kind", file.kind()},
+                            {"corpus", options.corpus},
+                            {"embeddings", options.embeddings},
+                            {"score", "cosine"}};
+  return Score(scorer, options, corpus, std::move(metrics), communicator);
+}
+
+}  // namespace
+
+nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& communicator,
+                             const torch::Device& device) {
+  const data::Corpus corpus(options.corpus);
+  torch::NoGradGuard no_grad;
+  if (options.model.empty()) return EvaluateVectors(options, corpus, communicator);
+  train::ModelFolderInfo info;
+  std::unique_ptr<model::DocumentModel> model = train::LoadModelFolder(options.model, &info);
+  train::CheckTokenizer(info, corpus, options.model);
+  model->module().to(device);
+  model->module().eval();
+
+  std::string embeddings = options.embeddings;
+  if (embeddings.empty()) {
+    embeddings = options.output + "/embeddings.h5";
+    EmbedCorpus(*model, options.model, corpus, embeddings, options.batch_size, options.progress, communicator, device);
+  }
+  const EmbeddingFile file(embeddings);
+  if (file.size() != corpus.num_documents() || file.kind() != info.config.kind) {
+    throw std::runtime_error("[eval] " + embeddings + " holds " + std::to_string(file.size()) + " " + file.kind() +
+                             " vectors; corpus '" + options.corpus + "' has " + std::to_string(corpus.num_documents()) +
+                             " documents and the model is " + info.config.kind +
+                             ": embed this corpus with this model first");
+  }
+  model->module().to(torch::kCPU);  // scoring works on the CPU copies of the vectors
+  // Cosine scores in float64, so that near-ties rank and threshold the same
+  // as any float64 recomputation from the file; SMASH's head stays float32.
+  torch::Tensor vectors = file.Vectors(0, file.size());
+  if (model->cosine()) vectors = vectors.to(torch::kFloat64);
+  Scorer scorer{model.get(), vectors, {}, options.sdr_normalize};
+  if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
+  nlohmann::json metrics = {{"model", options.model},
+                            {"kind", info.config.kind},
+                            {"corpus", options.corpus},
+                            {"embeddings", embeddings},
+                            {"score", scorer.hierarchical() ? "sdr hierarchical" : "pair logit"}};
+  return Score(scorer, options, corpus, std::move(metrics), communicator);
 }
 
 std::string MetricsTable(const nlohmann::json& m) {
