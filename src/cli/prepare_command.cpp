@@ -24,8 +24,9 @@ Command AddPrepareCommand(CLI::App* app) {
   sub->add_option("-i,--input", options->input, "JSONL file or folder of .txt files")->required();
   sub->add_option("-o,--output", options->output, "corpus folder to write")->required();
   sub->add_option("--tokenizer", options->tokenizer_model,
-                  "SentencePiece model to use (ids 0-4 must be [PAD] <unk> [CLS] [SEP] [MASK]); "
-                  "default: train one on the corpus")
+                  "tokenizer model to use: a SentencePiece model (ids 0-4 must be [PAD] <unk> [CLS] [SEP] "
+                  "[MASK]) or the WordPiece tokenizer.model of an `import-hf` folder; default: train a "
+                  "SentencePiece model on the corpus")
       ->check(CLI::ExistingFile);
   sub->add_option("--vocab-size", options->tokenizer.vocab_size, "pieces in a trained tokenizer")
       ->capture_default_str()

@@ -1,5 +1,11 @@
-// SentencePiece training, reserved ids, round trips and load errors (data/tokenizer.h).
+// SentencePiece training, reserved ids, round trips and load errors
+// (data/tokenizer.h); WordPiece rules on hand-made cases (data/wordpiece.h;
+// tests/import/hf_import_check.py compares it with the tokenizers library).
 #include "data/tokenizer.h"
+
+#include <fstream>
+
+#include "data/wordpiece.h"
 
 #include <gtest/gtest.h>
 #include <sentencepiece_trainer.h>
@@ -90,6 +96,55 @@ TEST(Tokenizer, LoadRejectsFilesThatAreNotModelsOrLackReservedIds) {
     EXPECT_NE(std::string(e.what()).find("[PAD]"), std::string::npos) << e.what();
   }
   EXPECT_THROW(Tokenizer::Load(dir.File("missing.model")), std::runtime_error);
+}
+
+WordPiece SmallWordPiece() {
+  return WordPiece({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "hello", ",", "world", "!",
+                    "cafe", "東", "京", "a", "##b"},
+                   WordPieceOptions{}, kUnkId);
+}
+
+TEST(WordPiece, BasicTokenizationThenLongestMatchFirst) {
+  const WordPiece w = SmallWordPiece();
+  // Lower-cased, punctuation split off, "unaffable" = un ##aff ##able.
+  EXPECT_EQ(w.Encode("Unaffable, HELLO world!"), (std::vector<int32_t>{5, 6, 7, 9, 8, 10, 11}));
+  // Accents stripped (NFD, marks dropped), CJK ideographs spaced, control
+  // characters dropped, any white space separates.
+  EXPECT_EQ(w.Encode("Caf\u00e9\u6771\u4eac\x07\thello"), (std::vector<int32_t>{12, 13, 14, 8}));
+  // No full cover: the whole word is [UNK], not a prefix of it.
+  EXPECT_EQ(w.Encode("unaffablex hello"), (std::vector<int32_t>{kUnkId, 8}));
+  // "ab" = a ##b; 100 characters are still looked at, 101 are [UNK].
+  EXPECT_EQ(w.Encode("ab"), (std::vector<int32_t>{15, 16}));
+  EXPECT_EQ(w.Encode("a" + std::string(99, 'b')).size(), 100u);
+  EXPECT_EQ(w.Encode("a" + std::string(100, 'b')), (std::vector<int32_t>{kUnkId}));
+  EXPECT_EQ(w.Decode({5, 6, 7, 9, 8}),
+            "un"
+            "aff"
+            "able , hello");
+  WordPieceOptions cased;
+  cased.lowercase = cased.strip_accents = false;
+  const WordPiece keep({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello"}, cased, kUnkId);
+  EXPECT_EQ(keep.Encode("HELLO hello"), (std::vector<int32_t>{kUnkId, 5}));
+}
+
+TEST(WordPiece, ModelFileRoundTripAndReservedIdsChecked) {
+  testing::ScratchDir dir("wordpiece");
+  const Tokenizer saved = Tokenizer::SaveWordPiece(SmallWordPiece(), dir.File("wp.model"));
+  const Tokenizer loaded = Tokenizer::Load(dir.File("wp.model"));
+  EXPECT_STREQ(loaded.kind(), "wordpiece");
+  EXPECT_EQ(loaded.hash(), saved.hash());
+  EXPECT_EQ(loaded.vocab_size(), 17);
+  EXPECT_EQ(loaded.Encode("Unaffable, HELLO world!"), (std::vector<int32_t>{5, 6, 7, 9, 8, 10, 11}));
+  EXPECT_EQ(loaded.IdToPiece(kMaskId), "[MASK]");
+  // [CLS] where [SEP] belongs: refused, naming the file and the id.
+  const WordPiece wrong({"[PAD]", "[UNK]", "[SEP]", "[CLS]", "[MASK]"}, WordPieceOptions{}, kUnkId);
+  { std::ofstream(dir.File("wrong.model")) << wrong.Serialize(); }
+  try {
+    Tokenizer::Load(dir.File("wrong.model"));
+    FAIL() << "loaded a WordPiece model without [CLS] at 2";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("wrong.model' does not hold [CLS] at id 2"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
