@@ -6,9 +6,17 @@
 // docmatch format name and a supported version, and that its offsets agree
 // with its counts. Only the document offsets (documents + 1 integers) stay in
 // memory; everything else is read per range.
+//
+// Open files are bounded process-wide: HDF5 keeps about half a megabyte of
+// state per open file, so a 700K-document corpus of 342 shards held open would
+// cost its reader memory in proportion to the corpus. At most
+// MaxOpenShards() files are open at once (least recently used closed first;
+// DOCMATCH_MAX_OPEN_SHARDS, default 8); a reader reopens its file when it
+// reads again. A read in progress keeps its file open until it returns.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +43,9 @@ class ShardReader {
   // Throws std::runtime_error naming `path` when the file is missing,
   // truncated, not HDF5, not a docmatch shard, or inconsistent.
   explicit ShardReader(std::string path);
+  ~ShardReader();
+  ShardReader(ShardReader&& other) noexcept;
+  ShardReader& operator=(ShardReader&& other) noexcept;
 
   const std::string& path() const { return path_; }
   const ShardHeader& header() const { return header_; }
@@ -48,13 +59,19 @@ class ShardReader {
   std::vector<DocumentLength> ReadLengths() const;
 
  private:
-  std::vector<int64_t> ReadInt64(const char* name, int64_t begin, int64_t count) const;
-  std::vector<std::string> ReadStrings(const char* name, int64_t begin, int64_t count) const;
+  // This shard's file, opened again if the open-file bound closed it.
+  std::shared_ptr<const shard_format::Handle> File() const;
+  std::vector<int64_t> ReadInt64(hid_t file, const char* name, int64_t begin, int64_t count) const;
+  std::vector<std::string> ReadStrings(hid_t file, const char* name, int64_t begin, int64_t count) const;
 
   std::string path_;
-  shard_format::Handle file_;
+  uint64_t key_ = 0;  // this reader in the open-file bound
   ShardHeader header_;
   std::vector<int64_t> document_offsets_;  // (documents + 1,)
 };
+
+// The process-wide bound on open shard files, and how many are open now.
+size_t MaxOpenShards();
+size_t OpenShardFiles();
 
 }  // namespace docmatch::data

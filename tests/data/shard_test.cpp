@@ -159,3 +159,32 @@ TEST(Corpus, RefusesIncompleteOrMixedCorpora) {
 
 }  // namespace
 }  // namespace docmatch::data
+
+namespace docmatch::data {
+namespace {
+
+TEST(Corpus, OpenShardFilesStayBoundedWhileEveryShardIsRead) {
+  testing::ScratchDir dir("open-bound");
+  const std::vector<int64_t> sizes(3 * MaxOpenShards(), 5);  // three times more shards than the bound
+  testing::WriteSyntheticCorpus(dir.path(), sizes);
+  const Corpus corpus(dir.path());
+  EXPECT_LE(OpenShardFiles(), MaxOpenShards());
+  // Round-robin over the shards, so every read evicts: each document still
+  // comes back whole, from a file opened again.
+  const int64_t shards = static_cast<int64_t>(sizes.size());
+  for (int64_t local = 0; local < 5; ++local) {
+    for (int64_t s = 0; s < shards; ++s) {
+      const int64_t index = s * 5 + local;
+      const Document d = corpus.Get(index);
+      const Document expected = testing::SyntheticDocument(index);
+      ASSERT_EQ(d.id, expected.id);
+      ASSERT_EQ(d.tokens, expected.tokens);
+      ASSERT_EQ(d.sentence_offsets, expected.sentence_offsets);
+      ASSERT_LE(OpenShardFiles(), MaxOpenShards());
+    }
+  }
+  EXPECT_EQ(OpenShardFiles(), MaxOpenShards());
+}
+
+}  // namespace
+}  // namespace docmatch::data
