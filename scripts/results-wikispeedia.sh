@@ -58,16 +58,13 @@ evaluate() {  # row model-folder [corpus]; without a model folder, the row's vec
     --test-pairs $data/pairs.test.jsonl --relevance $data/relevance.jsonl --max-queries 500 --seed 1 \
     --output "$out/$1" "${quiet[@]}"
 }
-from_minilm() {  # row import-hf-options...: import, prepare the WordPiece corpus once, fine-tune
-  local row=$1; shift
-  build/src/docmatch import-hf "$minilm" --output "$ckpt/$row-import" --overwrite --seed 1 "$@"
+from_minilm() {  # row: import (configs/wikispeedia/<row>.yaml), prepare the WordPiece corpus once, fine-tune
+  build/src/docmatch import-hf "$minilm" --config "$models/$1.yaml"
   [ -e $wp_corpus/manifest.json ] || build/src/docmatch prepare --config configs/prepare-wikispeedia.yaml \
-    --output $wp_corpus --tokenizer "$ckpt/$row-import/tokenizer.model" "${quiet[@]}"
-  "${docmatch[@]}" finetune --corpus $wp_corpus --init "$ckpt/$row-import" --train-pairs $data/pairs.train.jsonl \
-    --valid-pairs $data/pairs.valid.jsonl --run "$ckpt/$row-finetune" --steps 200 --batch-size 8 --lr 5e-5 \
-    --warmup-steps 20 --decay-steps 200 --validate-every 25 --checkpoint-every 100 --log-every 25 --seed 1 \
-    --fresh "${quiet[@]}"
-  evaluate "$row" "$ckpt/$row-finetune/best" $wp_corpus
+    --output $wp_corpus --tokenizer "$ckpt/$1-import/tokenizer.model" "${quiet[@]}"
+  "${docmatch[@]}" finetune --config "$models/$1.yaml" --corpus $wp_corpus --init "$ckpt/$1-import" --fresh \
+    "${quiet[@]}"
+  evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus
 }
 
 row() {
@@ -80,8 +77,7 @@ row() {
     smash)       finetune "$1" --model $models/smash.yaml ;;
     han)         finetune "$1" --model $models/han.yaml ;;
     sdr)         pretrain "$1" sdr sdr && evaluate "$1" "$ckpt/$1-pretrain/latest" && return ;;
-    smith-short) from_minilm "$1" --kind smith --block-length 128 --max-blocks 4 && return ;;
-    match-bert-minilm) from_minilm "$1" --kind match_bert --max-tokens 256 && return ;;
+    smith-short | match-bert-minilm) from_minilm "$1" && return ;;
     st-minilm)   "$python" scripts/baselines/st-embed.py --model "$minilm" --corpus $corpus \
                    --articles $data/articles.jsonl --max-windows 4 --output "$out/$1/vectors.h5" &&
                  evaluate "$1" "" && return ;;

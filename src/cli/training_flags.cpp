@@ -48,6 +48,9 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
       ->capture_default_str();
   app->add_option("--patience", o->patience, "stop after this many validations without improvement (0 = never)")
       ->capture_default_str();
+  app->add_flag("--time-split", o->time_split,
+                "log where each step's time goes (time/data_ms, forward, backward, comm, optimizer, other); "
+                "on GPUs this synchronises between phases, so measure with it and train without");
   app->add_flag_callback(
       "--fresh", [o] { o->resume = false; }, "ignore existing checkpoints in --run (default: resume from latest)");
   app->add_flag_callback(

@@ -177,4 +177,23 @@ torch::Tensor SiameseLoss(SmithEncoder& encoder, const BlockTensors& a, const Bl
                            encoder->config().amplifier);
 }
 
+double SmithPretrainingFlops(const SmithConfig& c, const data::BlockBatch& batch, bool document_level) {
+  const double C = static_cast<double>(c.hidden), I = static_cast<double>(c.intermediate);
+  const double V = static_cast<double>(c.vocab_size);
+  auto layers = [&](double n, double t, int64_t count) {
+    return static_cast<double>(count) * (8 * n * t * C * C + 4 * n * t * C * I + 4 * n * t * t * C);
+  };
+  double real_blocks = 0, predicted = 0, masked_blocks = 0;
+  for (uint8_t real : batch.block_mask) real_blocks += real;
+  for (int32_t label : batch.lm_labels) predicted += label != data::kIgnoreLabel;
+  for (int64_t block : batch.masked_blocks) masked_blocks += block >= 0;
+  double forward = layers(real_blocks, static_cast<double>(batch.T), c.sentence_layers) + 2 * real_blocks * C * C +
+                   2 * predicted * C * (C + V);
+  if (document_level) {
+    forward += layers(static_cast<double>(batch.B), static_cast<double>(batch.S), c.document_layers) +
+               2 * masked_blocks * C * C + 2 * masked_blocks * masked_blocks * C;
+  }
+  return 3 * forward;
+}
+
 }  // namespace docmatch::model

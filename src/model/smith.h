@@ -126,6 +126,21 @@ class SmithPretrainingImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SmithPretraining);
 
+// Model FLOPs of one SMITH pre-training step on `batch` (for throughput and
+// model FLOPs utilisation), counting matrix products only, 2mnk each, and a
+// backward pass as twice the forward (3x in all):
+//   a transformer layer over n sequences of t positions, width C, feed-forward
+//   width I: 8ntC^2 (Q, K, V and output projections) + 4ntCI (feed-forward)
+//   + 4nt^2C (attention scores and context);
+//   sentence level: L1 layers over the R real blocks at the batch's T;
+//   block vectors: 2RC^2; word LM head: 2MC(C + V) over the M predicted
+//   tokens; with `document_level` (WP+SP, DocSplit): L2 layers over B
+//   documents at S, and for P masked blocks 2PC^2 (projection) + 2PPC (scores
+//   against the P originals).
+// Elementwise work (LayerNorm, GELU, softmax, the optimizer) is left out, as
+// model FLOPs utilisation conventionally does.
+double SmithPretrainingFlops(const SmithConfig& config, const data::BlockBatch& batch, bool document_level);
+
 // SMITH-NP / WP / WP+SP fine-tuning and MatchBERT: one encoder for both
 // documents of a pair. Any module mapping (tokens, mask) to unit vectors fits.
 torch::Tensor SiameseLoss(SmithEncoder& encoder, const BlockTensors& a, const BlockTensors& b,

@@ -55,8 +55,8 @@ void LoadModule(torch::nn::Module& module, const std::string& path, const std::s
   LoadState(module, ReadModuleFile(path), path, prefix);
 }
 
-void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& tensors,
-               const std::string& path, const std::string& prefix) {
+void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& tensors, const std::string& path,
+               const std::string& prefix) {
   std::map<std::string, torch::Tensor> stored;
   for (const auto& [name, tensor] : tensors) {
     if (name.rfind(prefix, 0) == 0) stored[name.substr(prefix.size())] = tensor;

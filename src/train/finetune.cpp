@@ -145,6 +145,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   data::ProgressBar bar("[finetune] step", options.steps, "steps", "pairs", rank == 0 && options.progress);
   bar.Add(step);
   model->module().train();
+  PhaseTimer timer(options.time_split, device);  // pair batches are built inside "forward"
+  int64_t timed_from = step;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
     double loss = 0;
     bool finite = true;
@@ -168,12 +170,14 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       }
       const Objective& objective = *computed;
       finite = finite && TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, corpus, documents);
+      timer.Mark("forward");
       (objective.loss / static_cast<double>(options.accumulation)).backward();
+      timer.Mark("backward");
       loss += objective.value / options.accumulation;
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
     }
     if (finite) {
-      TrainingRun::Step(synchronizer, model->module(), *optimizer, options.optimizer, step);
+      TrainingRun::Step(synchronizer, model->module(), *optimizer, options.optimizer, step, &timer);
     } else {
       synchronizer.Finalize();
       optimizer->zero_grad();
@@ -187,6 +191,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       parts["loss"] = loss;
       parts["lr"] = LearningRate(options.optimizer, step - 1);
       parts["epoch"] = static_cast<double>(epoch);
+      parts.merge(timer.Take(step - timed_from));
+      timed_from = step;
       run.Log(step, "train", parts);
     }
     const bool last = step == options.steps;
@@ -200,6 +206,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};
       run.Save(step, epoch, position, model->module(), *optimizer, info, trainer);
     }
+    timer.Mark("other");  // progress, logging, validation, checkpoints
   }
   bar.Finish();
   result.step = step;

@@ -32,6 +32,7 @@ struct LoopOptions {
   std::string precision = "fp32";     // fp32 | bf16: forward passes under bf16 autocast, fp32 master weights
   int64_t validate_every = 0;         // steps between validations; 0: never
   int64_t patience = 0;               // validations without improvement before stopping; 0: never stop early
+  bool time_split = false;            // log each phase's time per step (time/*); on GPUs synchronises between phases
   bool resume = true;
   bool progress = true;
 };

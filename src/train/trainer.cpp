@@ -36,6 +36,7 @@ struct Task {
   std::function<Objective(const Batch&)> compute;
   std::function<int64_t(const Batch&)> documents;  // documents this rank's batch covers
   std::function<int64_t(const Batch&)> tokens;     // real tokens in this rank's batch
+  std::function<double(const Batch&)> flops;       // model FLOPs of a step on it; null: not counted
   ModelFolderInfo info;                            // how checkpoints describe the model
 };
 
@@ -114,7 +115,14 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   data::ProgressBar bar("[train] step", options.steps, "steps", "docs", rank == 0 && options.progress);
   bar.Add(step);
   int64_t tokens = 0, documents_seen = 0;  // this process's, all ranks (ranks hold batches of similar size)
+  double flops = 0;                        // this rank's model FLOPs since the last log
+  // Throughput over the last log interval (not since the start, so that a
+  // warm-up or a slow validation does not blur the steady rate).
+  int64_t logged_tokens = 0, logged_documents = 0;
+  double logged_seconds = 0;
   LoopResult result;
+  PhaseTimer timer(options.time_split, device);
+  int64_t timed_from = step;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
     double loss = 0;
     bool finite = true;
@@ -127,6 +135,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
         loader = std::make_unique<data::BatchLoader<Batch>>(stream, options.batch_size, task.builder);
         batch = loader->Next();
       }
+      timer.Mark("data");
       synchronizer.Prepare(/*sync=*/micro + 1 == options.accumulation);
       std::optional<Objective> computed;
       {
@@ -136,14 +145,17 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       const Objective& objective = *computed;
       finite = finite &&
                TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, *corpus, batch->document_index);
+      timer.Mark("forward");
       (objective.loss / static_cast<double>(options.accumulation)).backward();
+      timer.Mark("backward");
       loss += objective.value / options.accumulation;
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
       documents += task.documents(*batch) * world;
       tokens += task.tokens(*batch) * world;
+      if (task.flops) flops += task.flops(*batch);
     }
     if (finite) {
-      TrainingRun::Step(synchronizer, task.module, *optimizer, options.optimizer, step);
+      TrainingRun::Step(synchronizer, task.module, *optimizer, options.optimizer, step, &timer);
     } else {  // the same on every rank, after the same collectives
       synchronizer.Finalize();
       optimizer->zero_grad();
@@ -158,9 +170,20 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       parts["loss"] = loss;
       parts["lr"] = LearningRate(options.optimizer, step - 1);
       parts["epoch"] = static_cast<double>(stream->epoch());
-      parts["docs_per_s"] = documents_seen / bar.seconds();
-      parts["tokens_per_s"] = tokens / bar.seconds();
+      const double interval = std::max(1e-9, bar.seconds() - logged_seconds);
+      parts["docs_per_s"] = static_cast<double>(documents_seen - logged_documents) / interval;
+      parts["tokens_per_s"] = static_cast<double>(tokens - logged_tokens) / interval;
+      logged_seconds = bar.seconds();
+      logged_documents = documents_seen;
+      logged_tokens = tokens;
       if (device.is_cuda()) parts["gpu_peak_gib"] = PeakDeviceMemoryGiB(device);
+      std::map<std::string, double> times = timer.Take(step - timed_from);
+      if (times.count("time/step_ms") && task.flops) {  // this rank's achieved model FLOP rate
+        parts["model_tflops_per_s"] = flops / (times["time/step_ms"] * (step - timed_from) * 1e-3) / 1e12;
+      }
+      flops = 0;
+      parts.merge(times);
+      timed_from = step;
       run.Log(step, "train", parts);
     }
     if (!valid_batches.empty() && (step % validate_every == 0 || step == options.steps)) {
@@ -174,6 +197,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       run.Save(step, now.epoch, now.position, task.module, *optimizer, task.info,
                {{"options", OptionsJson(options)}, {"validation", best.ToJson()}});
     }
+    timer.Mark("other");  // progress, logging, validation, checkpoints
   }
   bar.Finish();
   result.step = step;
@@ -224,6 +248,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
               std::count_if(batch.anchors.begin(), batch.anchors.end(), [](int32_t t) { return t != data::kPadId; }) +
               std::count_if(batch.partners.begin(), batch.partners.end(), [](int32_t t) { return t != data::kPadId; }));
         },
+        nullptr,
         info};
     return Loop(options, corpus, std::move(task), communicator, device);
   }
@@ -245,6 +270,11 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
                               },
                               [=](const data::BlockBatch& batch) { return docsplit ? batch.B / 2 : batch.B; },
                               [](const data::BlockBatch& batch) { return batch.real_tokens; },
+                              [=](const data::BlockBatch& batch) {
+                                // WP never runs the document transformer; WP+SP and DocSplit do
+                                // (DocSplit has no masked blocks, so no block scores).
+                                return model::SmithPretrainingFlops(config.smith, batch, objective != "wp");
+                              },
                               info};
   return Loop(options, corpus, std::move(task), communicator, device);
 }

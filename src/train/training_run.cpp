@@ -119,7 +119,8 @@ nlohmann::json LoopOptionsJson(const LoopOptions& o) {
           {"seed", o.seed},
           {"precision", o.precision},
           {"validate_every", o.validate_every},
-          {"patience", o.patience}};
+          {"patience", o.patience},
+          {"time_split", o.time_split}};
 }
 
 TrainingRun::TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator,
@@ -234,14 +235,41 @@ void TrainingRun::Log(int64_t step, const std::string& prefix, const std::map<st
 }
 
 double TrainingRun::Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
-                         torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step) {
+                         torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
+                         PhaseTimer* timer) {
   synchronizer.Finalize();
+  if (timer) timer->Mark("comm");
   if (options.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(module.parameters(), options.max_grad_norm);
   const double lr = LearningRate(options, step);
   SetLearningRate(optimizer, lr);
   optimizer.step();
   optimizer.zero_grad();
+  if (timer) timer->Mark("optimizer");
   return lr;
+}
+
+PhaseTimer::PhaseTimer(bool enabled, const torch::Device& device)
+    : enabled_(enabled), device_(device), last_(std::chrono::steady_clock::now()) {}
+
+void PhaseTimer::Mark(const std::string& phase) {
+  if (!enabled_) return;
+  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+  const auto now = std::chrono::steady_clock::now();
+  seconds_[phase] += std::chrono::duration<double>(now - last_).count();
+  last_ = now;
+}
+
+std::map<std::string, double> PhaseTimer::Take(int64_t steps) {
+  std::map<std::string, double> out;
+  if (!enabled_ || steps <= 0) return out;
+  double total = 0;
+  for (const auto& [phase, seconds] : seconds_) {
+    out["time/" + phase + "_ms"] = 1e3 * seconds / static_cast<double>(steps);
+    total += seconds;
+  }
+  out["time/step_ms"] = 1e3 * total / static_cast<double>(steps);
+  seconds_.clear();
+  return out;
 }
 
 bool TrainingRun::CheckFinite(double value, int64_t step, const std::string& policy, const data::Corpus& corpus,

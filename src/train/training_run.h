@@ -14,6 +14,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -94,6 +95,27 @@ class BestModel {
 // process started, in GiB.
 double PeakDeviceMemoryGiB(const torch::Device& device);
 
+// Where a step's time goes (--time-split): Mark(phase) charges the time since
+// the previous mark to `phase`. On a GPU each mark first waits for the device,
+// so that a phase's kernels are charged to it and not to whichever phase
+// happens to wait for them (which costs some overlap: measure with it, train
+// without it). Disabled, a mark costs nothing.
+class PhaseTimer {
+ public:
+  PhaseTimer(bool enabled, const torch::Device& device);
+  bool enabled() const { return enabled_; }
+  void Mark(const std::string& phase);
+  // Milliseconds per step of each phase since the last Take, as "time/<phase>_ms"
+  // plus "time/step_ms", over `steps` steps; then starts over.
+  std::map<std::string, double> Take(int64_t steps);
+
+ private:
+  bool enabled_;
+  torch::Device device_;
+  std::chrono::steady_clock::time_point last_;
+  std::map<std::string, double> seconds_;
+};
+
 class TrainingRun {
  public:
   TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator, const torch::Device& device);
@@ -119,9 +141,12 @@ class TrainingRun {
   void Log(int64_t step, const std::string& prefix, const std::map<std::string, double>& values);
 
   // Averages the gradients (Finalize), clips, sets the scheduled learning
-  // rate for `step` and steps; returns the learning rate used.
+  // rate for `step` and steps; returns the learning rate used. With a timer,
+  // the wait for the gradients is charged to "comm" and the update to
+  // "optimizer".
   static double Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
-                     torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step);
+                     torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
+                     PhaseTimer* timer = nullptr);
 
   // A loss that is NaN or Inf (the global value, the same on every rank):
   // with policy "stop" throws naming the step and this rank's documents (ids

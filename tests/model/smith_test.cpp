@@ -270,3 +270,33 @@ TEST(Smith, TrainingOnATinyRealBatchDrivesTheLossDown) {
 
 }  // namespace
 }  // namespace docmatch::model
+
+namespace docmatch::model {
+namespace {
+
+TEST(Smith, PretrainingFlopsCountTheMatrixProductsByHand) {
+  SmithConfig c;
+  c.hidden = 2;
+  c.intermediate = 4;
+  c.vocab_size = 10;
+  c.sentence_layers = 1;
+  c.document_layers = 1;
+  data::BlockBatch batch;
+  batch.B = 1;
+  batch.S = 2;
+  batch.T = 3;
+  batch.block_mask = {1, 1};
+  batch.lm_labels = {-100, 7, -100, -100, -100, -100};  // one predicted token
+  batch.masked_blocks = {-1};
+  // Sentence layer over 2 blocks of 3: 8*2*3*4 + 4*2*3*2*4 + 4*2*9*2 = 192 + 192 + 144;
+  // block vectors 2*2*4 = 16; LM head 2*1*2*(2 + 10) = 48: 592 forward.
+  EXPECT_DOUBLE_EQ(SmithPretrainingFlops(c, batch, /*document_level=*/false), 3 * 592.0);
+  // Document layer over 1 document of 2 blocks: 8*1*2*4 + 4*1*2*2*4 + 4*1*4*2 = 160.
+  EXPECT_DOUBLE_EQ(SmithPretrainingFlops(c, batch, true), 3 * (592.0 + 160));
+  // One masked block adds its projection 2*1*4 and its score row 2*1*1*2.
+  batch.masked_blocks = {1};
+  EXPECT_DOUBLE_EQ(SmithPretrainingFlops(c, batch, true), 3 * (592.0 + 160 + 8 + 4));
+}
+
+}  // namespace
+}  // namespace docmatch::model

@@ -1,0 +1,109 @@
+// docmatch's side of the SMITH pre-training step comparison (bench/peers/):
+// one fixed batch of real documents (the corpus's first B, WP+SP masks of
+// epoch 0), a seeded model, and N timed steps of forward (word LM + masked
+// sentence blocks), backward, gradient clipping and AdamW, as `pretrain` runs
+// them on one rank. --dump writes the batch, the initial weights and the
+// config for the peer (bench/peers/smith_peer.py), which must reach the same
+// first-step loss. Dropout is 0 on both sides, so that the math is the same.
+//
+//   smith_step --model configs/models/smith-tiny.yaml --corpus corpora/wikispeedia \
+//       --batch 8 --steps 10 --dump /tmp/step
+//
+// Prints one JSON line: step time, docs/s, real tokens/s, the losses.
+#include <torch/torch.h>
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "data/blocks.h"
+#include "data/corpus.h"
+#include "model/config.h"
+#include "model/smith.h"
+#include "train/optimizer.h"
+#include "train/safetensors.h"
+
+using namespace docmatch;
+
+int main(int argc, char** argv) {
+  CLI::App app{"SMITH pre-training step, docmatch's side of bench/peers (JSON on stdout)"};
+  std::string model_path, corpus_dir, dump;
+  int64_t batch_size = 8, steps = 10, warmup = 2;
+  app.add_option("--model", model_path, "model YAML (configs/models/)")->required()->check(CLI::ExistingFile);
+  app.add_option("--corpus", corpus_dir, "prepared corpus")->required()->check(CLI::ExistingDirectory);
+  app.add_option("--batch", batch_size, "documents in the batch")->capture_default_str();
+  app.add_option("--steps", steps, "timed steps")->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
+  app.add_option("--dump", dump, "folder for batch.safetensors, init.safetensors and config.json");
+  CLI11_PARSE(app, argc, argv);
+
+  const data::Corpus corpus(corpus_dir);
+  model::SmithConfig config = model::LoadModelConfig(model_path).smith;
+  config.vocab_size = corpus.manifest().vocab_size;
+  config.dropout = 0.0;
+  std::vector<data::Document> documents;
+  for (int64_t i = 0; i < batch_size; ++i) documents.push_back(corpus.Get(i));
+  std::vector<const data::Document*> pointers;
+  for (const auto& d : documents) pointers.push_back(&d);
+  data::MaskOptions masks;
+  masks.vocab_size = config.vocab_size;
+  masks.masked_blocks = 2;
+  masks.seed = 1;
+  const data::BlockBatch batch =
+      data::BuildBlockBatch(pointers, {config.block_length, config.max_blocks}, &masks, /*epoch=*/0);
+  const model::BlockTensors tensors = model::ToTensors(batch, torch::kCPU);
+
+  torch::manual_seed(1);
+  model::SmithPretraining model(model::SmithEncoder(config), config);
+  model->train();
+  train::OptimizerOptions optimizer_options;
+  optimizer_options.lr = 1e-4;
+  std::unique_ptr<torch::optim::AdamW> optimizer = train::MakeAdamW(*model, optimizer_options);
+
+  if (!dump.empty()) {
+    std::filesystem::create_directories(dump);
+    std::map<std::string, torch::Tensor> weights;
+    for (const auto& p : model->named_parameters(true)) weights[p.key()] = p.value().detach().clone();
+    train::WriteSafetensors(weights, dump + "/init.safetensors");
+    train::WriteSafetensors({{"tokens", tensors.tokens},
+                             {"block_mask", tensors.block_mask},
+                             {"lm_labels", tensors.lm_labels},
+                             {"masked_blocks", tensors.masked_blocks}},
+                            dump + "/batch.safetensors");
+    nlohmann::json json = model::ModelConfigToJson({"smith", config, {}, {}, {}});
+    json["lr"] = optimizer_options.lr;
+    json["weight_decay"] = optimizer_options.weight_decay;
+    json["max_grad_norm"] = optimizer_options.max_grad_norm;
+    std::ofstream(dump + "/config.json") << json.dump(2) << "\n";
+  }
+
+  std::vector<double> losses;
+  double seconds = 0;
+  for (int64_t step = 0; step < warmup + steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    optimizer->zero_grad();
+    const auto [total, lm, block] = model->Loss(tensors, /*sentence_blocks=*/true);
+    total.backward();
+    torch::nn::utils::clip_grad_norm_(model->parameters(), optimizer_options.max_grad_norm);
+    optimizer->step();
+    const double loss = total.item<double>();
+    if (step >= warmup) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    losses.push_back(loss);
+  }
+  const double step_s = seconds / static_cast<double>(steps);
+  std::cout << nlohmann::json{{"side", "docmatch"},
+                              {"model", model_path},
+                              {"batch", batch_size},
+                              {"real_blocks", std::count(batch.block_mask.begin(), batch.block_mask.end(), 1)},
+                              {"step_ms", 1e3 * step_s},
+                              {"docs_per_s", static_cast<double>(batch_size) / step_s},
+                              {"tokens_per_s", static_cast<double>(batch.real_tokens) / step_s},
+                              {"threads", at::get_num_threads()},
+                              {"losses", losses}}
+                   .dump()
+            << std::endl;
+  return 0;
+}
