@@ -85,7 +85,7 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 phases = ["data", "forward", "backward", "comm", "optimizer", "other"]
 print("\n| config | docs/s | tokens/s | step ms | " + " | ".join(f"{p} ms" for p in phases) +
       " | RSS MiB | TFLOP/s | MFU |")
-print("|---" * (9 + len(phases)) + "|")
+print("|---" * (7 + len(phases)) + "|")
 for r in rows:
     t = r["time_ms"]
     print(f"| {r['config']} b{r['batch_per_rank']}x{r['ranks']} | {r['docs_per_s']} | {r['tokens_per_s']:.0f} | "
