@@ -99,6 +99,16 @@ std::string TargetName(std::string name, const std::string& encoder) {
   return "";
 }
 
+// The sizes every docmatch transformer config shares, from BERT's config.json.
+template <typename Config>
+void SetTransformerSizes(const nlohmann::json& c, int64_t rows, double dropout, Config* out) {
+  out->vocab_size = rows;
+  out->hidden = c["hidden_size"];
+  out->heads = c["num_attention_heads"];
+  out->intermediate = c["intermediate_size"];
+  out->dropout = dropout;
+}
+
 bool Lowercase(const ImportOptions& options, const fs::path& input) {
   if (options.lowercase == "true") return true;
   if (options.lowercase == "false") return false;
@@ -185,12 +195,8 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   int64_t length = 0;
   if (options.kind == "match_bert") {
     model::MatchBertConfig& m = config.match_bert;
-    m.vocab_size = rows;
-    m.hidden = c["hidden_size"];
-    m.heads = c["num_attention_heads"];
-    m.intermediate = c["intermediate_size"];
+    SetTransformerSizes(c, rows, options.dropout, &m);
     m.layers = c["num_hidden_layers"];
-    m.dropout = options.dropout;
     m.max_tokens = options.max_tokens;
     if (m.max_tokens == 0 && fs::exists(input / "sentence_bert_config.json")) {
       m.max_tokens = ReadJson(input / "sentence_bert_config.json").value("max_seq_length", int64_t{0});
@@ -214,16 +220,12 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
     length = m.max_tokens;
   } else if (options.kind == "smith") {
     model::SmithConfig& s = config.smith;
-    s.vocab_size = rows;
-    s.hidden = c["hidden_size"];
-    s.heads = c["num_attention_heads"];
-    s.intermediate = c["intermediate_size"];
+    SetTransformerSizes(c, rows, options.dropout, &s);
     s.sentence_layers = c["num_hidden_layers"];
     s.document_layers = options.document_layers;
     s.block_length = options.block_length;
     s.max_blocks = options.max_blocks;
     s.combine = options.combine;
-    s.dropout = options.dropout;
     length = s.block_length;
   } else {
     throw std::runtime_error("[import] --kind is match_bert or smith, not '" + options.kind + "'");
