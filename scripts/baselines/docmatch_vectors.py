@@ -15,7 +15,7 @@ def corpus_ids(corpus):
         manifest = json.load(f)
     ids = []
     for shard in manifest["shards"]:
-        with h5py.File(os.path.join(corpus, shard["file"] if "file" in shard else shard["name"]), "r") as h5:
+        with h5py.File(os.path.join(corpus, shard["file"]), "r") as h5:
             ids.extend(i.decode() if isinstance(i, bytes) else i for i in h5["document_ids"][:])
     return ids
 
