@@ -5,11 +5,14 @@
 // them on one rank. --dump writes the batch, the initial weights and the
 // config for the peer (bench/peers/smith_peer.py), which must reach the same
 // first-step loss. Dropout is 0 on both sides, so that the math is the same.
+// The process sets its host allocator as `docmatch` does (dist::
+// ConfigureHostAllocator; DOCMATCH_HOST_ALLOCATOR=system for glibc's default).
 //
 //   smith_step --model configs/models/smith-tiny.yaml --corpus corpora/wikispeedia \
-//       --batch 8 --steps 10 --dump /tmp/step
+//       --batch 8 --steps 10 --dump /tmp/step [--device cuda --precision bf16]
 //
 // Prints one JSON line: step time, docs/s, real tokens/s, the losses.
+#include <sys/resource.h>
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
@@ -22,22 +25,27 @@
 
 #include "data/blocks.h"
 #include "data/corpus.h"
+#include "dist/runtime.h"
 #include "model/config.h"
 #include "model/smith.h"
 #include "train/optimizer.h"
 #include "train/safetensors.h"
+#include "train/training_run.h"
 
 using namespace docmatch;
 
 int main(int argc, char** argv) {
+  const std::string host_allocator = dist::ConfigureHostAllocator();
   CLI::App app{"SMITH pre-training step, docmatch's side of bench/peers (JSON on stdout)"};
-  std::string model_path, corpus_dir, dump;
+  std::string model_path, corpus_dir, dump, device_name = "cpu", precision = "fp32";
   int64_t batch_size = 8, steps = 10, warmup = 2;
   app.add_option("--model", model_path, "model YAML (configs/models/)")->required()->check(CLI::ExistingFile);
   app.add_option("--corpus", corpus_dir, "prepared corpus")->required()->check(CLI::ExistingDirectory);
   app.add_option("--batch", batch_size, "documents in the batch")->capture_default_str();
   app.add_option("--steps", steps, "timed steps")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
+  app.add_option("--device", device_name, "cpu or cuda")->capture_default_str();
+  app.add_option("--precision", precision, "fp32, or bf16 (forward under autocast)")->capture_default_str();
   app.add_option("--dump", dump, "folder for batch.safetensors, init.safetensors and config.json");
   CLI11_PARSE(app, argc, argv);
 
@@ -55,10 +63,12 @@ int main(int argc, char** argv) {
   masks.seed = 1;
   const data::BlockBatch batch =
       data::BuildBlockBatch(pointers, {config.block_length, config.max_blocks}, &masks, /*epoch=*/0);
-  const model::BlockTensors tensors = model::ToTensors(batch, torch::kCPU);
+  const torch::Device device(device_name);
+  const model::BlockTensors tensors = model::ToTensors(batch, device);
 
   torch::manual_seed(1);
   model::SmithPretraining model(model::SmithEncoder(config), config);
+  model->to(device);
   model->train();
   train::OptimizerOptions optimizer_options;
   optimizer_options.lr = 1e-4;
@@ -67,12 +77,12 @@ int main(int argc, char** argv) {
   if (!dump.empty()) {
     std::filesystem::create_directories(dump);
     std::map<std::string, torch::Tensor> weights;
-    for (const auto& p : model->named_parameters(true)) weights[p.key()] = p.value().detach().clone();
+    for (const auto& p : model->named_parameters(true)) weights[p.key()] = p.value().detach().cpu().clone();
     train::WriteSafetensors(weights, dump + "/init.safetensors");
-    train::WriteSafetensors({{"tokens", tensors.tokens},
-                             {"block_mask", tensors.block_mask},
-                             {"lm_labels", tensors.lm_labels},
-                             {"masked_blocks", tensors.masked_blocks}},
+    train::WriteSafetensors({{"tokens", tensors.tokens.cpu()},
+                             {"block_mask", tensors.block_mask.cpu()},
+                             {"lm_labels", tensors.lm_labels.cpu()},
+                             {"masked_blocks", tensors.masked_blocks.cpu()}},
                             dump + "/batch.safetensors");
     nlohmann::json json = model::ModelConfigToJson({"smith", config, {}, {}, {}});
     json["lr"] = optimizer_options.lr;
@@ -86,7 +96,11 @@ int main(int argc, char** argv) {
   for (int64_t step = 0; step < warmup + steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     optimizer->zero_grad();
-    const auto [total, lm, block] = model->Loss(tensors, /*sentence_blocks=*/true);
+    torch::Tensor total;
+    {
+      const train::Autocast autocast(device, precision);
+      total = std::get<0>(model->Loss(tensors, /*sentence_blocks=*/true));
+    }
     total.backward();
     torch::nn::utils::clip_grad_norm_(model->parameters(), optimizer_options.max_grad_norm);
     optimizer->step();
@@ -95,6 +109,10 @@ int main(int argc, char** argv) {
     losses.push_back(loss);
   }
   const double step_s = seconds / static_cast<double>(steps);
+  nlohmann::json peak_reserved_gib = nullptr;
+  if (device.is_cuda()) peak_reserved_gib = train::PeakDeviceMemoryGiB(device);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
   std::cout << nlohmann::json{{"side", "docmatch"},
                               {"model", model_path},
                               {"batch", batch_size},
@@ -103,6 +121,11 @@ int main(int argc, char** argv) {
                               {"docs_per_s", static_cast<double>(batch_size) / step_s},
                               {"tokens_per_s", static_cast<double>(batch.real_tokens) / step_s},
                               {"threads", at::get_num_threads()},
+                              {"device", device.str()},
+                              {"precision", precision},
+                              {"host_allocator", host_allocator},
+                              {"peak_reserved_gib", peak_reserved_gib},
+                              {"peak_rss_mib", static_cast<double>(usage.ru_maxrss) / 1024.0},
                               {"losses", losses}}
                    .dump()
             << std::endl;

@@ -7,7 +7,7 @@ bench/smith_step dumped, so that both sides do the same math on the same
 data. Runs eager and, with --compile, under torch.compile, and checks that
 its first loss equals docmatch's.
 
-  smith_peer.py DUMP_DIR [--steps 10] [--warmup 2] [--compile]
+  smith_peer.py DUMP_DIR [--steps 10] [--warmup 2] [--compile] [--device cuda --precision bf16]
 
 Prints one JSON line per mode.
 """
@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import time
 
 import torch
@@ -118,12 +119,14 @@ class SmithPretraining(nn.Module):
         return lm_loss + block_loss
 
 
-def run(dump, steps, warmup, compile_model):
+def run(dump, steps, warmup, compile_model, device, precision, label):
     config = json.load(open(os.path.join(dump, "config.json")))
-    batch = load_file(os.path.join(dump, "batch.safetensors"))
+    batch = load_file(os.path.join(dump, "batch.safetensors"), device=device)
     model = SmithPretraining(config)
     model.load_state_dict(load_file(os.path.join(dump, "init.safetensors")), strict=True)
-    model.train()
+    model.to(device).train()
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     decayed = [p for n, p in model.named_parameters() if p.dim() >= 2 and "norm" not in n]
     plain = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "norm" not in n)]
     optimizer = torch.optim.AdamW([{"params": decayed, "weight_decay": config["weight_decay"]},
@@ -134,7 +137,8 @@ def run(dump, steps, warmup, compile_model):
     for step in range(warmup + steps):
         start = time.perf_counter()
         optimizer.zero_grad()
-        loss = forward(*args)
+        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = forward(*args)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config["max_grad_norm"])
         optimizer.step()
@@ -147,10 +151,14 @@ def run(dump, steps, warmup, compile_model):
         losses.append(value)
     B = batch["tokens"].shape[0]
     real_tokens = int((batch["tokens"][batch["block_mask"]] != PAD).sum())
+    cuda = torch.device(device).type == "cuda"
+    peak = torch.cuda.max_memory_reserved() / 2**30 if cuda else None
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     step_s = seconds / steps
-    return {"side": "peer-compiled" if compile_model else "peer-eager", "batch": B, "step_ms": 1e3 * step_s,
+    return {"side": ("peer-compiled" if compile_model else "peer-eager") + label, "batch": B, "step_ms": 1e3 * step_s,
             "docs_per_s": B / step_s, "tokens_per_s": real_tokens / step_s, "first_step_s": compile_s,
-            "threads": torch.get_num_threads(), "torch": torch.__version__, "losses": losses}
+            "threads": torch.get_num_threads(), "torch": torch.__version__, "device": device, "precision": precision,
+            "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""), "peak_reserved_gib": peak, "peak_rss_mib": peak_rss, "losses": losses}
 
 
 def main():
@@ -159,10 +167,16 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--compile", action="store_true", help="also run under torch.compile")
+    parser.add_argument("--eager", action=argparse.BooleanOptionalAction, default=True,
+                        help="run eager (--no-eager: only the compiled run)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--label", default="", help="appended to the side's name in the output")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="bf16: forward under autocast")
     args = parser.parse_args()
     torch.manual_seed(0)
-    for compiled in ([False, True] if args.compile else [False]):
-        result = run(args.dump, args.steps, args.warmup, compiled)
+    modes = ([False] if args.eager else []) + ([True] if args.compile else [])
+    for compiled in modes:
+        result = run(args.dump, args.steps, args.warmup, compiled, args.device, args.precision, args.label)
         assert math.isfinite(result["losses"][0]), result
         print(json.dumps(result), flush=True)
 

@@ -8,8 +8,15 @@
 #include "cli/commands.h"
 #include "cli/yaml_config.h"
 #include "dist/build_info.h"
+#include "dist/runtime.h"
 
 int main(int argc, char** argv) {
+  try {
+    docmatch::dist::ConfigureHostAllocator();
+  } catch (const std::exception& e) {
+    std::cerr << "docmatch: error: " << e.what() << std::endl;
+    return 2;
+  }
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
 

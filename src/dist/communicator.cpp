@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "dist/mpi_communicator.h"
+#include "dist/runtime.h"
 #ifdef DOCMATCH_HAS_NCCL
 #include "dist/nccl_communicator.h"
 #endif
@@ -63,7 +64,7 @@ std::unique_ptr<Communicator> MakeCommunicator(const std::string& backend, const
   }
   if (communicator->rank() == 0) {
     LOG(INFO) << "[dist] " << communicator->size() << " ranks, backend " << communicator->backend() << " on "
-              << device.str();
+              << device.str() << ", host allocator " << HostAllocator();
   }
   return communicator;
 }

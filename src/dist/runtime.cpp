@@ -1,6 +1,7 @@
 #include "dist/runtime.h"
 
 #include <glog/logging.h>
+#include <malloc.h>
 #include <mpi.h>
 
 #include <cstdlib>
@@ -8,6 +9,26 @@
 #include <iostream>
 
 namespace docmatch::dist {
+namespace {
+std::string host_allocator = "system";
+}  // namespace
+
+std::string ConfigureHostAllocator() {
+  const char* requested = std::getenv("DOCMATCH_HOST_ALLOCATOR");
+  const std::string mode = requested && *requested ? requested : "retain";
+  TORCH_CHECK(mode == "retain" || mode == "system", "DOCMATCH_HOST_ALLOCATOR=", mode,
+              " is not a host allocator mode (retain, system)");
+  if (mode == "retain") {
+    // Large blocks from the heap instead of mmap, and a heap never trimmed
+    // (mallopt(3): -1 disables trimming), so freed activations are reused.
+    TORCH_CHECK(mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1,
+                "mallopt refused the retain settings; set DOCMATCH_HOST_ALLOCATOR=system");
+  }
+  host_allocator = mode;
+  return mode;
+}
+
+std::string HostAllocator() { return host_allocator; }
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int provided = 0;

@@ -38,6 +38,16 @@ struct Placement {
 // that says what to do; with it true (MPI backend), ranks share GPUs round-robin.
 Placement DiscoverPlacement(const std::string& device, bool share_gpus = false);
 
+// glibc hands every freed block over 128 KiB back to the kernel (munmap, heap
+// trimming), so each training step page-faults its activations in again: 45%
+// of a smith-tiny CPU step here (bench/NOTES.md). "retain" (the default) keeps
+// freed memory in the process for the next step, at the price of a higher
+// peak RSS (+28% on smith-paper); DOCMATCH_HOST_ALLOCATOR=system keeps
+// glibc's behaviour. Call first thing in main(). Returns the mode it set.
+std::string ConfigureHostAllocator();
+// The mode ConfigureHostAllocator set ("system" if it never ran).
+std::string HostAllocator();
+
 // Rank 0 logs INFO and up to stderr, other ranks WARNING and up; with
 // `log_dir`, every rank also writes all of its own log to log_dir/rank-<r>.log.
 void SetUpRankLogging(int rank, const std::string& log_dir = "");
