@@ -9,7 +9,58 @@ torch::nn::functional::CrossEntropyFuncOptions CrossEntropy(bool sum) {
   return options;
 }
 
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct DecoderCrossEntropyFunction : public torch::autograd::Function<DecoderCrossEntropyFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& decoder,
+                               const torch::Tensor& bias, const torch::Tensor& labels, bool sum) {
+    torch::Tensor log_probs;  // (M, V), fp32 or wider
+    torch::ScalarType product_type;
+    {
+      const torch::Tensor logits = torch::addmm(bias, hidden, decoder.t());  // (M, V), freed at the brace
+      product_type = logits.scalar_type();
+      const bool reduced = product_type == torch::kBFloat16 || product_type == torch::kHalf;
+      log_probs = torch::log_softmax(logits, /*dim=*/1, reduced ? torch::kFloat : product_type);
+    }
+    const torch::Tensor picked = log_probs.gather(1, labels.unsqueeze(1)).squeeze(1);  // (M,)
+    ctx->save_for_backward({hidden, decoder, log_probs, labels});
+    ctx->saved_data["sum"] = sum;
+    ctx->saved_data["product_type"] = static_cast<int64_t>(product_type);
+    ctx->saved_data["bias_type"] = static_cast<int64_t>(bias.scalar_type());
+    ctx->saved_data["consumed"] = false;
+    return sum ? -picked.sum() : -picked.mean();
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    TORCH_CHECK(!ctx->saved_data["consumed"].toBool(),
+                "DecoderCrossEntropy's backward reuses its saved softmax in place and runs once per forward "
+                "(no retain_graph)");
+    ctx->saved_data["consumed"] = true;
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &hidden = saved[0], &decoder = saved[1], &labels = saved[3];
+    torch::Tensor gradient = saved[2].exp_();  // softmax (M, V), in the saved log-softmax's memory
+    gradient.scatter_add_(1, labels.unsqueeze(1), torch::full({labels.size(0), 1}, -1.0, gradient.options()));
+    // d loss / d logits = scale * gradient; the scale goes on the small (M, C),
+    // (V, C) and (V,) results, not on the (M, V) matrix.
+    const int64_t M = labels.size(0);
+    const double per_item = ctx->saved_data["sum"].toBool() || M == 0 ? 1.0 : 1.0 / static_cast<double>(M);
+    const torch::Tensor scale = grads[0] * per_item;
+    const auto product_type = static_cast<torch::ScalarType>(ctx->saved_data["product_type"].toInt());
+    const torch::Tensor g = gradient.to(product_type);
+    return {(torch::mm(g, decoder.to(product_type)) * scale).to(hidden.scalar_type()),
+            (torch::mm(g.t(), hidden.to(product_type)) * scale).to(decoder.scalar_type()),
+            (gradient.sum(0) * scale).to(static_cast<torch::ScalarType>(ctx->saved_data["bias_type"].toInt())),
+            torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor DecoderCrossEntropy(const torch::Tensor& hidden, const torch::Tensor& decoder, const torch::Tensor& bias,
+                                  const torch::Tensor& labels, bool sum) {
+  return DecoderCrossEntropyFunction::apply(hidden, decoder, bias, labels, sum);
+}
 
 torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& labels, bool sum) {
   return torch::nn::functional::cross_entropy(logits, labels, CrossEntropy(sum));

@@ -16,6 +16,16 @@ namespace docmatch::model {
 // averaged over the M predicted tokens.
 torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& labels, bool sum = false);
 
+// The same loss from the LM head's last states: cross-entropy of
+// hidden (M, C) @ decoder (V, C)^T + bias (V,) against labels (M,), without
+// keeping the (M, V) logits. Forward keeps only their log-softmax; backward
+// turns it into the logits' gradient in place (softmax - one-hot) and never
+// writes the dense one-hot gradient that cross_entropy's backward builds: on
+// smith-tiny the vocabulary side was a quarter of the step (bench/NOTES.md).
+// Under autocast the products run in the autocast type, the softmax in fp32.
+torch::Tensor DecoderCrossEntropy(const torch::Tensor& hidden, const torch::Tensor& decoder, const torch::Tensor& bias,
+                                  const torch::Tensor& labels, bool sum = false);
+
 // SMITH masked sentence-block prediction (§4.2.2): each prediction (M, C)
 // scores every candidate (N, C) by dot product; softmax cross-entropy with the
 // original block `positive` (M,) as the target, averaged over M.

@@ -48,11 +48,18 @@ SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tok
   TORCH_CHECK(S <= config_.max_blocks && T <= config_.block_length, "batch of ", S, " blocks x ", T,
               " tokens exceeds the model's ", config_.max_blocks, " x ", config_.block_length);
   Blocks out;
-  out.real = block_mask.reshape({B * S}).nonzero().squeeze(1);                        // (R,)
-  const torch::Tensor packed = tokens.reshape({B * S, T}).index_select(0, out.real);  // (R, T)
-  out.token_states = sentence_encoder_(embeddings(packed), packed.ne(data::kPadId));  // (R, T, C)
-  const torch::Tensor cls = out.token_states.select(1, 0);                            // (R, C)
-  const torch::Tensor vectors = Normalize(torch::relu(block_dense_(cls)));            // (R, C)
+  out.real = block_mask.reshape({B * S}).nonzero().squeeze(1);                      // (R,)
+  const torch::Tensor real = tokens.reshape({B * S, T}).index_select(0, out.real);  // (R, T)
+  // The sentence encoder runs on the real tokens only (transformer.h).
+  out.tokens = PackedLayout::FromMask(real.ne(data::kPadId));
+  const torch::Tensor ids = real.reshape({-1}).index_select(0, out.tokens.index);  // (N,)
+  const torch::Tensor positions = out.tokens.index.remainder(T);                   // (N,)
+  out.token_states = sentence_encoder_->ForwardPacked(embeddings->ForwardPacked(ids, positions), out.tokens);
+  // Position 0 of every real block is its [CLS] (data::BuildBlockBatch), so
+  // block r's [CLS] is packed row (real tokens of blocks 0..r-1).
+  const torch::Tensor lengths = out.tokens.key_mask.sum(1);                                 // (R,)
+  const torch::Tensor cls = out.token_states.index_select(0, lengths.cumsum(0) - lengths);  // (R, C)
+  const torch::Tensor vectors = Normalize(torch::relu(block_dense_(cls)));                  // (R, C)
   out.vectors = torch::zeros({B * S, C}, vectors.options()).index_copy(0, out.real, vectors).view({B, S, C});
   return out;
 }
@@ -108,12 +115,25 @@ std::pair<torch::Tensor, torch::Tensor> SmithPretrainingImpl::LanguageModel(cons
                                                                             const torch::Tensor& lm_labels) {
   // Word LM over the packed real blocks, only where a label exists (BERT's
   // head: dense + GELU + LayerNorm, decoder tied to the token embedding).
+  // Labels sit on real tokens only (data::BuildBlockBatch), so the packed
+  // states hold every predicted position.
   const int64_t T = lm_labels.size(2);
-  const torch::Tensor labels = lm_labels.reshape({-1, T}).index_select(0, blocks.real);  // (R, T)
+  const torch::Tensor labels = lm_labels.reshape({-1, T})
+                                   .index_select(0, blocks.real)
+                                   .reshape({-1})
+                                   .index_select(0, blocks.tokens.index);  // (N,)
   const torch::Tensor where = labels.ne(data::kIgnoreLabel);
   const torch::Tensor transformed = lm_norm_(torch::gelu(lm_transform_(blocks.token_states.index({where}))));
-  const torch::Tensor logits = torch::matmul(transformed, encoder->embeddings->tokens->weight.t()) + lm_bias_;
-  return {logits, labels.index({where})};  // (M, V), (M,)
+  return {transformed, labels.index({where})};  // (M, C), (M,)
+}
+
+torch::Tensor SmithPretrainingImpl::LanguageModelLoss(const torch::Tensor& lm_hidden, const torch::Tensor& lm_labels,
+                                                      bool sum) {
+  return DecoderCrossEntropy(lm_hidden, encoder->embeddings->tokens->weight, lm_bias_, lm_labels, sum);
+}
+
+torch::Tensor SmithPretrainingImpl::LanguageModelLogits(const torch::Tensor& lm_hidden) {
+  return torch::addmm(lm_bias_, lm_hidden, encoder->embeddings->tokens->weight.t());
 }
 
 SmithPretrainingImpl::Outputs SmithPretrainingImpl::forward(const BlockTensors& batch, bool sentence_blocks) {
@@ -121,7 +141,7 @@ SmithPretrainingImpl::Outputs SmithPretrainingImpl::forward(const BlockTensors& 
   SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(batch.tokens, batch.block_mask);
   Outputs out;
 
-  std::tie(out.lm_logits, out.lm_labels) = LanguageModel(blocks, batch.lm_labels);
+  std::tie(out.lm_hidden, out.lm_labels) = LanguageModel(blocks, batch.lm_labels);
 
   if (sentence_blocks) {
     // Masked sentence-block prediction (§4.2.2): swap the chosen blocks'
@@ -144,7 +164,7 @@ SmithPretrainingImpl::Outputs SmithPretrainingImpl::forward(const BlockTensors& 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::Loss(const BlockTensors& batch,
                                                                                    bool sentence_blocks) {
   const Outputs out = forward(batch, sentence_blocks);
-  const torch::Tensor lm = MaskedLmLoss(out.lm_logits, out.lm_labels);
+  const torch::Tensor lm = LanguageModelLoss(out.lm_hidden, out.lm_labels);
   if (!sentence_blocks) return {lm, lm, torch::zeros_like(lm)};
   const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options());
   const torch::Tensor block = SentenceBlockLoss(out.block_predictions, out.block_originals, positive);
@@ -154,7 +174,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::Lo
 SmithPretrainingImpl::ViewOutputs SmithPretrainingImpl::ForwardViews(const BlockTensors& views) {
   const SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(views.tokens, views.block_mask);
   ViewOutputs out;
-  std::tie(out.lm_logits, out.lm_labels) = LanguageModel(blocks, views.lm_labels);
+  std::tie(out.lm_hidden, out.lm_labels) = LanguageModel(blocks, views.lm_labels);
   out.vectors = encoder->Combine(encoder->EncodeDocument(blocks.vectors, views.block_mask), views.block_mask);
   return out;
 }
@@ -167,7 +187,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::Do
   TORCH_CHECK(V == 2 * B, "DocSplit needs both halves of every document, got ", V, " views");
   const torch::Tensor self = torch::arange(V, views.tokens.options());
   const torch::Tensor contrastive = DocSplitLoss(out.vectors, out.vectors, self, (self + B) % V, temperature);
-  const torch::Tensor lm = MaskedLmLoss(out.lm_logits, out.lm_labels);
+  const torch::Tensor lm = LanguageModelLoss(out.lm_hidden, out.lm_labels);
   return {contrastive + lm_weight * lm, contrastive, lm};
 }
 

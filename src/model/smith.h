@@ -57,7 +57,8 @@ class SmithEncoderImpl : public torch::nn::Module {
 
   struct Blocks {
     torch::Tensor real;          // (R,) int64 flat indices into B*S of the real blocks
-    torch::Tensor token_states;  // (R, T, C) sentence-transformer outputs of real blocks
+    PackedLayout tokens;         // the N real tokens of the (R, T) real blocks
+    torch::Tensor token_states;  // (N, C) sentence-transformer outputs at the real tokens
     torch::Tensor vectors;       // (B, S, C) unit block vectors, zero at padding
   };
   // tokens (B, S, T), block_mask (B, S)
@@ -89,7 +90,7 @@ class SmithPretrainingImpl : public torch::nn::Module {
   SmithPretrainingImpl(SmithEncoder encoder, const SmithConfig& config);
 
   struct Outputs {
-    torch::Tensor lm_logits;          // (M, V) at the predicted token positions
+    torch::Tensor lm_hidden;          // (M, C) LM-head states at the predicted token positions, before the decoder
     torch::Tensor lm_labels;          // (M,)
     torch::Tensor block_predictions;  // (P, C) document-transformer outputs at masked blocks, projected
     torch::Tensor block_originals;    // (P, C) the unit vectors those blocks had before masking
@@ -103,7 +104,7 @@ class SmithPretrainingImpl : public torch::nn::Module {
   // DocSplit on this encoder: `views` holds 2B documents, the first halves of
   // B documents then their second halves (data/docsplit.h), with LM masks.
   struct ViewOutputs {
-    torch::Tensor lm_logits;  // (M, V)
+    torch::Tensor lm_hidden;  // (M, C)
     torch::Tensor lm_labels;  // (M,)
     torch::Tensor vectors;    // (2B, C) unit document vectors of the views
   };
@@ -113,10 +114,17 @@ class SmithPretrainingImpl : public torch::nn::Module {
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> DocSplit(const BlockTensors& views, double temperature = 0.05,
                                                                    double lm_weight = 0.1);
 
+  // The word LM's loss from lm_hidden (M, C) and lm_labels (M,): the decoder
+  // tied to the token embedding, with the fused cross-entropy (losses.h).
+  torch::Tensor LanguageModelLoss(const torch::Tensor& lm_hidden, const torch::Tensor& lm_labels, bool sum = false);
+  // lm_hidden (M, C) -> the decoder's logits (M, V), for inspection and tests
+  torch::Tensor LanguageModelLogits(const torch::Tensor& lm_hidden);
+
   SmithEncoder encoder{nullptr};
 
  private:
-  // BERT's LM head over the packed token states where labels exist.
+  // BERT's LM head over the packed token states where labels exist, up to
+  // the decoder: returns (lm_hidden (M, C), lm_labels (M,)).
   std::pair<torch::Tensor, torch::Tensor> LanguageModel(const SmithEncoderImpl::Blocks& blocks,
                                                         const torch::Tensor& lm_labels);
 

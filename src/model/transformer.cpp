@@ -4,6 +4,18 @@
 
 namespace docmatch::model {
 
+PackedLayout PackedLayout::FromMask(const torch::Tensor& key_mask) {
+  return {key_mask, key_mask.reshape({-1}).nonzero().squeeze(1)};
+}
+
+torch::Tensor PackedLayout::Unpack(const torch::Tensor& packed) const {
+  std::vector<int64_t> shape = {key_mask.numel()};
+  for (int64_t d = 1; d < packed.dim(); ++d) shape.push_back(packed.size(d));
+  std::vector<int64_t> unpacked = key_mask.sizes().vec();
+  unpacked.insert(unpacked.end(), shape.begin() + 1, shape.end());
+  return torch::zeros(shape, packed.options()).index_copy(0, index, packed).view(unpacked);
+}
+
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t hidden, int64_t heads, double dropout)
     : heads_(heads), dropout_(dropout) {
   TORCH_CHECK(hidden % heads == 0, "hidden size ", hidden, " is not a multiple of the ", heads, " heads");
@@ -13,21 +25,41 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(int64_t hidden, int64_t heads, do
   output_ = register_module("output", torch::nn::Linear(hidden, hidden));
 }
 
-torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / heads_;
-  auto split = [&](const torch::Tensor& t) { return t.view({B, T, heads_, D}).transpose(1, 2); };  // (B, H, T, D)
-  const torch::Tensor q = split(query_(x)), k = split(key_(x)), v = split(value_(x));
+torch::Tensor MultiHeadAttentionImpl::ProjectQueryKeyValue(const torch::Tensor& x) {
+  // One (C -> 3C) product instead of three (C -> C): the weights stay three
+  // modules, so checkpoints and imports keep BERT's layout.
+  return torch::linear(x, torch::cat({query_->weight, key_->weight, value_->weight}),
+                       torch::cat({query_->bias, key_->bias, value_->bias}));
+}
+
+torch::Tensor MultiHeadAttentionImpl::Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const torch::Tensor& key_mask) {
+  const int64_t B = q.size(0), T = q.size(2), D = q.size(3);
   const torch::Tensor mask = key_mask.view({B, 1, 1, T});  // broadcast over heads and queries
   const double p = is_training() ? dropout_ : 0.0;
-  torch::Tensor context;  // (B, H, T, D)
-  if (kernel == AttentionKernel::kFused) {
-    context = at::scaled_dot_product_attention(q, k, v, mask, p);
-  } else {
-    torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(D));
-    scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
-    context = torch::matmul(torch::dropout(torch::softmax(scores, -1), p, is_training()), v);
-  }
+  if (kernel == AttentionKernel::kFused) return at::scaled_dot_product_attention(q, k, v, mask, p);
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(D));
+  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  return torch::matmul(torch::dropout(torch::softmax(scores, -1), p, is_training()), v);
+}
+
+torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / heads_;
+  // unbind, not three selects: its backward writes one (3, B, H, T, D) gradient
+  const std::vector<torch::Tensor> qkv =
+      ProjectQueryKeyValue(x).view({B, T, 3, heads_, D}).permute({2, 0, 3, 1, 4}).unbind(0);
+  const torch::Tensor context = Attend(qkv[0], qkv[1], qkv[2], key_mask);  // (B, H, T, D)
   return output_(context.transpose(1, 2).reshape({B, T, C}));
+}
+
+torch::Tensor MultiHeadAttentionImpl::ForwardPacked(const torch::Tensor& x, const PackedLayout& layout) {
+  const int64_t B = layout.key_mask.size(0), T = layout.key_mask.size(1), C = x.size(1), D = C / heads_;
+  // Only attention needs the (B, T) layout: scatter the real rows' q, k, v
+  // into it (zeros at padding, which the key mask hides) and gather back.
+  const std::vector<torch::Tensor> qkv =
+      layout.Unpack(ProjectQueryKeyValue(x)).view({B, T, 3, heads_, D}).permute({2, 0, 3, 1, 4}).unbind(0);
+  const torch::Tensor context = Attend(qkv[0], qkv[1], qkv[2], layout.key_mask);              // (B, H, T, D)
+  return output_(context.transpose(1, 2).reshape({B * T, C}).index_select(0, layout.index));  // (N, C)
 }
 
 TransformerLayerImpl::TransformerLayerImpl(const TransformerConfig& c) {
@@ -41,10 +73,17 @@ TransformerLayerImpl::TransformerLayerImpl(const TransformerConfig& c) {
   dropout_ = register_module("dropout", torch::nn::Dropout(c.dropout));
 }
 
-torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
-  const torch::Tensor attended = attention_norm_(x + dropout_(attention(x, key_mask)));
+torch::Tensor TransformerLayerImpl::FeedForward(const torch::Tensor& attended) {
   const torch::Tensor hidden = torch::gelu(intermediate_(attended));
   return output_norm_(attended + dropout_(output_(hidden)));
+}
+
+torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
+  return FeedForward(attention_norm_(x + dropout_(attention(x, key_mask))));
+}
+
+torch::Tensor TransformerLayerImpl::ForwardPacked(const torch::Tensor& x, const PackedLayout& layout) {
+  return FeedForward(attention_norm_(x + dropout_(attention->ForwardPacked(x, layout))));
 }
 
 TransformerEncoderImpl::TransformerEncoderImpl(const TransformerConfig& config) {
@@ -54,6 +93,11 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerConfig& config) 
 
 torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x, const torch::Tensor& key_mask) {
   for (const auto& layer : *layers_) x = layer->as<TransformerLayer>()->forward(x, key_mask);
+  return x;
+}
+
+torch::Tensor TransformerEncoderImpl::ForwardPacked(torch::Tensor x, const PackedLayout& layout) {
+  for (const auto& layer : *layers_) x = layer->as<TransformerLayer>()->ForwardPacked(x, layout);
   return x;
 }
 
@@ -71,6 +115,10 @@ EmbeddingsImpl::EmbeddingsImpl(int64_t vocab_size, int64_t max_positions, const 
 torch::Tensor EmbeddingsImpl::forward(const torch::Tensor& ids) {
   const torch::Tensor position = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));
   return dropout_(norm_(tokens(ids) + positions_(position).unsqueeze(0)));
+}
+
+torch::Tensor EmbeddingsImpl::ForwardPacked(const torch::Tensor& ids, const torch::Tensor& positions) {
+  return dropout_(norm_(tokens(ids) + positions_(positions)));
 }
 
 void InitializeBertStyle(torch::nn::Module& module) {

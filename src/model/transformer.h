@@ -6,6 +6,12 @@
 // Padding is a key mask: (B, T) bool, true = a real token. Queries at padded
 // positions still compute (their rows are ignored downstream); every real
 // sequence has at least one real key, so no softmax row is empty.
+//
+// The packed path (ForwardPacked) computes real tokens only: activations are
+// (N, C) rows of the real tokens, and only attention, which mixes positions,
+// lays them out as (B, T) again. Every other layer works per token, so on
+// SMITH's sentence blocks (83-86% real on Wikispeedia) it skips the padding's
+// share of nearly all FLOPs (bench/NOTES.md).
 #pragma once
 
 #include <torch/torch.h>
@@ -15,6 +21,16 @@ namespace docmatch::model {
 enum class AttentionKernel {
   kFused,  // at::scaled_dot_product_attention (flash / memory-efficient / math)
   kPlain,  // softmax(QK^T / sqrt(d) + mask) V, written out: the test reference
+};
+
+// Where the N real tokens of a (B, T) padded batch sit.
+struct PackedLayout {
+  torch::Tensor key_mask;  // (B, T) bool, true = a real token
+  torch::Tensor index;     // (N,) int64 flat positions in B*T of the real tokens, ascending
+
+  static PackedLayout FromMask(const torch::Tensor& key_mask);  // key_mask (B, T)
+  // packed (N, ...) -> (B, T, ...), zeros at padding
+  torch::Tensor Unpack(const torch::Tensor& packed) const;
 };
 
 struct TransformerConfig {
@@ -31,10 +47,18 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   MultiHeadAttentionImpl(int64_t hidden, int64_t heads, double dropout);
   // x (B, T, C), key_mask (B, T) bool -> (B, T, C)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
+  // x (N, C) real tokens -> (N, C)
+  torch::Tensor ForwardPacked(const torch::Tensor& x, const PackedLayout& layout);
 
   AttentionKernel kernel = AttentionKernel::kFused;
 
  private:
+  // q, k, v (B, H, T, D), key_mask (B, T) -> context (B, H, T, D)
+  torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       const torch::Tensor& key_mask);
+  // x (..., C) -> (..., 3C): query, key and value in one matrix product
+  torch::Tensor ProjectQueryKeyValue(const torch::Tensor& x);
+
   int64_t heads_;
   double dropout_;
   torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr}, output_{nullptr};
@@ -47,9 +71,14 @@ class TransformerLayerImpl : public torch::nn::Module {
   explicit TransformerLayerImpl(const TransformerConfig& config);
   // x (B, T, C), key_mask (B, T) -> (B, T, C)
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
+  // x (N, C) real tokens -> (N, C)
+  torch::Tensor ForwardPacked(const torch::Tensor& x, const PackedLayout& layout);
   MultiHeadAttention attention{nullptr};
 
  private:
+  // attended (..., C) after the attention block -> the feed-forward block's output (..., C)
+  torch::Tensor FeedForward(const torch::Tensor& attended);
+
   torch::nn::LayerNorm attention_norm_{nullptr}, output_norm_{nullptr};
   torch::nn::Linear intermediate_{nullptr}, output_{nullptr};
   torch::nn::Dropout dropout_{nullptr};
@@ -61,6 +90,8 @@ class TransformerEncoderImpl : public torch::nn::Module {
   explicit TransformerEncoderImpl(const TransformerConfig& config);
   // x (B, T, C), key_mask (B, T) -> (B, T, C)
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& key_mask);
+  // x (N, C) real tokens -> (N, C); the same outputs as forward() at real positions
+  torch::Tensor ForwardPacked(torch::Tensor x, const PackedLayout& layout);
   void set_kernel(AttentionKernel kernel);
 
  private:
@@ -74,6 +105,8 @@ class EmbeddingsImpl : public torch::nn::Module {
   EmbeddingsImpl(int64_t vocab_size, int64_t max_positions, const TransformerConfig& config);
   // ids (B, T) int64 -> (B, T, C)
   torch::Tensor forward(const torch::Tensor& ids);
+  // ids (N,) int64 at positions (N,) int64 -> (N, C)
+  torch::Tensor ForwardPacked(const torch::Tensor& ids, const torch::Tensor& positions);
   torch::nn::Embedding tokens{nullptr};  // (V, C); language-model heads tie to it
 
  private:

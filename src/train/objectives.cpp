@@ -41,7 +41,7 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
                            dist::Communicator& communicator) {
   const auto out = model->forward(batch, sentence_blocks);
   Totals totals(communicator);
-  const torch::Tensor lm = model::MaskedLmLoss(out.lm_logits, out.lm_labels, /*sum=*/true);
+  const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true);
   const int lm_slot = totals.Add(lm, out.lm_labels.size(0));
   torch::Tensor block;
   int block_slot = -1;
@@ -73,7 +73,7 @@ Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& vi
   const torch::Tensor local = torch::arange(V, views.tokens.options());
   const torch::Tensor nce = model::DocSplitLoss(out.vectors, pool.all, local + pool.offset,
                                                 (local + B) % V + pool.offset, temperature, /*sum=*/true);
-  const torch::Tensor lm = model::MaskedLmLoss(out.lm_logits, out.lm_labels, /*sum=*/true);
+  const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true);
   Totals totals(communicator);
   const int nce_slot = totals.Add(nce, V), lm_slot = totals.Add(lm, out.lm_labels.size(0));
   totals.Reduce(views.tokens.device());

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
       TORCH_CHECK(T <= info.config.smith.block_length, "rows must fit one block of ", info.config.smith.block_length);
       // One document per row, one block each: every block is real.
       const auto blocks = smith.EncodeBlocks(ids.view({B, 1, T}), torch::ones({B, 1}, torch::kBool));
-      states = blocks.token_states;
+      states = blocks.tokens.Unpack(blocks.token_states);
     } else {
       throw std::runtime_error("not an imported transformer: " + info.config.kind);
     }

@@ -1,4 +1,5 @@
-// SMITH and the shared transformer pieces: fused vs plain attention, shapes,
+// SMITH and the shared transformer pieces: fused vs plain attention, the
+// packed (real tokens only) path against the padded one, shapes,
 // gradients, padding invariance, losses against float64 hand computations,
 // shared Siamese towers, and a tiny real batch that training drives down.
 #include "model/smith.h"
@@ -71,6 +72,48 @@ TEST(Attention, FusedKernelEqualsPlainFormulationWithAndWithoutPadding) {
   EXPECT_TRUE(torch::allclose(fused, attention(x64, mask), 1e-12, 1e-12));
 }
 
+TEST(Transformer, PackedPathEqualsPaddedPathAtRealTokensWithGradients) {
+  // The packed path (real tokens only) against the padded one in float64:
+  // outputs at real tokens and every parameter's gradient. Row 1 has holes
+  // inside it, row 2 a single real token, so nothing relies on suffix padding.
+  torch::manual_seed(3);
+  TransformerConfig config{/*hidden=*/16, /*heads=*/2, /*intermediate=*/32, /*layers=*/2, /*dropout=*/0.0};
+  TransformerEncoder encoder(config);
+  InitializeBertStyle(*encoder);
+  encoder->to(torch::kFloat64);
+  const torch::Tensor x = torch::randn({3, 7, 16}, torch::kFloat64);
+  const torch::Tensor mask =
+      torch::tensor({1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0}, torch::kBool).view({3, 7});
+  const torch::Tensor weights = torch::randn({3, 7, 16}, torch::kFloat64);  // a loss that reads every real output
+
+  auto gradients = [&] {
+    std::vector<torch::Tensor> grads;
+    for (auto& p : encoder->parameters()) {
+      grads.push_back(p.grad().clone());
+      p.mutable_grad().zero_();
+    }
+    return grads;
+  };
+  const torch::Tensor padded = encoder(x, mask);  // (3, 7, 16)
+  (padded * weights * mask.unsqueeze(-1)).sum().backward();
+  const std::vector<torch::Tensor> padded_grads = gradients();
+
+  const PackedLayout layout = PackedLayout::FromMask(mask);
+  ASSERT_EQ(layout.index.size(0), mask.sum().item<int64_t>());
+  const torch::Tensor packed = encoder->ForwardPacked(x.reshape({21, 16}).index_select(0, layout.index), layout);
+  (packed * weights.reshape({21, 16}).index_select(0, layout.index)).sum().backward();
+  const std::vector<torch::Tensor> packed_grads = gradients();
+
+  const torch::Tensor unpacked = layout.Unpack(packed);  // (3, 7, 16), zeros at padding
+  EXPECT_TRUE(torch::allclose(unpacked, padded * mask.unsqueeze(-1), 1e-12, 1e-12));
+  EXPECT_EQ(unpacked.masked_select(mask.logical_not().unsqueeze(-1)).abs().sum().item<double>(), 0.0);
+  ASSERT_EQ(padded_grads.size(), packed_grads.size());
+  for (size_t i = 0; i < padded_grads.size(); ++i) {
+    EXPECT_GT(padded_grads[i].abs().sum().item<double>(), 0.0) << "parameter " << i;
+    EXPECT_TRUE(torch::allclose(packed_grads[i], padded_grads[i], 1e-10, 1e-12)) << "parameter " << i;
+  }
+}
+
 TEST(Smith, OutputShapesAndUnitVectors) {
   torch::manual_seed(0);
   const SmithConfig c = Tiny();
@@ -83,7 +126,8 @@ TEST(Smith, OutputShapesAndUnitVectors) {
   EXPECT_TRUE(torch::allclose(vectors.norm(2, 1), torch::ones({5}), 1e-5, 1e-5));
   const auto out = model->forward(t, /*sentence_blocks=*/true);
   const int64_t predicted = t.lm_labels.ne(data::kIgnoreLabel).sum().item<int64_t>();
-  EXPECT_EQ(out.lm_logits.sizes(), (std::vector<int64_t>{predicted, c.vocab_size}));
+  EXPECT_EQ(out.lm_hidden.sizes(), (std::vector<int64_t>{predicted, 16}));
+  EXPECT_EQ(model->LanguageModelLogits(out.lm_hidden).sizes(), (std::vector<int64_t>{predicted, c.vocab_size}));
   const int64_t masked = t.masked_blocks.ge(0).sum().item<int64_t>();
   EXPECT_EQ(out.block_predictions.sizes(), (std::vector<int64_t>{masked, 16}));
   EXPECT_EQ(out.block_originals.sizes(), (std::vector<int64_t>{masked, 16}));
@@ -175,6 +219,34 @@ TEST(Losses, EqualFloat64HandComputations) {
   EXPECT_NEAR(MaskedLmLoss(logits, torch::tensor({2L, 0L})).item<double>(), lm, 1e-6);
 }
 
+TEST(Losses, DecoderCrossEntropyEqualsCrossEntropyOfTheLogitsWithGradients) {
+  // The fused LM loss against cross_entropy(hidden W^T + b) in float64: value
+  // and the gradients of hidden, decoder and bias, averaged and summed, with
+  // an upstream factor of 3 so that the scale must reach every gradient.
+  torch::manual_seed(5);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64).requires_grad(true);
+  const torch::Tensor hidden = torch::randn({9, 6}, options), decoder = torch::randn({13, 6}, options);
+  const torch::Tensor bias = torch::randn({13}, options);
+  const torch::Tensor labels = torch::tensor({0L, 12L, 5L, 5L, 7L, 1L, 12L, 3L, 9L});
+  for (bool sum : {false, true}) {
+    auto run = [&](const torch::Tensor& loss) {
+      (3 * loss).backward();
+      std::vector<torch::Tensor> out = {loss.detach()};
+      for (const auto* t : {&hidden, &decoder, &bias}) {
+        out.push_back(t->grad().clone());
+        const_cast<torch::Tensor&>(*t).mutable_grad().zero_();
+      }
+      return out;
+    };
+    const auto fused = run(DecoderCrossEntropy(hidden, decoder, bias, labels, sum));
+    const auto reference = run(MaskedLmLoss(torch::addmm(bias, hidden, decoder.t()), labels, sum));
+    for (size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(fused[i], reference[i], 1e-12, 1e-12)) << "sum " << sum << " output " << i;
+    }
+    EXPECT_GT(fused[2].abs().sum().item<double>(), 0.0);
+  }
+}
+
 TEST(Smith, PretrainingLossEqualsASecondFormulationInFloat64) {
   torch::manual_seed(3);
   const SmithConfig c = Tiny();
@@ -194,7 +266,7 @@ TEST(Smith, PretrainingLossEqualsASecondFormulationInFloat64) {
   }
   EXPECT_NEAR(block.item<double>(), expected, 1e-4);
   // LM loss by loops too.
-  const auto logits = out.lm_logits.to(torch::kFloat64);
+  const auto logits = model->LanguageModelLogits(out.lm_hidden).to(torch::kFloat64);
   double lm_expected = 0;
   for (int64_t m = 0; m < logits.size(0); ++m) {
     lm_expected +=
