@@ -13,6 +13,7 @@
 //
 // Prints one JSON line: step time, docs/s, real tokens/s, the losses.
 #include <sys/resource.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
@@ -37,7 +38,7 @@ using namespace docmatch;
 int main(int argc, char** argv) {
   const std::string host_allocator = dist::ConfigureHostAllocator();
   CLI::App app{"SMITH pre-training step, docmatch's side of bench/peers (JSON on stdout)"};
-  std::string model_path, corpus_dir, dump, device_name = "cpu", precision = "fp32";
+  std::string model_path, corpus_dir, dump, profile, device_name = "cpu", precision = "fp32";
   int64_t batch_size = 8, steps = 10, warmup = 2;
   app.add_option("--model", model_path, "model YAML (configs/models/)")->required()->check(CLI::ExistingFile);
   app.add_option("--corpus", corpus_dir, "prepared corpus")->required()->check(CLI::ExistingDirectory);
@@ -46,6 +47,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
   app.add_option("--device", device_name, "cpu or cuda")->capture_default_str();
   app.add_option("--precision", precision, "fp32, or bf16 (forward under autocast)")->capture_default_str();
+  app.add_option("--profile", profile,
+                 "after the timed steps, profile one more and write its Chrome trace here "
+                 "(bench/profile_table.py sums it by operator)");
   app.add_option("--dump", dump, "folder for batch.safetensors, init.safetensors and config.json");
   CLI11_PARSE(app, argc, argv);
 
@@ -91,10 +95,7 @@ int main(int argc, char** argv) {
     std::ofstream(dump + "/config.json") << json.dump(2) << "\n";
   }
 
-  std::vector<double> losses;
-  double seconds = 0;
-  for (int64_t step = 0; step < warmup + steps; ++step) {
-    const auto start = std::chrono::steady_clock::now();
+  auto train_step = [&] {
     optimizer->zero_grad();
     torch::Tensor total;
     {
@@ -104,9 +105,18 @@ int main(int argc, char** argv) {
     total.backward();
     torch::nn::utils::clip_grad_norm_(model->parameters(), optimizer_options.max_grad_norm);
     optimizer->step();
-    const double loss = total.item<double>();
+    return total.item<double>();
+  };
+  std::vector<double> losses;
+  double seconds = 0;
+  for (int64_t step = 0; step < warmup + steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    losses.push_back(train_step());
     if (step >= warmup) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    losses.push_back(loss);
+  }
+  if (!profile.empty()) {
+    torch::autograd::profiler::RecordProfile guard(profile);
+    train_step();
   }
   const double step_s = seconds / static_cast<double>(steps);
   nlohmann::json peak_reserved_gib = nullptr;

@@ -1,6 +1,11 @@
-// ShardStream read throughput of one rank: documents/s and tokens/s over whole
-// epochs of a prepared corpus, printed as one JSON object.
+// Input-pipeline throughput of one rank: documents/s and tokens/s over whole
+// epochs of a prepared corpus, printed as one JSON object. Alone it times
+// ShardStream; with --batch-size it times what a pre-training step receives:
+// the stream through data::BatchLoader (its background thread and queue) into
+// SMITH block batches with WP+SP masks, built as `pretrain` builds them
+// (--docsplit: DocSplit's two views), counting real tokens.
 //   stream_bench --corpus corpora/wikispeedia [--epochs 3] [--chunk 64] [--window 16]
+//   stream_bench --corpus corpora/wikispeedia --batch-size 32 --block-length 32 --max-blocks 48
 //   mpirun -np 2 stream_bench --corpus ...   # each rank its share, one line each
 #include <sys/resource.h>
 #include <CLI/CLI.hpp>
@@ -9,18 +14,28 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "data/batch_loader.h"
+#include "data/blocks.h"
+#include "data/docsplit.h"
 #include "data/shard_stream.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ShardStream read throughput (JSON on stdout)"};
   std::string corpus_dir;
   int epochs = 3;
+  int64_t batch_size = 0;
+  bool docsplit = false;
+  docmatch::data::BlockOptions blocks{32, 48};
   docmatch::data::StreamOptions options;
   app.add_option("--corpus", corpus_dir, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
   app.add_option("--epochs", epochs, "epochs to read")->capture_default_str();
   app.add_option("--chunk", options.chunk_documents, "documents per hyperslab read")->capture_default_str();
   app.add_option("--window", options.window_chunks, "chunks shuffled together")->capture_default_str();
   app.add_option("--prefetch", options.prefetch_windows, "windows read ahead")->capture_default_str();
+  app.add_option("--batch-size", batch_size, "documents per block batch; 0: the stream alone")->capture_default_str();
+  app.add_option("--block-length", blocks.block_length, "T, tokens per sentence block")->capture_default_str();
+  app.add_option("--max-blocks", blocks.max_blocks, "S, blocks per document")->capture_default_str();
+  app.add_flag("--docsplit", docsplit, "build DocSplit's two-view batches instead of WP+SP's");
   app.add_option("--rank", options.rank, "this rank's share (default: OMPI_COMM_WORLD_RANK under mpirun)");
   app.add_option("--world-size", options.world_size, "ranks sharing the corpus (default: OMPI_COMM_WORLD_SIZE)");
   // Under mpirun each process streams its own share, as a training rank does
@@ -30,13 +45,29 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   auto corpus = std::make_shared<const docmatch::data::Corpus>(corpus_dir);
-  docmatch::data::ShardStream stream(corpus, options);
-  int64_t documents = 0, tokens = 0;
-  uint64_t checksum = 0;  // keeps the reads from being optimised away, and is reported
+  auto stream = std::make_shared<docmatch::data::ShardStream>(corpus, options);
+  int64_t documents = 0, tokens = 0, batches = 0;
+  uint64_t checksum = 0;              // keeps the reads from being optimised away, and is reported
+  docmatch::data::MaskOptions masks;  // as `pretrain --objective wp+sp` draws them
+  masks.vocab_size = corpus->manifest().vocab_size;
+  const auto build = [&](const std::vector<const docmatch::data::Document*>& docs, int64_t epoch) {
+    return docsplit ? docmatch::data::BuildDocSplitBatch(docs, blocks, masks, masks.seed, epoch)
+                    : docmatch::data::BuildBlockBatch(docs, blocks, &masks, epoch);
+  };
   const auto start = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < epochs; ++epoch) {
-    stream.StartEpoch(epoch);
-    while (auto d = stream.Next()) {
+    stream->StartEpoch(epoch);
+    if (batch_size > 0) {
+      docmatch::data::BatchLoader<docmatch::data::BlockBatch> loader(stream, batch_size, build);
+      while (auto batch = loader.Next()) {
+        ++batches;
+        documents += docsplit ? batch->B / 2 : batch->B;
+        tokens += batch->real_tokens;
+        checksum += static_cast<uint64_t>(batch->tokens.front());
+      }
+      continue;
+    }
+    while (auto d = stream->Next()) {
       ++documents;
       tokens += d->num_tokens();
       if (!d->tokens.empty()) checksum += static_cast<uint64_t>(d->tokens.front());
@@ -45,7 +76,13 @@ int main(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  const nlohmann::json result = {{"bench", "shard_stream"},
+  const std::string pipeline = batch_size == 0 ? "stream" : docsplit ? "stream+docsplit" : "stream+blocks";
+  const nlohmann::json result = {{"bench", "input_pipeline"},
+                                 {"pipeline", pipeline},
+                                 {"batch_size", batch_size},
+                                 {"block_length", blocks.block_length},
+                                 {"max_blocks", blocks.max_blocks},
+                                 {"batches", batches},
                                  {"corpus", corpus_dir},
                                  {"epochs", epochs},
                                  {"rank", options.rank},

@@ -30,6 +30,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#configs[@]} -gt 0 ] || configs=(smith-tiny=8 smith-paper=32)
 PY=${DOCMATCH_VENV:-$HOME/.cache/docmatch/venv}/bin/python
+BUILD=${DOCMATCH_BUILD_DIR:-build}
 launch=()
 [ "$ranks" -gt 1 ] && launch=(mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$ranks")
 if [ -z "$peak" ]; then
@@ -58,7 +59,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for entry in "${configs[@]}"; do
   name=${entry%%=*} batch=${entry#*=}
-  /usr/bin/time -f "%M" -o "$work/$name.rss" "${launch[@]}" build/src/docmatch pretrain --corpus "$corpus" \
+  /usr/bin/time -f "%M" -o "$work/$name.rss" "${launch[@]}" "$BUILD"/src/docmatch pretrain --corpus "$corpus" \
     --model "configs/models/$name.yaml" --objective wp+sp --run "$work/$name" --steps $((2 * steps)) \
     --log-every "$steps" --checkpoint-every 100000 --batch-size "$batch" --device "$device" \
     --precision "$precision" --time-split --fresh --no-progress > "$work/$name.log" 2>&1 ||

@@ -30,6 +30,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#configs[@]} -gt 0 ] || configs=(smith-tiny=8 smith-paper=32)
 PY=${DOCMATCH_VENV:-$HOME/.cache/docmatch/venv}/bin/python
+BUILD=${DOCMATCH_BUILD_DIR:-build}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common=(--steps "$steps" --device "$device" --precision "$precision")
@@ -40,7 +41,7 @@ peer() {  # name, extra arguments...
 }
 for entry in "${configs[@]}"; do
   name=${entry%%=*} batch=${entry#*=}
-  build/bench/smith_step --model "configs/models/$name.yaml" --corpus "$corpus" --batch "$batch" \
+  "$BUILD"/bench/smith_step --model "configs/models/$name.yaml" --corpus "$corpus" --batch "$batch" \
     "${common[@]}" --dump "$work/$name" | sed "s/^{/{\"config\": \"$name\", /" | tee -a "$work/out.jsonl"
   peer "$name"
   peer "$name" --no-eager --compile

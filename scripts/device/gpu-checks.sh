@@ -11,6 +11,10 @@
 #                  batch 32) with bf16 autocast: metrics with docs/s,
 #                  tokens/s and the allocator's peak GPU memory
 #   fp32.jsonl     the same in fp32, for the ratio
+#   peer.txt       docmatch vs the Python peer (eager and torch.compile) on
+#                  the paper config's step, bf16, one invocation
+#   train_step.txt the train-step benchmark (time split, MFU vs 989 TFLOP/s)
+#   pipeline.jsonl ShardStream + block batches, to set against the step
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/gpu-checks}"
@@ -43,3 +47,14 @@ for precision in bf16 fp32; do
   cp /tmp/gpu-$precision/metrics.jsonl "$OUT/$([ $precision = bf16 ] && echo paper || echo fp32).jsonl"
   tail -n 1 /tmp/gpu-$precision/metrics.jsonl
 done
+echo "[gpu-checks] docmatch vs the Python peer, paper config, bf16"
+bench/peers/smith_vs_peer.sh --corpus .device/corpus --device cuda --precision bf16 --steps 20 smith-paper=32 \
+  > "$OUT/peer.txt" 2>&1
+tail -n 6 "$OUT/peer.txt"
+echo "[gpu-checks] train step, paper config, bf16"
+bench/train_step.sh --corpus .device/corpus --device cuda --precision bf16 --peak-tflops 989 --steps 20 \
+  smith-paper=32 > "$OUT/train_step.txt" 2>&1
+tail -n 4 "$OUT/train_step.txt"
+echo "[gpu-checks] input pipeline (stream + block batches)"
+build-gpu/bench/stream_bench --corpus .device/corpus --epochs 3 --batch-size 32 --block-length 32 --max-blocks 48 \
+  | tee "$OUT/pipeline.jsonl"

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Sums a Chrome trace from `smith_step --profile` by operator: self time
+(the op's time less the ops it called, per thread), calls, and share of the
+profiled step. Prints a Markdown table, largest self time first.
+
+  profile_table.py TRACE [--top 25]
+"""
+import argparse
+import collections
+import json
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trace")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    text = open(args.trace).read().rstrip().rstrip(",")
+    events = json.loads(text if text.endswith("]") else text + "]")
+    spans = collections.defaultdict(list)  # thread -> (start, end, name)
+    for e in events:
+        if e.get("ph") == "X":
+            spans[e.get("tid")].append((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]))
+    self_us, calls = collections.Counter(), collections.Counter()
+    wall = 0.0
+    for thread_spans in spans.values():
+        thread_spans.sort(key=lambda s: (s[0], -s[1]))
+        stack = []  # [end, name, child time]
+        def close(item):
+            self_us[item[1]] += item[3] - item[2]
+        for start, end, name in thread_spans:
+            while stack and stack[-1][0] <= start:
+                close(stack.pop())
+            if stack:
+                stack[-1][2] += end - start
+            else:
+                wall += end - start
+            calls[name] += 1
+            stack.append([end, name, 0.0, end - start])
+        while stack:
+            close(stack.pop())
+    print(f"profiled top-level time: {wall / 1e3:.1f} ms (all threads)\n")
+    print("| operator | self ms | calls | share |")
+    print("|---|---|---|---|")
+    for name, us in self_us.most_common(args.top):
+        print(f"| {name} | {us / 1e3:.2f} | {calls[name]} | {us / wall:.1%} |")
+
+
+if __name__ == "__main__":
+    main()
