@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
       total = std::get<0>(model->Loss(tensors, /*sentence_blocks=*/true));
     }
     total.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), optimizer_options.max_grad_norm);
+    train::ClipGradientNorm(model->parameters(), optimizer_options.max_grad_norm);
     optimizer->step();
     return total.item<double>();
   };

@@ -1,6 +1,8 @@
 #include "train/optimizer.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 
 namespace docmatch::train {
 
@@ -23,7 +25,81 @@ std::unique_ptr<torch::optim::AdamW> MakeAdamW(const torch::nn::Module& module, 
                                    torch::optim::AdamWOptions(options.lr).weight_decay(options.weight_decay)));
   groups.emplace_back(
       plain, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(options.lr).weight_decay(0)));
-  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(options.lr));
+  return std::make_unique<FusedAdamW>(groups, torch::optim::AdamWOptions(options.lr));
+}
+
+namespace {
+
+// The group's parameters with gradients, if one fused call can update them.
+std::optional<std::vector<torch::Tensor>> FusableParameters(torch::optim::OptimizerParamGroup& group) {
+  if (static_cast<torch::optim::AdamWOptions&>(group.options()).amsgrad()) return std::nullopt;
+  std::vector<torch::Tensor> params;
+  for (auto& p : group.params()) {
+    if (!p.grad().defined()) continue;
+    const bool same = params.empty() || (p.device() == params.front().device() && p.dtype() == params.front().dtype());
+    if (!same || p.grad().is_sparse() || !at::isFloatingType(p.scalar_type())) return std::nullopt;
+    params.push_back(p);
+  }
+  return params;
+}
+
+}  // namespace
+
+torch::Tensor FusedAdamW::step(LossClosure closure) {
+  std::vector<std::vector<torch::Tensor>> fusable;
+  for (auto& group : param_groups_) {
+    auto params = FusableParameters(group);
+    if (!params) return AdamW::step(std::move(closure));
+    fusable.push_back(std::move(*params));
+  }
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    torch::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (size_t g = 0; g < param_groups_.size(); ++g) {
+    const std::vector<torch::Tensor>& params = fusable[g];
+    if (params.empty()) continue;
+    const auto& options = static_cast<torch::optim::AdamWOptions&>(param_groups_[g].options());
+    std::vector<torch::Tensor> grads, exp_avgs, exp_avg_sqs, steps;
+    std::map<int64_t, torch::Tensor> step_tensors;  // one scalar per distinct step count
+    for (const auto& p : params) {
+      auto& slot = state_[p.unsafeGetTensorImpl()];
+      if (!slot) {  // as AdamW initialises it
+        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        slot = std::move(fresh);
+      }
+      auto& state = static_cast<torch::optim::AdamWParamState&>(*slot);
+      state.step(state.step() + 1);
+      torch::Tensor& count = step_tensors[state.step()];
+      if (!count.defined()) count = torch::full({}, static_cast<double>(state.step()), p.options());
+      grads.push_back(p.grad());
+      exp_avgs.push_back(state.exp_avg());
+      exp_avg_sqs.push_back(state.exp_avg_sq());
+      steps.push_back(count);
+    }
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, options.lr(),
+                      std::get<0>(options.betas()), std::get<1>(options.betas()), options.weight_decay(), options.eps(),
+                      /*amsgrad=*/false, /*maximize=*/false);
+  }
+  return loss;
+}
+
+torch::Tensor ClipGradientNorm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return torch::zeros({});
+  const torch::Tensor total = torch::stack(at::_foreach_norm(grads, 2)).norm();
+  // The same coefficient as clip_grad_norm_: max_norm / (norm + 1e-6), at most 1.
+  const torch::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  at::_foreach_mul_(grads, coefficient);
+  return total;
 }
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {

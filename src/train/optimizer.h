@@ -54,7 +54,25 @@ constexpr int kExitInterrupted = 75;
 // warm-up, then peak * (total - step) / (total - warmup), never below 0.
 double LearningRate(const OptimizerOptions& options, int64_t step);
 
+// torch::optim::AdamW whose update is one fused kernel per parameter group
+// (at::_fused_adamw_, PyTorch's fused=True path) instead of about six small
+// operations per parameter: the same math on the same state (it is an AdamW,
+// so optimizer.pt files load either way). A step with a group it cannot fuse
+// (mixed devices or dtypes, sparse gradients, amsgrad) takes AdamW's loop.
+class FusedAdamW : public torch::optim::AdamW {
+ public:
+  using AdamW::AdamW;
+  torch::Tensor step(LossClosure closure = nullptr) override;
+};
+
+// Scales the gradients of `parameters` so that their global 2-norm is at most
+// max_norm, as torch::nn::utils::clip_grad_norm_ does, with foreach kernels
+// (one per list, not one per parameter) and no host synchronisation. Returns
+// the norm before clipping.
+torch::Tensor ClipGradientNorm(const std::vector<torch::Tensor>& parameters, double max_norm);
+
 // Two groups: decayed (weights) and not decayed (biases, norms, 1-d params).
+// The optimizer is a FusedAdamW.
 std::unique_ptr<torch::optim::AdamW> MakeAdamW(const torch::nn::Module& module, const OptimizerOptions& options);
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr);
 

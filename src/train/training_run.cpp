@@ -239,7 +239,7 @@ double TrainingRun::Step(dist::GradientSynchronizer& synchronizer, torch::nn::Mo
                          PhaseTimer* timer) {
   synchronizer.Finalize();
   if (timer) timer->Mark("comm");
-  if (options.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(module.parameters(), options.max_grad_norm);
+  if (options.max_grad_norm > 0) ClipGradientNorm(module.parameters(), options.max_grad_norm);
   const double lr = LearningRate(options, step);
   SetLearningRate(optimizer, lr);
   optimizer.step();
