@@ -26,7 +26,7 @@ build/src/docmatch import-hf "$MINILM" --output "$work/minilm" --chunks "$W" > /
 tp=$(date +%s.%N)
 build/src/docmatch prepare --input "$work/articles.jsonl" --output "$work/corpus" \
   --tokenizer "$work/minilm/tokenizer.model" --no-progress > /dev/null 2>&1
-prepare_s=$(echo "$(date +%s.%N) - $tp" | bc)
+prepare_s=$(awk -v a="$(date +%s.%N)" -v b="$tp" 'BEGIN { print a - b }')  # awk: no bc needed
 
 t0=$(date +%s.%N)
 st=$("$PY" scripts/baselines/st-embed.py --model "$MINILM" --corpus "$work/corpus" \

@@ -1,5 +1,7 @@
 #include "model/smith.h"
 
+#include <algorithm>
+
 #include "data/tokenizer.h"
 #include "model/losses.h"
 
@@ -203,12 +205,18 @@ double SmithPretrainingFlops(const SmithConfig& c, const data::BlockBatch& batch
   auto layers = [&](double n, double t, int64_t count) {
     return static_cast<double>(count) * (8 * n * t * C * C + 4 * n * t * C * I + 4 * n * t * t * C);
   };
-  double real_blocks = 0, predicted = 0, masked_blocks = 0;
-  for (uint8_t real : batch.block_mask) real_blocks += real;
+  double real_blocks = 0, predicted = 0, masked_blocks = 0, forward = 0;
+  for (size_t block = 0; block < batch.block_mask.size(); ++block) {
+    if (!batch.block_mask[block]) continue;
+    real_blocks += 1;
+    const auto first = batch.tokens.begin() + static_cast<int64_t>(block) * batch.T;
+    const double length =
+        static_cast<double>(std::count_if(first, first + batch.T, [](int32_t t) { return t != data::kPadId; }));
+    forward += layers(1, length, c.sentence_layers);
+  }
   for (int32_t label : batch.lm_labels) predicted += label != data::kIgnoreLabel;
   for (int64_t block : batch.masked_blocks) masked_blocks += block >= 0;
-  double forward = layers(real_blocks, static_cast<double>(batch.T), c.sentence_layers) + 2 * real_blocks * C * C +
-                   2 * predicted * C * (C + V);
+  forward += 2 * real_blocks * C * C + 2 * predicted * C * (C + V);
   if (document_level) {
     forward += layers(static_cast<double>(batch.B), static_cast<double>(batch.S), c.document_layers) +
                2 * masked_blocks * C * C + 2 * masked_blocks * masked_blocks * C;

@@ -140,7 +140,8 @@ TORCH_MODULE(SmithPretraining);
 //   a transformer layer over n sequences of t positions, width C, feed-forward
 //   width I: 8ntC^2 (Q, K, V and output projections) + 4ntCI (feed-forward)
 //   + 4nt^2C (attention scores and context);
-//   sentence level: L1 layers over the R real blocks at the batch's T;
+//   sentence level: L1 layers over each real block r at its l_r real tokens
+//   (n = 1, t = l_r: the encoder computes real tokens only);
 //   block vectors: 2RC^2; word LM head: 2MC(C + V) over the M predicted
 //   tokens; with `document_level` (WP+SP, DocSplit): L2 layers over B
 //   documents at S, and for P masked blocks 2PC^2 (projection) + 2PPC (scores

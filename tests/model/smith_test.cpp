@@ -358,16 +358,18 @@ TEST(Smith, PretrainingFlopsCountTheMatrixProductsByHand) {
   batch.S = 2;
   batch.T = 3;
   batch.block_mask = {1, 1};
-  batch.lm_labels = {-100, 7, -100, -100, -100, -100};  // one predicted token
+  batch.tokens = {data::kClsId, 20, data::kPadId, data::kClsId, 21, 22};  // 2 and 3 real tokens
+  batch.lm_labels = {-100, 7, -100, -100, -100, -100};                    // one predicted token
   batch.masked_blocks = {-1};
-  // Sentence layer over 2 blocks of 3: 8*2*3*4 + 4*2*3*2*4 + 4*2*9*2 = 192 + 192 + 144;
-  // block vectors 2*2*4 = 16; LM head 2*1*2*(2 + 10) = 48: 592 forward.
-  EXPECT_DOUBLE_EQ(SmithPretrainingFlops(c, batch, /*document_level=*/false), 3 * 592.0);
+  // Sentence layer over the real tokens of blocks of 2 and 3: 8*(2+3)*4 +
+  // 4*(2+3)*2*4 + 4*(4+9)*2 = 160 + 160 + 104; block vectors 2*2*4 = 16;
+  // LM head 2*1*2*(2 + 10) = 48: 488 forward.
+  EXPECT_DOUBLE_EQ(SmithPretrainingFlops(c, batch, /*document_level=*/false), 3 * 488.0);
   // Document layer over 1 document of 2 blocks: 8*1*2*4 + 4*1*2*2*4 + 4*1*4*2 = 160.
-  EXPECT_DOUBLE_EQ(SmithPretrainingFlops(c, batch, true), 3 * (592.0 + 160));
+  EXPECT_DOUBLE_EQ(SmithPretrainingFlops(c, batch, true), 3 * (488.0 + 160));
   // One masked block adds its projection 2*1*4 and its score row 2*1*1*2.
   batch.masked_blocks = {1};
-  EXPECT_DOUBLE_EQ(SmithPretrainingFlops(c, batch, true), 3 * (592.0 + 160 + 8 + 4));
+  EXPECT_DOUBLE_EQ(SmithPretrainingFlops(c, batch, true), 3 * (488.0 + 160 + 8 + 4));
 }
 
 }  // namespace
