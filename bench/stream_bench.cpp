@@ -5,7 +5,7 @@
 // SMITH block batches with WP+SP masks, built as `pretrain` builds them
 // (--docsplit: DocSplit's two views), counting real tokens.
 //   stream_bench --corpus corpora/wikispeedia [--epochs 3] [--chunk 64] [--window 16]
-//   stream_bench --corpus corpora/wikispeedia --batch-size 32 --block-length 32 --max-blocks 48
+//   stream_bench --corpus corpora/wikispeedia --batch-size 32 --block-length 32 --max-blocks 48 [--builders 2]
 //   mpirun -np 2 stream_bench --corpus ...   # each rank its share, one line each
 #include <sys/resource.h>
 #include <CLI/CLI.hpp>
@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   std::string corpus_dir;
   int epochs = 3;
   int64_t batch_size = 0;
+  int builders = 1;
   bool docsplit = false;
   docmatch::data::BlockOptions blocks{32, 48};
   docmatch::data::StreamOptions options;
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "documents per block batch; 0: the stream alone")->capture_default_str();
   app.add_option("--block-length", blocks.block_length, "T, tokens per sentence block")->capture_default_str();
   app.add_option("--max-blocks", blocks.max_blocks, "S, blocks per document")->capture_default_str();
+  app.add_option("--builders", builders, "BatchLoader threads building batches")->capture_default_str();
   app.add_flag("--docsplit", docsplit, "build DocSplit's two-view batches instead of WP+SP's");
   app.add_option("--rank", options.rank, "this rank's share (default: OMPI_COMM_WORLD_RANK under mpirun)");
   app.add_option("--world-size", options.world_size, "ranks sharing the corpus (default: OMPI_COMM_WORLD_SIZE)");
@@ -58,7 +60,8 @@ int main(int argc, char** argv) {
   for (int epoch = 0; epoch < epochs; ++epoch) {
     stream->StartEpoch(epoch);
     if (batch_size > 0) {
-      docmatch::data::BatchLoader<docmatch::data::BlockBatch> loader(stream, batch_size, build);
+      docmatch::data::BatchLoader<docmatch::data::BlockBatch> loader(stream, batch_size, build, /*prefetch=*/4,
+                                                                     /*drop_last=*/true, builders);
       while (auto batch = loader.Next()) {
         ++batches;
         documents += docsplit ? batch->B / 2 : batch->B;
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
   const nlohmann::json result = {{"bench", "input_pipeline"},
                                  {"pipeline", pipeline},
                                  {"batch_size", batch_size},
+                                 {"builders", builders},
                                  {"block_length", blocks.block_length},
                                  {"max_blocks", blocks.max_blocks},
                                  {"batches", batches},

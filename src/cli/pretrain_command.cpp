@@ -33,6 +33,10 @@ Command AddPretrainCommand(CLI::App* app) {
   sub->add_option("--valid-corpus", o->valid_corpus,
                   "prepared corpus for the validation loss (prepare --tokenizer <corpus>/tokenizer.model)")
       ->check(CLI::ExistingDirectory);
+  sub->add_option("--loader-threads", o->loader_threads,
+                  "threads per rank building batches from the stream (the batches are the same for any number)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   sub->add_option("--valid-documents", o->valid_documents, "documents of --valid-corpus each validation reads")
       ->capture_default_str();
   AddLoopFlags(sub, o.get(), "documents");

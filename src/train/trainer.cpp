@@ -110,7 +110,8 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   TORCH_CHECK(stream->epoch_size() >= options.batch_size, "[train] rank ", rank, " gets ", stream->epoch_size(),
               " documents per epoch, fewer than one batch of ", options.batch_size,
               ": use a smaller --batch-size or fewer ranks");
-  auto loader = std::make_unique<data::BatchLoader<Batch>>(stream, options.batch_size, task.builder);
+  auto loader = std::make_unique<data::BatchLoader<Batch>>(stream, options.batch_size, task.builder, /*prefetch=*/4,
+                                                           /*drop_last=*/true, options.loader_threads);
 
   data::ProgressBar bar("[train] step", options.steps, "steps", "docs", rank == 0 && options.progress);
   bar.Add(step);
@@ -132,7 +133,8 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       std::optional<Batch> batch = loader->Next();
       if (!batch) {  // end of this rank's epoch: the next one
         stream->StartEpoch(stream->epoch() + 1);
-        loader = std::make_unique<data::BatchLoader<Batch>>(stream, options.batch_size, task.builder);
+        loader = std::make_unique<data::BatchLoader<Batch>>(stream, options.batch_size, task.builder, /*prefetch=*/4,
+                                                            /*drop_last=*/true, options.loader_threads);
         batch = loader->Next();
       }
       timer.Mark("data");

@@ -32,6 +32,7 @@ struct PretrainOptions : LoopOptions {
   std::string objective = "wp+sp";                       // wp | wp+sp | docsplit (kind smith) | sdr (kind sdr)
   std::string valid_corpus;                              // prepared corpus for the validation loss; "" = none
   int64_t valid_documents = 256;                         // its first documents that validation reads
+  int loader_threads = 2;                                // threads building batches (data::BatchLoader)
 };
 
 // Runs (or resumes) the pre-training.

@@ -1,5 +1,6 @@
-// BatchLoader: same batches as building them by hand, exact resume from the
-// cursor of the last batch taken, errors surface on the caller's thread.
+// BatchLoader: same batches as building them by hand, in stream order with 1
+// or 3 builder threads, exact resume from the cursor of the last batch taken,
+// errors surface on the caller's thread.
 #include "data/batch_loader.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +32,8 @@ class BatchLoaderTest : public ::testing::Test {
       return BuildBlockBatch(docs, {8, 12}, &masks_, epoch);
     };
   }
+  void ExpectTheBatchesAStreamGivesByHand(int builders);
+  void ExpectExactResume(int builders);
   std::unique_ptr<testing::ScratchDir> dir_;
   std::shared_ptr<const Corpus> corpus_;
   StreamOptions options_;
@@ -38,7 +41,21 @@ class BatchLoaderTest : public ::testing::Test {
 };
 
 TEST_F(BatchLoaderTest, YieldsTheBatchesAStreamGivesByHandAndDropsThePartialOne) {
-  BatchLoader<BlockBatch> loader(Stream(1), 8, Builder(), /*prefetch=*/2);
+  for (int builders : {1, 3}) {
+    SCOPED_TRACE("builders " + std::to_string(builders));
+    ExpectTheBatchesAStreamGivesByHand(builders);
+  }
+}
+
+TEST_F(BatchLoaderTest, ResumingFromTheCursorContinuesExactly) {
+  for (int builders : {1, 3}) {
+    SCOPED_TRACE("builders " + std::to_string(builders));
+    ExpectExactResume(builders);
+  }
+}
+
+void BatchLoaderTest::ExpectTheBatchesAStreamGivesByHand(int builders) {
+  BatchLoader<BlockBatch> loader(Stream(1), 8, Builder(), /*prefetch=*/2, /*drop_last=*/true, builders);
   auto reference = Stream(1);
   int batches = 0;
   while (auto batch = loader.Next()) {
@@ -55,32 +72,48 @@ TEST_F(BatchLoaderTest, YieldsTheBatchesAStreamGivesByHandAndDropsThePartialOne)
   EXPECT_EQ(batches, 55 / 8);  // 6 full batches, the 7 leftover documents dropped
 }
 
-TEST_F(BatchLoaderTest, ResumingFromTheCursorContinuesExactly) {
+void BatchLoaderTest::ExpectExactResume(int builders) {
   std::vector<std::vector<int64_t>> all;
   {
-    BatchLoader<BlockBatch> loader(Stream(), 5, Builder());
+    BatchLoader<BlockBatch> loader(Stream(), 5, Builder(), /*prefetch=*/4, /*drop_last=*/true, builders);
     while (auto batch = loader.Next()) all.push_back(batch->document_index);
   }
   StreamCursor cursor;
   {
     // Take three batches while the loader reads ahead, then "checkpoint".
-    BatchLoader<BlockBatch> loader(Stream(), 5, Builder(), /*prefetch=*/4);
+    BatchLoader<BlockBatch> loader(Stream(), 5, Builder(), /*prefetch=*/4, /*drop_last=*/true, builders);
     for (int i = 0; i < 3; ++i) EXPECT_EQ(loader.Next()->document_index, all[i]);
     cursor = loader.cursor();
   }
   EXPECT_EQ(cursor.position, 15);
   auto resumed_stream = std::make_shared<ShardStream>(corpus_, options_);
   resumed_stream->Restore(cursor);
-  BatchLoader<BlockBatch> resumed(resumed_stream, 5, Builder());
+  BatchLoader<BlockBatch> resumed(resumed_stream, 5, Builder(), /*prefetch=*/4, /*drop_last=*/true, builders);
   for (size_t i = 3; i < all.size(); ++i) EXPECT_EQ(resumed.Next()->document_index, all[i]) << i;
   EXPECT_FALSE(resumed.Next().has_value());
 }
 
 TEST_F(BatchLoaderTest, AnErrorInTheBuilderReachesTheCaller) {
-  BatchLoader<BlockBatch> loader(Stream(), 4, [](const std::vector<const Document*>&, int64_t) -> BlockBatch {
-    throw std::runtime_error("builder failed on purpose");
-  });
-  EXPECT_THROW(loader.Next(), std::runtime_error);
+  for (int builders : {1, 3}) {
+    BatchLoader<BlockBatch> loader(
+        Stream(), 4,
+        [](const std::vector<const Document*>&, int64_t) -> BlockBatch {
+          throw std::runtime_error("builder failed on purpose");
+        },
+        /*prefetch=*/4, /*drop_last=*/true, builders);
+    EXPECT_THROW(loader.Next(), std::runtime_error) << "builders " << builders;
+  }
+}
+
+TEST_F(BatchLoaderTest, ThePartialLastBatchComesWhenKept) {
+  BatchLoader<BlockBatch> loader(Stream(), 8, Builder(), /*prefetch=*/3, /*drop_last=*/false, /*builders=*/3);
+  int64_t documents = 0, batches = 0;
+  while (auto batch = loader.Next()) {
+    documents += batch->B;
+    ++batches;
+  }
+  EXPECT_EQ(documents, 55);
+  EXPECT_EQ(batches, 7);  // 6 of 8 and the last of 7
 }
 
 }  // namespace
