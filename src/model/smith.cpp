@@ -53,12 +53,16 @@ SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tok
   out.real = block_mask.reshape({B * S}).nonzero().squeeze(1);                      // (R,)
   const torch::Tensor real = tokens.reshape({B * S, T}).index_select(0, out.real);  // (R, T)
   // The sentence encoder runs on the real tokens only (transformer.h).
-  out.tokens = PackedLayout::FromMask(real.ne(data::kPadId));
+  // Position 0 of every real block is its [CLS] (data::BuildBlockBatch); it
+  // is kept even if a caller's block starts with padding, so that every
+  // block has a row to pool below.
+  torch::Tensor key_mask = real.ne(data::kPadId);  // (R, T)
+  key_mask.select(1, 0).fill_(true);
+  out.tokens = PackedLayout::FromMask(key_mask);
   const torch::Tensor ids = real.reshape({-1}).index_select(0, out.tokens.index);  // (N,)
   const torch::Tensor positions = out.tokens.index.remainder(T);                   // (N,)
   out.token_states = sentence_encoder_->ForwardPacked(embeddings->ForwardPacked(ids, positions), out.tokens);
-  // Position 0 of every real block is its [CLS] (data::BuildBlockBatch), so
-  // block r's [CLS] is packed row (real tokens of blocks 0..r-1).
+  // So block r's [CLS] is packed row (real tokens of blocks 0..r-1).
   const torch::Tensor lengths = out.tokens.key_mask.sum(1);                                 // (R,)
   const torch::Tensor cls = out.token_states.index_select(0, lengths.cumsum(0) - lengths);  // (R, C)
   const torch::Tensor vectors = Normalize(torch::relu(block_dense_(cls)));                  // (R, C)
