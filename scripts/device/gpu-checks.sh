@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Run ON the lent GPU machine (device tool, carry [".device"]): builds docmatch
+# Run ON the lent GPU machine (device tool, carry [".device"]):
+#   bash scripts/device/gpu-checks.sh [all | build | test | train | bench]
+# (default all; a device call runs at most 10 minutes, so the stages can also
+# go one per call: build-gpu/ stays on the machine between calls). Builds docmatch
 # against that machine's PyTorch (CUDA, NCCL) and the Debian libraries carried
 # in .device/debs, then runs the GPU checks, each logged to $OUT:
 #   build.log      the build (build-gpu/)
@@ -17,44 +20,69 @@
 #   pipeline.jsonl ShardStream + block batches, to set against the step
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+stage=${1:-all}
+case "$stage" in all|build|test|train|bench) ;; *) echo "usage: $0 [all|build|test|train|bench]" >&2; exit 2 ;; esac
 OUT="${OUT:-/tmp/gpu-checks}"
 mkdir -p "$OUT"
 source scripts/device/env.sh || exit 1
 export DOCMATCH_VENV="${DOCMATCH_VENV:-$(python3 -c 'import sys; print(sys.prefix)')}"
 export DOCMATCH_BUILD_DIR=build-gpu
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-echo "[gpu-checks] build" && scripts/build.sh "${DOCMATCH_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 || {
-  tail -n 40 "$OUT/build.log"; exit 1; }
 bin=build-gpu/src/docmatch
-$bin info | tee "$OUT/info.txt"
-echo "[gpu-checks] tests" && ctest --test-dir build-gpu -j 8 -LE e2e --output-on-failure > "$OUT/ctest.log" 2>&1
-tail -n 15 "$OUT/ctest.log"
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 common=(--corpus .device/corpus --objective wp+sp --lr 1e-4 --warmup-steps 10 --log-every 10 --fresh --no-progress)
-echo "[gpu-checks] NCCL, 1 rank" && "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model configs/models/smith-tiny.yaml \
-  --device cuda --backend nccl --precision bf16 --steps 30 --batch-size 16 --run /tmp/gpu-nccl > "$OUT/nccl.log" 2>&1
-tail -n 3 "$OUT/nccl.log"
-echo "[gpu-checks] 2 ranks sharing the GPU (MPI backend)" && "${mpi[@]}" -np 2 $bin pretrain "${common[@]}" \
-  --model configs/models/smith-tiny.yaml --device cuda --backend mpi --steps 30 --batch-size 8 --run /tmp/gpu-shared \
-  > "$OUT/shared.log" 2>&1
-tail -n 3 "$OUT/shared.log"
-for precision in bf16 fp32; do
-  echo "[gpu-checks] SMITH paper config, $precision"
-  "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model configs/models/smith-paper.yaml --device cuda \
-    --backend nccl --precision $precision --steps 60 --batch-size 32 --checkpoint-every 1000 --run /tmp/gpu-$precision \
-    > "$OUT/$precision.log" 2>&1
-  tail -n 2 "$OUT/$precision.log"
-  cp /tmp/gpu-$precision/metrics.jsonl "$OUT/$([ $precision = bf16 ] && echo paper || echo fp32).jsonl"
-  tail -n 1 /tmp/gpu-$precision/metrics.jsonl
-done
-echo "[gpu-checks] docmatch vs the Python peer, paper config, bf16"
-bench/peers/smith_vs_peer.sh --corpus .device/corpus --device cuda --precision bf16 --steps 20 smith-paper=32 \
-  > "$OUT/peer.txt" 2>&1
-tail -n 6 "$OUT/peer.txt"
-echo "[gpu-checks] train step, paper config, bf16"
-bench/train_step.sh --corpus .device/corpus --device cuda --precision bf16 --peak-tflops 989 --steps 20 \
-  smith-paper=32 > "$OUT/train_step.txt" 2>&1
-tail -n 4 "$OUT/train_step.txt"
-echo "[gpu-checks] input pipeline (stream + block batches)"
-build-gpu/bench/stream_bench --corpus .device/corpus --epochs 3 --batch-size 32 --block-length 32 --max-blocks 48 \
-  | tee "$OUT/pipeline.jsonl"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+
+build() {
+  echo "[gpu-checks] build" && scripts/build.sh "${DOCMATCH_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 || {
+    tail -n 40 "$OUT/build.log"; exit 1; }
+  $bin info | tee "$OUT/info.txt"
+}
+
+tests() {
+  echo "[gpu-checks] tests" && ctest --test-dir build-gpu -j 8 -LE e2e --output-on-failure > "$OUT/ctest.log" 2>&1
+  tail -n 15 "$OUT/ctest.log"
+}
+
+train() {
+  echo "[gpu-checks] NCCL, 1 rank" && "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" \
+    --model configs/models/smith-tiny.yaml --device cuda --backend nccl --precision bf16 --steps 30 --batch-size 16 \
+    --run /tmp/gpu-nccl > "$OUT/nccl.log" 2>&1
+  tail -n 3 "$OUT/nccl.log"
+  echo "[gpu-checks] 2 ranks sharing the GPU (MPI backend)" && "${mpi[@]}" -np 2 $bin pretrain "${common[@]}" \
+    --model configs/models/smith-tiny.yaml --device cuda --backend mpi --steps 30 --batch-size 8 --run /tmp/gpu-shared \
+    > "$OUT/shared.log" 2>&1
+  tail -n 3 "$OUT/shared.log"
+  for precision in bf16 fp32; do
+    echo "[gpu-checks] SMITH paper config, $precision"
+    "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model configs/models/smith-paper.yaml --device cuda \
+      --backend nccl --precision $precision --steps 60 --batch-size 32 --checkpoint-every 1000 \
+      --run /tmp/gpu-$precision > "$OUT/$precision.log" 2>&1
+    tail -n 2 "$OUT/$precision.log"
+    cp /tmp/gpu-$precision/metrics.jsonl "$OUT/$([ $precision = bf16 ] && echo paper || echo fp32).jsonl"
+    tail -n 1 /tmp/gpu-$precision/metrics.jsonl
+  done
+}
+
+bench() {
+  echo "[gpu-checks] docmatch vs the Python peer, paper config, bf16"
+  bench/peers/smith_vs_peer.sh --corpus .device/corpus --device cuda --precision bf16 --steps 20 smith-paper=32 \
+    > "$OUT/peer.txt" 2>&1
+  tail -n 6 "$OUT/peer.txt"
+  echo "[gpu-checks] train step, paper config, bf16"
+  bench/train_step.sh --corpus .device/corpus --device cuda --precision bf16 --peak-tflops 989 --steps 20 \
+    smith-paper=32 > "$OUT/train_step.txt" 2>&1
+  tail -n 4 "$OUT/train_step.txt"
+  echo "[gpu-checks] input pipeline (stream + block batches), 1 to 8 builders"
+  for builders in 1 2 4 8; do
+    build-gpu/bench/stream_bench --corpus .device/corpus --epochs 3 --batch-size 32 --block-length 32 \
+      --max-blocks 48 --builders $builders | tee -a "$OUT/pipeline.jsonl"
+  done
+}
+
+case "$stage" in
+  all) build && tests && train && bench ;;
+  build) build ;;
+  test) tests ;;
+  train) train ;;
+  bench) bench ;;
+esac
