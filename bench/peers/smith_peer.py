@@ -98,7 +98,7 @@ class SmithPretraining(nn.Module):
         x = e.embeddings.tokens(blocks) + e.embeddings.positions(torch.arange(T, device=tokens.device))
         states = e.sentence_encoder(e.embeddings.norm(x), blocks != PAD)  # (R, T, C)
         block_vectors = F.normalize(F.relu(e.block_dense(states[:, 0])), dim=-1)
-        vectors = torch.zeros(B * S, states.shape[-1], dtype=states.dtype, device=states.device)
+        vectors = torch.zeros(B * S, states.shape[-1], dtype=block_vectors.dtype, device=states.device)
         vectors = vectors.index_put((flat_mask.nonzero().squeeze(1),), block_vectors).view(B, S, -1)
 
         labels = lm_labels.reshape(B * S, T)[flat_mask]
