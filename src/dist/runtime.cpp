@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <stdexcept>
 
 namespace docmatch::dist {
 namespace {
@@ -16,13 +17,18 @@ std::string host_allocator = "system";
 std::string ConfigureHostAllocator() {
   const char* requested = std::getenv("DOCMATCH_HOST_ALLOCATOR");
   const std::string mode = requested && *requested ? requested : "retain";
-  TORCH_CHECK(mode == "retain" || mode == "system", "DOCMATCH_HOST_ALLOCATOR=", mode,
-              " is not a host allocator mode (retain, system)");
+  // Plain exceptions, not TORCH_CHECK: main() prints what() before anything
+  // else runs, and a user should read one sentence, not a backtrace.
+  if (mode != "retain" && mode != "system") {
+    throw std::invalid_argument("DOCMATCH_HOST_ALLOCATOR=" + mode +
+                                " is not a host allocator mode (retain, system); unset it for the default");
+  }
   if (mode == "retain") {
     // Large blocks from the heap instead of mmap, and a heap never trimmed
     // (mallopt(3): -1 disables trimming), so freed activations are reused.
-    TORCH_CHECK(mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1,
-                "mallopt refused the retain settings; set DOCMATCH_HOST_ALLOCATOR=system");
+    if (mallopt(M_MMAP_MAX, 0) != 1 || mallopt(M_TRIM_THRESHOLD, -1) != 1) {
+      throw std::runtime_error("mallopt refused the retain settings; set DOCMATCH_HOST_ALLOCATOR=system");
+    }
   }
   host_allocator = mode;
   return mode;
