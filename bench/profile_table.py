@@ -25,20 +25,19 @@ def main():
     wall = 0.0
     for thread_spans in spans.values():
         thread_spans.sort(key=lambda s: (s[0], -s[1]))
-        stack = []  # [end, name, child time]
-        def close(item):
-            self_us[item[1]] += item[3] - item[2]
+        stack = []  # [end, name, time in children, duration]
         for start, end, name in thread_spans:
             while stack and stack[-1][0] <= start:
-                close(stack.pop())
+                done = stack.pop()
+                self_us[done[1]] += done[3] - done[2]
             if stack:
                 stack[-1][2] += end - start
             else:
                 wall += end - start
             calls[name] += 1
             stack.append([end, name, 0.0, end - start])
-        while stack:
-            close(stack.pop())
+        for done in stack:
+            self_us[done[1]] += done[3] - done[2]
     print(f"profiled top-level time: {wall / 1e3:.1f} ms (all threads)\n")
     print("| operator | self ms | calls | share |")
     print("|---|---|---|---|")

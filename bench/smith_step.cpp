@@ -61,10 +61,7 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < batch_size; ++i) documents.push_back(corpus.Get(i));
   std::vector<const data::Document*> pointers;
   for (const auto& d : documents) pointers.push_back(&d);
-  data::MaskOptions masks;
-  masks.vocab_size = config.vocab_size;
-  masks.masked_blocks = 2;
-  masks.seed = 1;
+  const data::MaskOptions masks = data::PretrainingMasks(config.vocab_size, /*seed=*/1, /*sentence_blocks=*/true);
   const data::BlockBatch batch =
       data::BuildBlockBatch(pointers, {config.block_length, config.max_blocks}, &masks, /*epoch=*/0);
   const torch::Device device(device_name);

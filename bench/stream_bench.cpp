@@ -49,9 +49,10 @@ int main(int argc, char** argv) {
   auto corpus = std::make_shared<const docmatch::data::Corpus>(corpus_dir);
   auto stream = std::make_shared<docmatch::data::ShardStream>(corpus, options);
   int64_t documents = 0, tokens = 0, batches = 0;
-  uint64_t checksum = 0;              // keeps the reads from being optimised away, and is reported
-  docmatch::data::MaskOptions masks;  // as `pretrain --objective wp+sp` draws them
-  masks.vocab_size = corpus->manifest().vocab_size;
+  uint64_t checksum = 0;  // keeps the reads from being optimised away, and is reported
+  // As `pretrain --objective wp+sp` (or docsplit) draws them.
+  const docmatch::data::MaskOptions masks =
+      docmatch::data::PretrainingMasks(corpus->manifest().vocab_size, options.seed, /*sentence_blocks=*/!docsplit);
   const auto build = [&](const std::vector<const docmatch::data::Document*>& docs, int64_t epoch) {
     return docsplit ? docmatch::data::BuildDocSplitBatch(docs, blocks, masks, masks.seed, epoch)
                     : docmatch::data::BuildBlockBatch(docs, blocks, &masks, epoch);

@@ -27,6 +27,14 @@ std::vector<int64_t> Sample(int64_t n, int64_t count, KeyedRandom* random) {
 
 }  // namespace
 
+MaskOptions PretrainingMasks(int64_t vocab_size, uint64_t seed, bool sentence_blocks) {
+  MaskOptions masks;
+  masks.vocab_size = vocab_size;
+  masks.seed = seed;
+  if (!sentence_blocks) masks.masked_blocks = 0;
+  return masks;
+}
+
 void MaskWords(const MaskOptions& masks, uint64_t view, int64_t epoch, uint64_t index,
                const std::vector<int64_t>& positions, std::vector<int32_t>* tokens, std::vector<int32_t>* labels) {
   // BERT's rule: choose 15% of the real tokens; of those 80% become [MASK],

@@ -38,6 +38,11 @@ struct MaskOptions {
   uint64_t seed = 1234;
 };
 
+// The masks `pretrain` draws: BERT's word rule for every objective, and
+// MaskOptions' masked sentence blocks only where the objective predicts them
+// (wp+sp); wp, docsplit and sdr mask words only.
+MaskOptions PretrainingMasks(int64_t vocab_size, uint64_t seed, bool sentence_blocks);
+
 // The masked word LM's draw, in one place for every model: BERT's rule over
 // `positions` (indices into `tokens` of the maskable real tokens), keyed by
 // (seed, view, epoch, document index). Writes the original ids to `labels`.

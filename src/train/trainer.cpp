@@ -227,10 +227,8 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   info.stage = "pretrain";
   info.tokenizer_hash = corpus->manifest().tokenizer_hash;
 
-  data::MaskOptions masks;
-  masks.vocab_size = corpus->manifest().vocab_size;
-  masks.seed = options.seed;
-  masks.masked_blocks = objective == "wp+sp" ? 2 : 0;
+  const data::MaskOptions masks =
+      data::PretrainingMasks(corpus->manifest().vocab_size, options.seed, /*sentence_blocks=*/objective == "wp+sp");
   torch::manual_seed(options.seed);  // the same initial weights on every rank
 
   if (objective == "sdr") {

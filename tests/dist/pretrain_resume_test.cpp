@@ -113,10 +113,7 @@ TEST(Pretraining, ValidationLossIsTheWholeBatchObjectiveInOneProcess) {
   torch::NoGradGuard no_grad;
   dist::MpiCommunicator alone(MPI_COMM_SELF);
   const data::Corpus valid(dir + "/valid");
-  data::MaskOptions masks;
-  masks.vocab_size = 1005;
-  masks.seed = o.seed;
-  masks.masked_blocks = 2;
+  const data::MaskOptions masks = data::PretrainingMasks(1005, o.seed, /*sentence_blocks=*/true);
   const int64_t global = o.batch_size * comm.size(), batches = 11 / global;
   double expected = 0;
   for (int64_t b = 0; b < batches; ++b) {
@@ -175,10 +172,8 @@ double ObjectiveOnFirstDocuments(model::SmithPretraining& model, const std::stri
   torch::NoGradGuard no_grad;
   dist::MpiCommunicator alone(MPI_COMM_SELF);
   const data::Corpus corpus(corpus_dir);
-  data::MaskOptions masks;
-  masks.vocab_size = config.vocab_size;
-  masks.seed = PretrainOptions().seed;
-  masks.masked_blocks = 2;
+  const data::MaskOptions masks =
+      data::PretrainingMasks(config.vocab_size, PretrainOptions().seed, /*sentence_blocks=*/true);
   std::vector<data::Document> docs;
   for (int64_t i = 0; i < count; ++i) docs.push_back(corpus.Get(i));
   std::vector<const data::Document*> pointers;
