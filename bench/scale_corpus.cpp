@@ -14,8 +14,8 @@
 #include <iostream>
 #include <random>
 
-#include "data/corpus.h"
-#include "data/shard_writer.h"
+#include "data/corpus/corpus.h"
+#include "data/corpus/shard_writer.h"
 
 namespace fs = std::filesystem;
 using docmatch::data::Document;

@@ -8,7 +8,7 @@
 #include <iostream>
 
 #include "data/blocks.h"
-#include "data/shard_stream.h"
+#include "data/corpus/shard_stream.h"
 #include "model/config.h"
 #include "model/smith.h"
 

@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/blocks.h"
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "dist/runtime.h"
 #include "model/config.h"
 #include "model/smith.h"

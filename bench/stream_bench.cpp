@@ -17,7 +17,7 @@
 #include "data/batch_loader.h"
 #include "data/blocks.h"
 #include "data/docsplit.h"
-#include "data/shard_stream.h"
+#include "data/corpus/shard_stream.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ShardStream read throughput (JSON on stdout)"};

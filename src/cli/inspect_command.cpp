@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "data/tokenizer.h"
 
 namespace docmatch::cli {

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "data/shard_stream.h"
+#include "data/corpus/shard_stream.h"
 
 namespace docmatch::data {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "data/random.h"
+#include "data/corpus/random.h"
 #include "data/tokenizer.h"
 
 namespace docmatch::data {

@@ -5,7 +5,7 @@
 #include <tuple>
 #include <vector>
 
-#include "data/random.h"
+#include "data/corpus/random.h"
 
 namespace docmatch::data {
 namespace {

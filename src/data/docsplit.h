@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "data/blocks.h"
-#include "data/document.h"
+#include "data/corpus/document.h"
 
 namespace docmatch::data {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/document.h"
+#include "data/corpus/document.h"
 
 namespace docmatch::data {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 
 namespace docmatch::data {
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "data/corpus_reader.h"
 #include "data/progress.h"
 #include "data/text.h"

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/shard_writer.h"
+#include "data/corpus/shard_writer.h"
 #include "data/tokenizer.h"
 
 namespace docmatch::data {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "data/random.h"
+#include "data/corpus/random.h"
 #include "data/tokenizer.h"
 
 namespace docmatch::data {

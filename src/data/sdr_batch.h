@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "data/blocks.h"
-#include "data/document.h"
+#include "data/corpus/document.h"
 
 namespace docmatch::data {
 

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "data/hdf5_util.h"
+#include "data/corpus/hdf5_util.h"
 #include "data/progress.h"
 #include "train/model_folder.h"
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "dist/communicator.h"
 #include "model/document_model.h"
 

@@ -7,10 +7,10 @@
 #include <iomanip>
 #include <sstream>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "data/pairs.h"
 #include "data/progress.h"
-#include "data/random.h"
+#include "data/corpus/random.h"
 #include "eval/embeddings.h"
 #include "eval/metrics.h"
 #include "eval/sdr_scoring.h"

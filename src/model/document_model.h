@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "data/document.h"
+#include "data/corpus/document.h"
 #include "model/config.h"
 
 namespace docmatch::model {

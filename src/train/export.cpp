@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "train/model_folder.h"
 #include "train/safetensors.h"
 

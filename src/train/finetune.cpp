@@ -4,7 +4,7 @@
 
 #include "data/pairs.h"
 #include "data/progress.h"
-#include "data/random.h"
+#include "data/corpus/random.h"
 #include "dist/gradient_synchronizer.h"
 #include "model/document_model.h"
 #include "train/objectives.h"

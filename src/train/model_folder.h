@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "model/document_model.h"
 
 namespace docmatch::train {

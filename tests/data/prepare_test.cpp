@@ -9,7 +9,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "data/corpus_reader.h"
 #include "test_corpus.h"
 

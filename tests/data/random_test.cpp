@@ -1,5 +1,5 @@
-// Counter-based randomness (data/random.h).
-#include "data/random.h"
+// Counter-based randomness (data/corpus/random.h).
+#include "data/corpus/random.h"
 
 #include <gtest/gtest.h>
 

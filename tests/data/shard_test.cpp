@@ -1,12 +1,12 @@
 // Shard write -> read round trips, corpus random access, and what a wrong file
-// gives (data/shard_writer.h, shard_reader.h, corpus.h).
+// gives (data/corpus/shard_writer.h, shard_reader.h, corpus.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "data/corpus.h"
-#include "data/shard_reader.h"
-#include "data/shard_writer.h"
+#include "data/corpus/corpus.h"
+#include "data/corpus/shard_reader.h"
+#include "data/corpus/shard_writer.h"
 #include "test_corpus.h"
 
 namespace docmatch::data {

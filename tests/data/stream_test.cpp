@@ -1,6 +1,6 @@
 // ShardStream: exactly-once epochs over any number of ranks, deterministic
-// shuffles, and cursors that resume exactly (data/shard_stream.h).
-#include "data/shard_stream.h"
+// shuffles, and cursors that resume exactly (data/corpus/shard_stream.h).
+#include "data/corpus/shard_stream.h"
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 #include <iomanip>
 #include <sstream>
 
-#include "data/random.h"
-#include "data/shard_writer.h"
+#include "data/corpus/random.h"
+#include "data/corpus/shard_writer.h"
 
 namespace docmatch::data::testing {
 namespace fs = std::filesystem;

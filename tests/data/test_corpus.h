@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
-#include "data/document.h"
+#include "data/corpus/corpus.h"
+#include "data/corpus/document.h"
 
 namespace docmatch::data::testing {
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 #include "data/prepare.h"
 
 namespace docmatch::model::testing {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "../data/test_corpus.h"
-#include "data/document.h"
+#include "data/corpus/document.h"
 
 namespace docmatch::model::testing {
 

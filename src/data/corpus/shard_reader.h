@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "data/document.h"
-#include "data/shard_format.h"
-#include "data/shard_writer.h"
+#include "data/corpus/document.h"
+#include "data/corpus/shard_format.h"
+#include "data/corpus/shard_writer.h"
 
 namespace docmatch::data {
 

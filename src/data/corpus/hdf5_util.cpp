@@ -1,4 +1,4 @@
-#include "data/hdf5_util.h"
+#include "data/corpus/hdf5_util.h"
 
 #include <algorithm>
 #include <mutex>

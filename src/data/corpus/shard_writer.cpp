@@ -1,12 +1,12 @@
-#include "data/shard_writer.h"
+#include "data/corpus/shard_writer.h"
 
 #include <glog/logging.h>
 
 #include <filesystem>
 #include <stdexcept>
 
-#include "data/hdf5_util.h"
-#include "data/shard_format.h"
+#include "data/corpus/hdf5_util.h"
+#include "data/corpus/shard_format.h"
 
 namespace docmatch::data {
 namespace sf = shard_format;

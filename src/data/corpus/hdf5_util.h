@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "data/shard_format.h"
+#include "data/corpus/shard_format.h"
 
 namespace docmatch::data::hdf5 {
 

@@ -1,6 +1,6 @@
-#include "data/shard_reader.h"
+#include "data/corpus/shard_reader.h"
 
-#include "data/hdf5_util.h"
+#include "data/corpus/hdf5_util.h"
 
 #include <atomic>
 #include <cstdlib>

@@ -31,7 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/corpus.h"
+#include "data/corpus/corpus.h"
 
 namespace docmatch::data {
 

@@ -1,11 +1,11 @@
-#include "data/shard_stream.h"
+#include "data/corpus/shard_stream.h"
 
 #include <glog/logging.h>
 
 #include <algorithm>
 #include <stdexcept>
 
-#include "data/random.h"
+#include "data/corpus/random.h"
 
 namespace docmatch::data {
 namespace {

@@ -1,4 +1,4 @@
-#include "data/random.h"
+#include "data/corpus/random.h"
 
 namespace docmatch::data {
 

@@ -18,8 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/document.h"
-#include "data/shard_reader.h"
+#include "data/corpus/document.h"
+#include "data/corpus/shard_reader.h"
 
 namespace docmatch::data {
 
