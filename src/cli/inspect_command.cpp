@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "data/corpus/corpus.h"
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::cli {
 namespace fs = std::filesystem;

@@ -1,10 +1,10 @@
-// `docmatch prepare`: raw documents into tokenized HDF5 shards (data/prepare.h).
+// `docmatch prepare`: raw documents into tokenized HDF5 shards (data/text/prepare.h).
 #include <fstream>
 #include <iostream>
 #include <thread>
 
 #include "cli/commands.h"
-#include "data/prepare.h"
+#include "data/text/prepare.h"
 
 namespace docmatch::cli {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "data/corpus/random.h"
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::data {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::data {
 

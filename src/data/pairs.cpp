@@ -5,7 +5,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "data/corpus_reader.h"
+#include "data/text/corpus_reader.h"
 
 namespace docmatch::data {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "data/corpus/random.h"
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::data {
 namespace {

@@ -3,7 +3,7 @@
 #include "data/blocks.h"
 #include "data/flat_batch.h"
 #include "data/hierarchy_batch.h"
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::model {
 namespace F = torch::nn::functional;

@@ -1,6 +1,6 @@
 #include "model/match_bert.h"
 
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::model {
 

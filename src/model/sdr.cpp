@@ -1,6 +1,6 @@
 #include "model/sdr.h"
 
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 #include "model/losses.h"
 
 namespace docmatch::model {

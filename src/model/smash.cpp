@@ -1,6 +1,6 @@
 #include "model/smash.h"
 
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::model {
 namespace rnn = torch::nn::utils::rnn;

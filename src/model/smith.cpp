@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 #include "model/losses.h"
 
 namespace docmatch::model {

@@ -9,8 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "data/tokenizer.h"
-#include "data/wordpiece.h"
+#include "data/text/tokenizer.h"
+#include "data/text/wordpiece.h"
 #include "model/document_model.h"
 #include "train/model_folder.h"
 #include "train/safetensors.h"

@@ -28,7 +28,7 @@
 // checkpoint has.
 //
 // Ids: docmatch reserves 0 [PAD], 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK]
-// (data/tokenizer.h); BERT vocabularies put them elsewhere (uncased BERT: 0,
+// (data/text/tokenizer.h); BERT vocabularies put them elsewhere (uncased BERT: 0,
 // 100-103). Each special token is swapped into its docmatch id, the token it
 // displaces takes its place, and the embedding rows move the same way, so
 // the model reads the same vectors for the same text.

@@ -7,7 +7,7 @@
 #include "data/docsplit.h"
 #include "data/progress.h"
 #include "data/sdr_batch.h"
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 #include "dist/gradient_synchronizer.h"
 #include "model/config.h"
 #include "model/sdr.h"

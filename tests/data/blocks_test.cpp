@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 #include "test_corpus.h"
 
 namespace docmatch::data {

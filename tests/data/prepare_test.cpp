@@ -1,6 +1,6 @@
 // `prepare` end to end on small inputs: structure, determinism, and every
-// bad-input case with its error or its count (data/prepare.h).
-#include "data/prepare.h"
+// bad-input case with its error or its count (data/text/prepare.h).
+#include "data/text/prepare.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "data/corpus/corpus.h"
-#include "data/corpus_reader.h"
+#include "data/text/corpus_reader.h"
 #include "test_corpus.h"
 
 namespace docmatch::data {

@@ -1,5 +1,5 @@
-// Sentence segmentation, paragraph splitting and UTF-8 handling (data/text.h).
-#include "data/text.h"
+// Sentence segmentation, paragraph splitting and UTF-8 handling (data/text/text.h).
+#include "data/text/text.h"
 
 #include <gtest/gtest.h>
 

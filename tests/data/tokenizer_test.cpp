@@ -1,11 +1,11 @@
 // SentencePiece training, reserved ids, round trips and load errors
-// (data/tokenizer.h); WordPiece rules on hand-made cases (data/wordpiece.h;
+// (data/text/tokenizer.h); WordPiece rules on hand-made cases (data/text/wordpiece.h;
 // tests/import/hf_import_check.py compares it with the tokenizers library).
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
 #include <fstream>
 
-#include "data/wordpiece.h"
+#include "data/text/wordpiece.h"
 
 #include <gtest/gtest.h>
 #include <sentencepiece_trainer.h>

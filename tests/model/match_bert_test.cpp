@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "../data/test_corpus.h"
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 #include "model/losses.h"
 
 namespace docmatch::model {

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "data/corpus/corpus.h"
-#include "data/prepare.h"
+#include "data/text/prepare.h"
 
 namespace docmatch::model::testing {
 

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "../data/test_corpus.h"
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 #include "model/losses.h"
 #include "real_text.h"
 

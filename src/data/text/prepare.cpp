@@ -1,4 +1,4 @@
-#include "data/prepare.h"
+#include "data/text/prepare.h"
 
 #include <glog/logging.h>
 
@@ -12,9 +12,9 @@
 #include <unordered_map>
 
 #include "data/corpus/corpus.h"
-#include "data/corpus_reader.h"
+#include "data/text/corpus_reader.h"
 #include "data/progress.h"
-#include "data/text.h"
+#include "data/text/text.h"
 
 namespace docmatch::data {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "data/wordpiece.h"
+#include "data/text/wordpiece.h"
 
 #include <unicode/locid.h>
 #include <unicode/normalizer2.h>

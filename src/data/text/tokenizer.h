@@ -1,5 +1,5 @@
 // The corpus tokenizer: SentencePiece (what `prepare` trains) or WordPiece
-// (data/wordpiece.h: what `import-hf` writes from a BERT vocabulary), behind
+// (data/text/wordpiece.h: what `import-hf` writes from a BERT vocabulary), behind
 // one interface and one model file, told apart by the file's first bytes.
 //
 // Every docmatch vocabulary begins with the same special ids, whatever model

@@ -1,6 +1,6 @@
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
-#include "data/wordpiece.h"
+#include "data/text/wordpiece.h"
 
 #include <glog/logging.h>
 #include <sentencepiece_processor.h>

@@ -1,4 +1,4 @@
-#include "data/text.h"
+#include "data/text/text.h"
 
 #include <glog/logging.h>
 #include <unicode/brkiter.h>

@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/corpus/shard_writer.h"
-#include "data/tokenizer.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::data {
 

@@ -1,4 +1,4 @@
-#include "data/corpus_reader.h"
+#include "data/text/corpus_reader.h"
 
 #include <nlohmann/json.hpp>
 
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "data/text.h"
+#include "data/text/text.h"
 
 namespace docmatch::data {
 namespace fs = std::filesystem;
