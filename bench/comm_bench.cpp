@@ -12,7 +12,7 @@
 #include <iostream>
 
 #include "../tests/data/test_corpus.h"
-#include "data/blocks.h"
+#include "data/batches/blocks.h"
 #include "dist/gradient_synchronizer.h"
 #include "dist/mpi_communicator.h"
 #include "dist/runtime.h"

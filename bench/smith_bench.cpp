@@ -7,7 +7,7 @@
 #include <chrono>
 #include <iostream>
 
-#include "data/blocks.h"
+#include "data/batches/blocks.h"
 #include "data/corpus/shard_stream.h"
 #include "model/config.h"
 #include "model/smith.h"

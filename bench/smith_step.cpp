@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/blocks.h"
+#include "data/batches/blocks.h"
 #include "data/corpus/corpus.h"
 #include "dist/runtime.h"
 #include "model/config.h"

@@ -14,9 +14,9 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "data/batch_loader.h"
-#include "data/blocks.h"
-#include "data/docsplit.h"
+#include "data/batches/batch_loader.h"
+#include "data/batches/blocks.h"
+#include "data/batches/docsplit.h"
 #include "data/corpus/shard_stream.h"
 
 int main(int argc, char** argv) {

@@ -81,7 +81,7 @@ def embed_tokens(ids, w):
 
 
 def pack_blocks(tokens, sentence_offsets, block_length, max_blocks):
-    """SMITH's greedy sentence filling (data/blocks.h)."""
+    """SMITH's greedy sentence filling (data/batches/blocks.h)."""
     room, blocks, current = block_length - 1, [], [CLS]
     for s in range(len(sentence_offsets) - 1):
         sentence = list(tokens[sentence_offsets[s]:sentence_offsets[s + 1]][:room])

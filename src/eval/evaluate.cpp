@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "data/corpus/corpus.h"
-#include "data/pairs.h"
+#include "data/batches/pairs.h"
 #include "data/progress.h"
 #include "data/corpus/random.h"
 #include "eval/embeddings.h"

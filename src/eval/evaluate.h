@@ -27,7 +27,7 @@ struct EvalOptions {
   std::string corpus;      // prepared corpus folder
   std::string embeddings;  // an `embed` file of this model; empty: embed into <output>/embeddings.h5
   std::string valid_pairs, test_pairs;  // classification (JSONL pairs); empty: skipped
-  std::string relevance;                // ranking (data/pairs.h ReadRelevance); empty: skipped
+  std::string relevance;                // ranking (data/batches/pairs.h ReadRelevance); empty: skipped
   std::string output = "eval";          // folder for metrics.json
   std::string threshold_objective = "accuracy";  // accuracy | f1
   int64_t max_queries = 0;                       // ranking: 0 = every query, else a seeded sample

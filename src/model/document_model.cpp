@@ -1,8 +1,8 @@
 #include "model/document_model.h"
 
-#include "data/blocks.h"
-#include "data/flat_batch.h"
-#include "data/hierarchy_batch.h"
+#include "data/batches/blocks.h"
+#include "data/batches/flat_batch.h"
+#include "data/batches/hierarchy_batch.h"
 #include "data/text/tokenizer.h"
 
 namespace docmatch::model {

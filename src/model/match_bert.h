@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "data/flat_batch.h"
+#include "data/batches/flat_batch.h"
 #include "model/transformer.h"
 
 namespace docmatch::model {

@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include "data/sdr_batch.h"
+#include "data/batches/sdr_batch.h"
 #include "model/transformer.h"
 
 namespace docmatch::model {

@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "data/hierarchy_batch.h"
+#include "data/batches/hierarchy_batch.h"
 
 namespace docmatch::model {
 

@@ -20,7 +20,7 @@
 
 #include <string>
 
-#include "data/blocks.h"
+#include "data/batches/blocks.h"
 #include "model/transformer.h"
 
 namespace docmatch::model {
@@ -102,7 +102,7 @@ class SmithPretrainingImpl : public torch::nn::Module {
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> Loss(const BlockTensors& batch, bool sentence_blocks);
 
   // DocSplit on this encoder: `views` holds 2B documents, the first halves of
-  // B documents then their second halves (data/docsplit.h), with LM masks.
+  // B documents then their second halves (data/batches/docsplit.h), with LM masks.
   struct ViewOutputs {
     torch::Tensor lm_hidden;  // (M, C)
     torch::Tensor lm_labels;  // (M,)

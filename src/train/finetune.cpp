@@ -2,7 +2,7 @@
 
 #include <glog/logging.h>
 
-#include "data/pairs.h"
+#include "data/batches/pairs.h"
 #include "data/progress.h"
 #include "data/corpus/random.h"
 #include "dist/gradient_synchronizer.h"

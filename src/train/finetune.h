@@ -26,7 +26,7 @@ struct FinetuneOptions : LoopOptions {
     validate_every = 100;
   }
   std::string corpus;                                    // prepared corpus folder
-  std::string train_pairs, valid_pairs;                  // JSONL pairs (data/pairs.h); valid may be empty
+  std::string train_pairs, valid_pairs;                  // JSONL pairs (data/batches/pairs.h); valid may be empty
   std::string init;                                      // model folder to start from; empty = from scratch
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML, from scratch only
 };

@@ -39,7 +39,7 @@ Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& vi
                    double temperature = 0.05, double lm_weight = 0.1);
 
 // SDR: word LM + cosine contrastive, pairs indexing the gathered partners
-// (build the batch with its global offset, data/sdr_batch.h).
+// (build the batch with its global offset, data/batches/sdr_batch.h).
 Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dist::Communicator& communicator);
 
 // Fine-tuning (SMITH, MatchBERT, SMASH): sigmoid cross-entropy of this

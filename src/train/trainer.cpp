@@ -2,11 +2,11 @@
 
 #include <glog/logging.h>
 
-#include "data/batch_loader.h"
-#include "data/blocks.h"
-#include "data/docsplit.h"
+#include "data/batches/batch_loader.h"
+#include "data/batches/blocks.h"
+#include "data/batches/docsplit.h"
 #include "data/progress.h"
-#include "data/sdr_batch.h"
+#include "data/batches/sdr_batch.h"
 #include "data/text/tokenizer.h"
 #include "dist/gradient_synchronizer.h"
 #include "model/config.h"

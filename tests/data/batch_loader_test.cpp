@@ -1,11 +1,11 @@
 // BatchLoader: same batches as building them by hand, in stream order with 1
 // or 3 builder threads, exact resume from the cursor of the last batch taken,
 // errors surface on the caller's thread.
-#include "data/batch_loader.h"
+#include "data/batches/batch_loader.h"
 
 #include <gtest/gtest.h>
 
-#include "data/blocks.h"
+#include "data/batches/blocks.h"
 #include "test_corpus.h"
 
 namespace docmatch::data {

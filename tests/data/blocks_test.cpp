@@ -1,5 +1,5 @@
-// Greedy sentence filling and SMITH's mask draws (data/blocks.h).
-#include "data/blocks.h"
+// Greedy sentence filling and SMITH's mask draws (data/batches/blocks.h).
+#include "data/batches/blocks.h"
 
 #include <gtest/gtest.h>
 

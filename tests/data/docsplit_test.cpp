@@ -1,5 +1,5 @@
-// DocSplit halves (data/docsplit.h).
-#include "data/docsplit.h"
+// DocSplit halves (data/batches/docsplit.h).
+#include "data/batches/docsplit.h"
 
 #include <gtest/gtest.h>
 

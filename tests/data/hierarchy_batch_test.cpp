@@ -1,5 +1,5 @@
-// SMASH's hierarchical batch (data/hierarchy_batch.h).
-#include "data/hierarchy_batch.h"
+// SMASH's hierarchical batch (data/batches/hierarchy_batch.h).
+#include "data/batches/hierarchy_batch.h"
 
 #include <gtest/gtest.h>
 

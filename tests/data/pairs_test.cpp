@@ -1,5 +1,5 @@
-// Labelled pair files (data/pairs.h).
-#include "data/pairs.h"
+// Labelled pair files (data/batches/pairs.h).
+#include "data/batches/pairs.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// SDR sentence pairs (data/sdr_batch.h).
-#include "data/sdr_batch.h"
+// SDR sentence pairs (data/batches/sdr_batch.h).
+#include "data/batches/sdr_batch.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "../data/test_corpus.h"
-#include "data/docsplit.h"
+#include "data/batches/docsplit.h"
 #include "dist/gradient_synchronizer.h"
 #include "dist/mpi_communicator.h"
 #include "train/objectives.h"

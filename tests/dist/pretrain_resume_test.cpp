@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "../data/test_corpus.h"
-#include "data/blocks.h"
+#include "data/batches/blocks.h"
 #include "dist/mpi_communicator.h"
 #include "model/config.h"
 #include "train/checkpoint.h"

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "../data/test_corpus.h"
-#include "data/docsplit.h"
+#include "data/batches/docsplit.h"
 #include "model/losses.h"
 #include "model/smith.h"
 #include "real_text.h"

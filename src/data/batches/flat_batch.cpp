@@ -1,4 +1,4 @@
-#include "data/flat_batch.h"
+#include "data/batches/flat_batch.h"
 
 #include <glog/logging.h>
 

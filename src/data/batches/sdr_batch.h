@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/blocks.h"
+#include "data/batches/blocks.h"
 #include "data/corpus/document.h"
 
 namespace docmatch::data {

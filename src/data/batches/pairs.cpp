@@ -1,4 +1,4 @@
-#include "data/pairs.h"
+#include "data/batches/pairs.h"
 
 #include <nlohmann/json.hpp>
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/blocks.h"
+#include "data/batches/blocks.h"
 #include "data/corpus/document.h"
 
 namespace docmatch::data {

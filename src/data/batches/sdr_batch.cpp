@@ -1,4 +1,4 @@
-#include "data/sdr_batch.h"
+#include "data/batches/sdr_batch.h"
 
 #include <glog/logging.h>
 

@@ -1,4 +1,4 @@
-#include "data/blocks.h"
+#include "data/batches/blocks.h"
 
 #include <glog/logging.h>
 

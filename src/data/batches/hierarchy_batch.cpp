@@ -1,4 +1,4 @@
-#include "data/hierarchy_batch.h"
+#include "data/batches/hierarchy_batch.h"
 
 #include <glog/logging.h>
 

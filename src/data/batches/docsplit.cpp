@@ -1,4 +1,4 @@
-#include "data/docsplit.h"
+#include "data/batches/docsplit.h"
 
 #include <glog/logging.h>
 
