@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "data/corpus/hdf5_util.h"
-#include "data/progress.h"
+#include "console/progress.h"
 #include "train/model_folder.h"
 
 namespace docmatch::eval {

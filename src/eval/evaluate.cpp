@@ -9,7 +9,7 @@
 
 #include "data/corpus/corpus.h"
 #include "data/batches/pairs.h"
-#include "data/progress.h"
+#include "console/progress.h"
 #include "data/corpus/random.h"
 #include "eval/embeddings.h"
 #include "eval/metrics.h"

@@ -3,7 +3,7 @@
 #include <glog/logging.h>
 
 #include "data/batches/pairs.h"
-#include "data/progress.h"
+#include "console/progress.h"
 #include "data/corpus/random.h"
 #include "dist/gradient_synchronizer.h"
 #include "model/document_model.h"

@@ -5,7 +5,7 @@
 #include "data/batches/batch_loader.h"
 #include "data/batches/blocks.h"
 #include "data/batches/docsplit.h"
-#include "data/progress.h"
+#include "console/progress.h"
 #include "data/batches/sdr_batch.h"
 #include "data/text/tokenizer.h"
 #include "dist/gradient_synchronizer.h"

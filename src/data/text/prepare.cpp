@@ -13,7 +13,7 @@
 
 #include "data/corpus/corpus.h"
 #include "data/text/corpus_reader.h"
-#include "data/progress.h"
+#include "console/progress.h"
 #include "data/text/text.h"
 
 namespace docmatch::data {

@@ -1,4 +1,4 @@
-#include "data/progress.h"
+#include "console/progress.h"
 
 #include <unistd.h>
 
