@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace docmatch::data {
+namespace docmatch::console {
 
 std::string HumanCount(double value) {
   char text[32];
@@ -103,4 +103,4 @@ void ProgressBar::Draw(bool final) {
   std::fflush(stderr);
 }
 
-}  // namespace docmatch::data
+}  // namespace docmatch::console

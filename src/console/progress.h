@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-namespace docmatch::data {
+namespace docmatch::console {
 
 class ProgressBar {
  public:
@@ -47,4 +47,4 @@ std::string HumanCount(double value);
 // "1h02m", "03:07": durations for ETAs.
 std::string HumanDuration(double seconds);
 
-}  // namespace docmatch::data
+}  // namespace docmatch::console

@@ -174,7 +174,7 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
     const std::string where = Where(part);
     CreateDatasets(f, where, model.dimension(), sentences);
     int64_t sentence_count = 0, paragraph_count = 0;
-    data::ProgressBar bar("[embed]", end - begin, "docs", "", rank == 0 && progress);
+    console::ProgressBar bar("[embed]", end - begin, "docs", "", rank == 0 && progress);
     for (int64_t from = begin; from < end; from += batch_size) {
       const std::vector<data::Document> documents = ReadDocuments(corpus, from, std::min(end, from + batch_size));
       std::vector<const data::Document*> pointers;

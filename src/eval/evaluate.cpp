@@ -96,7 +96,7 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   std::vector<double> sums(6 + ks.size(), 0.0);
   std::vector<int64_t> mine;
   for (size_t i = communicator.rank(); i < queries.size(); i += communicator.size()) mine.push_back(queries[i]);
-  data::ProgressBar bar("[eval] ranking", static_cast<int64_t>(mine.size()), "queries", "",
+  console::ProgressBar bar("[eval] ranking", static_cast<int64_t>(mine.size()), "queries", "",
                         communicator.rank() == 0 && options.progress);
   // Queries per block: the block's (queries x N) scores stay near 4M numbers.
   const int64_t block = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N));

@@ -142,7 +142,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   }
   std::vector<int64_t> order = EpochOrder(train_pairs.size(), options.seed, epoch);
 
-  data::ProgressBar bar("[finetune] step", options.steps, "steps", "pairs", rank == 0 && options.progress);
+  console::ProgressBar bar("[finetune] step", options.steps, "steps", "pairs", rank == 0 && options.progress);
   bar.Add(step);
   model->module().train();
   PhaseTimer timer(options.time_split, device);  // pair batches are built inside "forward"

@@ -113,7 +113,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   auto loader = std::make_unique<data::BatchLoader<Batch>>(stream, options.batch_size, task.builder, /*prefetch=*/4,
                                                            /*drop_last=*/true, options.loader_threads);
 
-  data::ProgressBar bar("[train] step", options.steps, "steps", "docs", rank == 0 && options.progress);
+  console::ProgressBar bar("[train] step", options.steps, "steps", "docs", rank == 0 && options.progress);
   bar.Add(step);
   int64_t tokens = 0, documents_seen = 0;  // this process's, all ranks (ranks hold batches of similar size)
   double flops = 0;                        // this rank's model FLOPs since the last log
@@ -163,7 +163,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       optimizer->zero_grad();
     }
     ++step;
-    bar.SetStatus("loss " + std::to_string(loss).substr(0, 6) + "  " + data::HumanCount(tokens / bar.seconds()) +
+    bar.SetStatus("loss " + std::to_string(loss).substr(0, 6) + "  " + console::HumanCount(tokens / bar.seconds()) +
                   " tokens/s");
     bar.Add(1, documents);
     documents_seen += documents;

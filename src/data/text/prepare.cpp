@@ -151,7 +151,7 @@ Tokenizer TrainTokenizer(const PrepareOptions& options, int64_t total_documents,
   RawDocumentReader reader(options.input);
   SentenceSegmenter segmenter(options.locale);
   IdRegistry ids(options.input);  // fail on duplicates before spending time on training
-  ProgressBar bar("[data] tokenizer sentences", total_documents, "docs", "sentences", options.progress);
+  console::ProgressBar bar("[data] tokenizer sentences", total_documents, "docs", "sentences", options.progress);
   std::deque<std::string> pending;
   auto next_sentence = [&](std::string* sentence) {
     while (pending.empty()) {
@@ -186,7 +186,7 @@ Tokenizer TrainTokenizer(const PrepareOptions& options, int64_t total_documents,
   Tokenizer tokenizer = Tokenizer::Train(next_sentence, training, (fs::path(options.output) / kTokenizerFile).string());
   report->tokenizer_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   LOG(INFO) << "[data] trained a " << tokenizer.vocab_size() << "-piece " << training.model_type << " tokenizer in "
-            << HumanDuration(report->tokenizer_seconds);
+            << console::HumanDuration(report->tokenizer_seconds);
   return tokenizer;
 }
 
@@ -228,10 +228,10 @@ std::string PrepareReport::ToText() const {
       << "sentences   " << totals.sentences << "\n"
       << "tokens      " << totals.tokens << " (vocabulary " << vocab_size
       << (tokenizer_trained ? ", trained here" : ", given") << ")\n"
-      << "shards      " << shards << ", " << HumanCount(static_cast<double>(bytes_on_disk)) << "B on disk\n"
-      << "time        " << HumanDuration(total_seconds) << " ("
-      << HumanCount(totals.documents / std::max(total_seconds, 1e-9)) << " docs/s, "
-      << HumanCount(totals.tokens / std::max(total_seconds, 1e-9)) << " tokens/s)\n";
+      << "shards      " << shards << ", " << console::HumanCount(static_cast<double>(bytes_on_disk)) << "B on disk\n"
+      << "time        " << console::HumanDuration(total_seconds) << " ("
+      << console::HumanCount(totals.documents / std::max(total_seconds, 1e-9)) << " docs/s, "
+      << console::HumanCount(totals.tokens / std::max(total_seconds, 1e-9)) << " tokens/s)\n";
   static const std::map<std::string, std::string> kMeaning = {
       {"empty", "skipped: no text after segmentation"},
       {"invalid_utf8", "skipped: invalid UTF-8 (--invalid-utf8=skip)"},
@@ -293,7 +293,7 @@ PrepareReport Prepare(const PrepareOptions& options) {
     report.bytes_on_disk += static_cast<int64_t>(fs::file_size(writer->path()));
     writer.reset();
   };
-  ProgressBar bar("[data] encode", total_documents, "docs", "tokens", options.progress);
+  console::ProgressBar bar("[data] encode", total_documents, "docs", "tokens", options.progress);
   auto write = [&](std::vector<Encoded> batch) {
     int64_t tokens = 0;
     for (Encoded& e : batch) {
