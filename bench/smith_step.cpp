@@ -30,7 +30,7 @@
 #include "model/config.h"
 #include "model/smith.h"
 #include "train/optimizer.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 #include "train/training_run.h"
 
 using namespace docmatch;

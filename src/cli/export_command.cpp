@@ -1,8 +1,8 @@
-// `docmatch export`: a self-contained model folder (train/export.h).
+// `docmatch export`: a self-contained model folder (io/export.h).
 #include <iostream>
 
 #include "cli/commands.h"
-#include "train/export.h"
+#include "io/export.h"
 
 namespace docmatch::cli {
 

@@ -1,10 +1,10 @@
 // `docmatch import-hf`: a Hugging Face BERT-family folder as a docmatch model
-// folder (train/import_hf.h).
+// folder (io/import_hf.h).
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
-#include "train/import_hf.h"
+#include "io/import_hf.h"
 
 namespace docmatch::cli {
 

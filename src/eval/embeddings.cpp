@@ -6,7 +6,7 @@
 
 #include "data/corpus/hdf5_util.h"
 #include "console/progress.h"
-#include "train/model_folder.h"
+#include "io/model_folder.h"
 
 namespace docmatch::eval {
 namespace fs = std::filesystem;

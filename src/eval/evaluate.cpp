@@ -14,7 +14,7 @@
 #include "eval/embeddings.h"
 #include "eval/metrics.h"
 #include "eval/sdr_scoring.h"
-#include "train/model_folder.h"
+#include "io/model_folder.h"
 
 namespace docmatch::eval {
 namespace fs = std::filesystem;

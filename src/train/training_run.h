@@ -3,7 +3,7 @@
 // optimizer step with clipping and the learning-rate schedule.
 //
 // A checkpoint step-<N>/ holds
-//   model.pt, config.json   the model folder (train/model_folder.h)
+//   model.pt, config.json   the model folder (io/model_folder.h)
 //   optimizer.pt            AdamW state
 //   trainer.json            step, epoch, world size, every rank's data position,
 //                           the stage's options and any state of its own
@@ -26,10 +26,10 @@
 
 #include "dist/communicator.h"
 #include "dist/gradient_synchronizer.h"
-#include "train/checkpoint.h"
-#include "train/model_folder.h"
+#include "io/checkpoint.h"
+#include "io/model_folder.h"
 #include "train/optimizer.h"
-#include "train/tensorboard.h"
+#include "io/tensorboard.h"
 
 namespace docmatch::train {
 

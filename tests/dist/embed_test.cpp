@@ -10,8 +10,8 @@
 #include "../data/test_corpus.h"
 #include "dist/mpi_communicator.h"
 #include "eval/embeddings.h"
-#include "train/checkpoint.h"
-#include "train/model_folder.h"
+#include "io/checkpoint.h"
+#include "io/model_folder.h"
 
 namespace docmatch::eval {
 namespace {

@@ -15,7 +15,7 @@
 #include "data/batches/blocks.h"
 #include "dist/mpi_communicator.h"
 #include "model/config.h"
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
 #include "train/objectives.h"
 #include "train/trainer.h"
 

@@ -11,8 +11,8 @@
 
 #include "model/match_bert.h"
 #include "model/smith.h"
-#include "train/model_folder.h"
-#include "train/safetensors.h"
+#include "io/model_folder.h"
+#include "io/safetensors.h"
 
 using namespace docmatch;
 

@@ -1,6 +1,6 @@
 // Checkpoints: round trips, refusals that list the mismatched tensors, and a
 // folder life cycle that never shows a half-written checkpoint.
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

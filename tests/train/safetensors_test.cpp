@@ -1,6 +1,6 @@
 // safetensors: round trips in every dtype, refusal of damaged files, and the
 // files that tests/train/safetensors_check.py exchanges with the Python package.
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // TensorBoard events: the CRC against the standard check value, then a file
 // written here and read back by the tensorboard package (tensorboard_check.py).
-#include "train/tensorboard.h"
+#include "io/tensorboard.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,12 +1,12 @@
-#include "train/export.h"
+#include "io/export.h"
 
 #include <glog/logging.h>
 
 #include <filesystem>
 
 #include "data/corpus/corpus.h"
-#include "train/model_folder.h"
-#include "train/safetensors.h"
+#include "io/model_folder.h"
+#include "io/safetensors.h"
 
 namespace docmatch::train {
 namespace fs = std::filesystem;

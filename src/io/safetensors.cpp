@@ -1,4 +1,4 @@
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #include <nlohmann/json.hpp>
 

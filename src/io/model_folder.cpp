@@ -1,10 +1,10 @@
-#include "train/model_folder.h"
+#include "io/model_folder.h"
 
 #include <filesystem>
 #include <fstream>
 
-#include "train/checkpoint.h"
-#include "train/safetensors.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
 
 namespace docmatch::train {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "train/import_hf.h"
+#include "io/import_hf.h"
 
 #include <glog/logging.h>
 
@@ -12,8 +12,8 @@
 #include "data/text/tokenizer.h"
 #include "data/text/wordpiece.h"
 #include "model/document_model.h"
-#include "train/model_folder.h"
-#include "train/safetensors.h"
+#include "io/model_folder.h"
+#include "io/safetensors.h"
 
 namespace docmatch::train {
 namespace fs = std::filesystem;

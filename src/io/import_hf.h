@@ -2,7 +2,7 @@
 // (config.json, model.safetensors, vocab.txt, tokenizer_config.json, and for
 // sentence-transformers models sentence_bert_config.json and
 // 1_Pooling/config.json) becomes a docmatch model folder
-// (train/model_folder.h) that `finetune --init`, `embed` and `eval` read,
+// (io/model_folder.h) that `finetune --init`, `embed` and `eval` read,
 // with the vocabulary as a WordPiece tokenizer.model for `prepare
 // --tokenizer`.
 //

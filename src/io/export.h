@@ -1,7 +1,7 @@
 // `docmatch export`: a self-contained model folder for serving and for other
 // tools. From any model folder (a checkpoint, <run>/best) it writes
 //   model.safetensors  the encoder's parameters and buffers, float32, by name
-//   config.json        the model folder description (train/model_folder.h)
+//   config.json        the model folder description (io/model_folder.h)
 //                      with "stage": "export" and "tokenizer"
 //   tokenizer.model    the SentencePiece model the encoder's ids come from
 // under <output>.tmp, renamed when complete. `embed --model <output>` reads it;

@@ -1,4 +1,4 @@
-#include "train/tensorboard.h"
+#include "io/tensorboard.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <glog/logging.h>
 
