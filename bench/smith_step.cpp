@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dump);
     std::map<std::string, torch::Tensor> weights;
     for (const auto& p : model->named_parameters(true)) weights[p.key()] = p.value().detach().cpu().clone();
-    train::WriteSafetensors(weights, dump + "/init.safetensors");
-    train::WriteSafetensors({{"tokens", tensors.tokens.cpu()},
+    io::WriteSafetensors(weights, dump + "/init.safetensors");
+    io::WriteSafetensors({{"tokens", tensors.tokens.cpu()},
                              {"block_mask", tensors.block_mask.cpu()},
                              {"lm_labels", tensors.lm_labels.cpu()},
                              {"masked_blocks", tensors.masked_blocks.cpu()}},

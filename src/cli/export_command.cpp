@@ -21,7 +21,7 @@ Command AddExportCommand(CLI::App* app) {
       ->check(CLI::ExistingDirectory);
   sub->add_option("--output", *output, "folder to write")->required();
   return {sub, [model, corpus, output] {
-            train::ExportModel(*model, *corpus, *output);
+            io::ExportModel(*model, *corpus, *output);
             std::cout << "[export] " << *output << std::endl;
             return 0;
           }};

@@ -9,7 +9,7 @@
 namespace docmatch::cli {
 
 Command AddImportCommand(CLI::App* app) {
-  auto o = std::make_shared<train::ImportOptions>();
+  auto o = std::make_shared<io::ImportOptions>();
   CLI::App* sub = app->add_subcommand(
       "import-hf",
       "Import a Hugging Face BERT-family model folder (config.json, model.safetensors,\n"
@@ -50,7 +50,7 @@ Command AddImportCommand(CLI::App* app) {
       ->capture_default_str();
   sub->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
   return {sub, [o] {
-            const train::ImportReport report = train::ImportHuggingFace(*o);
+            const io::ImportReport report = io::ImportHuggingFace(*o);
             std::cout << "[import] " << o->input << " -> " << o->output << ": " << report.mapped_tensors << " tensors ("
                       << report.mapped_parameters << " parameters) mapped, " << report.dropped.size() << " dropped, "
                       << report.fresh.size() << " fresh, " << report.moved_ids.size() << " token ids moved"

@@ -229,9 +229,9 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
 
 int64_t RunEmbedding(const EmbedOptions& options, dist::Communicator& communicator, const torch::Device& device) {
   const data::Corpus corpus(options.corpus);
-  train::ModelFolderInfo info;
-  std::unique_ptr<model::DocumentModel> model = train::LoadModelFolder(options.model, &info);
-  train::CheckTokenizer(info, corpus, options.model);
+  io::ModelFolderInfo info;
+  std::unique_ptr<model::DocumentModel> model = io::LoadModelFolder(options.model, &info);
+  io::CheckTokenizer(info, corpus, options.model);
   model->module().to(device);
   return EmbedCorpus(*model, options.model, corpus, options.output, options.batch_size, options.progress,
                      communicator, device);

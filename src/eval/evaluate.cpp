@@ -220,9 +220,9 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& com
   const data::Corpus corpus(options.corpus);
   torch::NoGradGuard no_grad;
   if (options.model.empty()) return EvaluateVectors(options, corpus, communicator);
-  train::ModelFolderInfo info;
-  std::unique_ptr<model::DocumentModel> model = train::LoadModelFolder(options.model, &info);
-  train::CheckTokenizer(info, corpus, options.model);
+  io::ModelFolderInfo info;
+  std::unique_ptr<model::DocumentModel> model = io::LoadModelFolder(options.model, &info);
+  io::CheckTokenizer(info, corpus, options.model);
   model->module().to(device);
   model->module().eval();
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
-namespace docmatch::train {
+namespace docmatch::io {
 namespace fs = std::filesystem;
 namespace {
 
@@ -145,4 +145,4 @@ std::optional<std::string> CheckpointDirectory::Latest() const {
   return folder;
 }
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-namespace docmatch::train {
+namespace docmatch::io {
 
 // Parameters and buffers of `module` to `path` (one archive file).
 void SaveModule(const torch::nn::Module& module, const std::string& path);
@@ -48,4 +48,4 @@ class CheckpointDirectory {
   int keep_last_;
 };
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

@@ -8,7 +8,7 @@
 #include "io/model_folder.h"
 #include "io/safetensors.h"
 
-namespace docmatch::train {
+namespace docmatch::io {
 namespace fs = std::filesystem;
 
 void ExportModel(const std::string& model_folder, const std::string& corpus_folder, const std::string& output) {
@@ -47,4 +47,4 @@ void ExportModel(const std::string& model_folder, const std::string& corpus_fold
   LOG(INFO) << "[export] " << info.config.kind << " (" << tensors.size() << " tensors) -> " << output;
 }
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

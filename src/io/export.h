@@ -10,10 +10,10 @@
 
 #include <string>
 
-namespace docmatch::train {
+namespace docmatch::io {
 
 // `corpus`: the prepared corpus whose tokenizer the model was trained with
 // (checked by hash); may be empty when `model` is itself an export.
 void ExportModel(const std::string& model, const std::string& corpus, const std::string& output);
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

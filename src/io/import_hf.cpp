@@ -15,7 +15,7 @@
 #include "io/model_folder.h"
 #include "io/safetensors.h"
 
-namespace docmatch::train {
+namespace docmatch::io {
 namespace fs = std::filesystem;
 namespace {
 
@@ -322,4 +322,4 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   return report;
 }
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

@@ -39,7 +39,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace docmatch::train {
+namespace docmatch::io {
 
 struct ImportOptions {
   std::string input;                // Hugging Face model folder
@@ -72,4 +72,4 @@ struct ImportReport {
 
 ImportReport ImportHuggingFace(const ImportOptions& options);
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

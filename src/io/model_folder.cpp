@@ -6,7 +6,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 
-namespace docmatch::train {
+namespace docmatch::io {
 namespace fs = std::filesystem;
 
 void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info) {
@@ -72,4 +72,4 @@ void CheckTokenizer(const ModelFolderInfo& info, const data::Corpus& corpus, con
   }
 }
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

@@ -23,7 +23,7 @@
 #include "data/corpus/corpus.h"
 #include "model/document_model.h"
 
-namespace docmatch::train {
+namespace docmatch::io {
 
 constexpr const char* kModelConfigFile = "config.json";
 
@@ -50,4 +50,4 @@ void LoadFolderWeights(torch::nn::Module& module, const std::string& folder, con
 // corpus's.
 void CheckTokenizer(const ModelFolderInfo& info, const data::Corpus& corpus, const std::string& folder);
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

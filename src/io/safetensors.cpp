@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace docmatch::train {
+namespace docmatch::io {
 namespace {
 
 const std::map<torch::ScalarType, std::string>& DtypeNames() {
@@ -98,4 +98,4 @@ Safetensors ReadSafetensors(const std::string& path) {
   return out;
 }
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-namespace docmatch::train {
+namespace docmatch::io {
 
 // Contiguous CPU copies are written; F64, F32, F16, BF16, I64, I32, I8, U8, BOOL.
 void WriteSafetensors(const std::map<std::string, torch::Tensor>& tensors, const std::string& path,
@@ -24,4 +24,4 @@ struct Safetensors {
 // Throws std::runtime_error naming the file when the header or sizes are wrong.
 Safetensors ReadSafetensors(const std::string& path);
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-namespace docmatch::train {
+namespace docmatch::io {
 namespace {
 
 std::array<uint32_t, 256> Crc32cTable() {
@@ -103,4 +103,4 @@ void EventWriter::WriteEvent(const std::string& event) {
 
 void EventWriter::Flush() { out_.flush(); }
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

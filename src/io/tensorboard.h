@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-namespace docmatch::train {
+namespace docmatch::io {
 
 // CRC-32C (Castagnoli), as TFRecord frames use it; Debian 12 packages no
 // C++ library for it.
@@ -33,4 +33,4 @@ class EventWriter {
   std::ofstream out_;
 };
 
-}  // namespace docmatch::train
+}  // namespace docmatch::io

@@ -90,10 +90,10 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   const int rank = communicator.rank(), world = communicator.size();
   const data::Corpus corpus(options.corpus);
 
-  ModelFolderInfo info;
+  io::ModelFolderInfo info;
   if (!options.init.empty()) {
-    info = ReadModelFolderInfo(options.init);
-    CheckTokenizer(info, corpus, options.init);
+    info = io::ReadModelFolderInfo(options.init);
+    io::CheckTokenizer(info, corpus, options.init);
   } else {
     info.config = model::LoadModelConfig(options.model);
     model::SetVocabSize(&info.config, corpus.manifest().vocab_size);
@@ -103,7 +103,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   torch::manual_seed(options.seed);  // the same initial weights on every rank
   std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(info.config);
   if (!options.init.empty()) {
-    LoadFolderWeights(model->module(), options.init, info);
+    io::LoadFolderWeights(model->module(), options.init, info);
     if (rank == 0) LOG(INFO) << "[finetune] encoder from " << options.init << " (" << info.stage << ")";
   }
   model->module().to(device);

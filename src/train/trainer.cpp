@@ -37,7 +37,7 @@ struct Task {
   std::function<int64_t(const Batch&)> documents;  // documents this rank's batch covers
   std::function<int64_t(const Batch&)> tokens;     // real tokens in this rank's batch
   std::function<double(const Batch&)> flops;       // model FLOPs of a step on it; null: not counted
-  ModelFolderInfo info;                            // how checkpoints describe the model
+  io::ModelFolderInfo info;                            // how checkpoints describe the model
 };
 
 // This rank's validation batches: global batches of world x batch_size
@@ -222,7 +222,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   const std::string kind = objective == "sdr" ? "sdr" : "smith";
   TORCH_CHECK(config.kind == kind, "[train] objective ", objective, " trains a '", kind, "' model; ", options.model,
               " is kind '", config.kind, "'");
-  ModelFolderInfo info;
+  io::ModelFolderInfo info;
   info.config = config;
   info.stage = "pretrain";
   info.tokenizer_hash = corpus->manifest().tokenizer_hash;

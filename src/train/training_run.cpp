@@ -77,7 +77,7 @@ nlohmann::json BestModel::ToJson() const {
   return {{"best_step", best_step_}, {"best_loss", best_loss_}, {"bad", bad_}};
 }
 
-bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, const ModelFolderInfo& info,
+bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, const io::ModelFolderInfo& info,
                        dist::Communicator& communicator) {
   namespace fs = std::filesystem;
   bool stop = false;
@@ -89,8 +89,8 @@ bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, con
       const std::string best = run_ + "/best", tmp = best + ".tmp", old = best + ".old";
       fs::remove_all(tmp);
       fs::create_directories(tmp);
-      SaveModule(module, tmp + "/model.pt");
-      WriteModelFolderInfo(tmp, info);
+      io::SaveModule(module, tmp + "/model.pt");
+      io::WriteModelFolderInfo(tmp, info);
       fs::remove_all(old);
       if (fs::exists(best)) fs::rename(best, old);
       fs::rename(tmp, best);
@@ -128,7 +128,7 @@ TrainingRun::TrainingRun(const std::string& run, int keep_last, dist::Communicat
     : communicator_(communicator), device_(device), checkpoints_(run, keep_last) {
   InstallStopHandlers();
   if (communicator.rank() == 0) {
-    events_ = std::make_unique<EventWriter>(run + "/tensorboard");
+    events_ = std::make_unique<io::EventWriter>(run + "/tensorboard");
     metrics_.open(run + "/metrics.jsonl", std::ios::app);
   }
 }
@@ -140,7 +140,7 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
   const int rank = communicator_.rank(), world = communicator_.size();
   ResumedState state;
   state.folder = *latest;
-  LoadModule(module, *latest + "/model.pt");
+  io::LoadModule(module, *latest + "/model.pt");
   torch::load(optimizer, *latest + "/optimizer.pt");
   std::ifstream(*latest + "/trainer.json") >> state.trainer;
   state.step = state.trainer.at("step").get<int64_t>();
@@ -177,7 +177,7 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
 }
 
 std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, torch::nn::Module& module,
-                              torch::optim::Optimizer& optimizer, const ModelFolderInfo& info, nlohmann::json trainer) {
+                              torch::optim::Optimizer& optimizer, const io::ModelFolderInfo& info, nlohmann::json trainer) {
   const int world = communicator_.size();
   const std::vector<int64_t> positions = communicator_.ExchangeCounts(position, device_);
   // Every rank's generator state travels to rank 0 (on the run's device, so
@@ -194,8 +194,8 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
     trainer["world_size"] = world;
     trainer["positions"] = positions;
     written = checkpoints_.Save(step, [&](const std::string& folder) {
-      SaveModule(module, folder + "/model.pt");
-      WriteModelFolderInfo(folder, info);
+      io::SaveModule(module, folder + "/model.pt");
+      io::WriteModelFolderInfo(folder, info);
       torch::save(optimizer, folder + "/optimizer.pt");
       const auto save_states = [&](const torch::Tensor& states, const std::string& file) {
         std::vector<torch::Tensor> generators;

@@ -77,7 +77,7 @@ class BestModel {
   // Collective. Records `loss` (the same on every rank) at `step`; rank 0
   // writes <run>/best/ when it is the best so far. Returns true when the run
   // should stop early.
-  bool Update(double loss, int64_t step, torch::nn::Module& module, const ModelFolderInfo& info,
+  bool Update(double loss, int64_t step, torch::nn::Module& module, const io::ModelFolderInfo& info,
               dist::Communicator& communicator);
 
   int64_t best_step() const { return best_step_; }  // -1 before the first validation
@@ -128,7 +128,7 @@ class TrainingRun {
   // module as a model folder described by `info`; `trainer` gets step, epoch,
   // world_size and positions added.
   std::string Save(int64_t step, int64_t epoch, int64_t position, torch::nn::Module& module,
-                   torch::optim::Optimizer& optimizer, const ModelFolderInfo& info, nlohmann::json trainer);
+                   torch::optim::Optimizer& optimizer, const io::ModelFolderInfo& info, nlohmann::json trainer);
 
   // Collective, once per step: whether any rank got SIGUSR1, SIGTERM or
   // SIGINT since this run started (a scheduler's warning before preemption
@@ -158,8 +158,8 @@ class TrainingRun {
  private:
   dist::Communicator& communicator_;
   torch::Device device_;
-  CheckpointDirectory checkpoints_;
-  std::unique_ptr<EventWriter> events_;
+  io::CheckpointDirectory checkpoints_;
+  std::unique_ptr<io::EventWriter> events_;
   std::ofstream metrics_;
 };
 

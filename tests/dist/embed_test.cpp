@@ -40,12 +40,12 @@ TEST_P(EmbedEveryRank, JoinedFileEqualsOneProcessPerDocument) {
     fs::remove_all(dir);
     data::testing::WriteSyntheticCorpus(dir + "/corpus", {7, 6});
     fs::create_directories(dir + "/model");
-    train::SaveModule(model->module(), dir + "/model/model.pt");
-    train::ModelFolderInfo info;
+    io::SaveModule(model->module(), dir + "/model/model.pt");
+    io::ModelFolderInfo info;
     info.config = config;
     info.stage = "test";
     info.tokenizer_hash = "0123456789abcdef";
-    train::WriteModelFolderInfo(dir + "/model", info);
+    io::WriteModelFolderInfo(dir + "/model", info);
   }
   comm.Barrier();
   EmbedOptions options;

@@ -108,7 +108,7 @@ TEST(Pretraining, ValidationLossIsTheWholeBatchObjectiveInOneProcess) {
   model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
   config.vocab_size = 1005;
   model::SmithPretraining model(model::SmithEncoder(config), config);
-  LoadModule(*model, dir + "/valid/best/model.pt");
+  io::LoadModule(*model, dir + "/valid/best/model.pt");
   model->eval();
   torch::NoGradGuard no_grad;
   dist::MpiCommunicator alone(MPI_COMM_SELF);
@@ -158,7 +158,7 @@ TEST(Pretraining, Bf16AutocastTrainsCloseToFp32WithFloat32Weights) {
     EXPECT_NE(a, b) << "bf16 autocast changed nothing";
     EXPECT_NEAR(a, b, 0.02 * a);
   }
-  const auto weights = ReadModuleFile(*CheckpointDirectory(dir + "/bf16").Latest() + "/model.pt");
+  const auto weights = io::ReadModuleFile(*io::CheckpointDirectory(dir + "/bf16").Latest() + "/model.pt");
   for (const auto& [name, tensor] : weights) EXPECT_EQ(tensor.scalar_type(), torch::kFloat) << name;
   comm.Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
@@ -198,8 +198,8 @@ TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
   config.vocab_size = 1005;
   model::SmithPretraining a(model::SmithEncoder(config), config), b(model::SmithEncoder(config), config);
-  LoadModule(*a, *CheckpointDirectory(dir + "/straight").Latest() + "/model.pt");
-  LoadModule(*b, *CheckpointDirectory(dir + "/stopped").Latest() + "/model.pt");
+  io::LoadModule(*a, *io::CheckpointDirectory(dir + "/straight").Latest() + "/model.pt");
+  io::LoadModule(*b, *io::CheckpointDirectory(dir + "/stopped").Latest() + "/model.pt");
   const auto pa = a->named_parameters(), pb = b->named_parameters();
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key();
   // The run really trained: on the same batch (the corpus's first documents,

@@ -22,11 +22,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    train::ModelFolderInfo info;
-    std::unique_ptr<model::DocumentModel> model = train::LoadModelFolder(argv[1], &info);
+    io::ModelFolderInfo info;
+    std::unique_ptr<model::DocumentModel> model = io::LoadModelFolder(argv[1], &info);
     model->module().eval();
     torch::NoGradGuard no_grad;
-    const torch::Tensor ids = train::ReadSafetensors(argv[2]).tensors.at("ids").to(torch::kLong);
+    const torch::Tensor ids = io::ReadSafetensors(argv[2]).tensors.at("ids").to(torch::kLong);
     torch::Tensor states;
     if (info.config.kind == "match_bert") {
       states = dynamic_cast<model::FlatEncoderImpl&>(model->module()).Encode(ids);
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     } else {
       throw std::runtime_error("not an imported transformer: " + info.config.kind);
     }
-    train::WriteSafetensors({{"states", states.contiguous()}}, argv[3]);
+    io::WriteSafetensors({{"states", states.contiguous()}}, argv[3]);
   } catch (const std::exception& e) {
     std::cerr << "token_states_probe: " << e.what() << "\n";
     return 1;

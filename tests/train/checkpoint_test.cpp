@@ -10,7 +10,7 @@
 
 #include "model/smith.h"
 
-namespace docmatch::train {
+namespace docmatch::io {
 namespace {
 namespace fs = std::filesystem;
 
@@ -109,4 +109,4 @@ TEST_F(CheckpointTest, FolderKeepsTheLastKAndLatestNamesTheNewest) {
 }
 
 }  // namespace
-}  // namespace docmatch::train
+}  // namespace docmatch::io

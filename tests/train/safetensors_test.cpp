@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace docmatch::train {
+namespace docmatch::io {
 namespace {
 
 // The tensors both sides agree on (safetensors_check.py builds the same).
@@ -56,4 +56,4 @@ TEST(Safetensors, DISABLED_ExchangesFilesWithThePythonPackage) {
 }
 
 }  // namespace
-}  // namespace docmatch::train
+}  // namespace docmatch::io

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-namespace docmatch::train {
+namespace docmatch::io {
 namespace {
 
 TEST(Crc32c, MatchesTheStandardCheckValue) {
@@ -61,4 +61,4 @@ TEST(EventWriter, WritesFramedRecordsTheTensorboardCheckReads) {
 }
 
 }  // namespace
-}  // namespace docmatch::train
+}  // namespace docmatch::io
