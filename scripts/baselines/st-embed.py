@@ -10,7 +10,7 @@ model (Transformer -> mean pooling -> Normalize), and the document vector is
 the normalised mean of its window vectors. --max-windows keeps the first K
 windows (the CPU budget of docs/RESULTS.md); `docmatch import-hf --chunks K`
 gives docmatch's MatchBERT the same reading, so the two can be compared
-vector for vector (tests/import/st_parity_check.py).
+vector for vector (tests/io/st_parity_check.py).
 
   ~/.cache/docmatch/venv/bin/python scripts/baselines/st-embed.py \\
       --corpus corpora/wikispeedia --articles data/wikispeedia/articles.jsonl \\

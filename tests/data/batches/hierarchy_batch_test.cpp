@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "data/text/tokenizer.h"
-#include "test_corpus.h"
+#include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "test_corpus.h"
+#include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {

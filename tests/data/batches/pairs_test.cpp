@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "test_corpus.h"
+#include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "data/corpus/corpus.h"
 #include "data/text/corpus_reader.h"
-#include "test_corpus.h"
+#include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {

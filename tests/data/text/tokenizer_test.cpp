@@ -1,6 +1,6 @@
 // SentencePiece training, reserved ids, round trips and load errors
 // (data/text/tokenizer.h); WordPiece rules on hand-made cases (data/text/wordpiece.h;
-// tests/import/hf_import_check.py compares it with the tokenizers library).
+// tests/io/hf_import_check.py compares it with the tokenizers library).
 #include "data/text/tokenizer.h"
 
 #include <fstream>
@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <sentencepiece_trainer.h>
 
-#include "test_corpus.h"
+#include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {

@@ -1,5 +1,5 @@
 // safetensors: round trips in every dtype, refusal of damaged files, and the
-// files that tests/train/safetensors_check.py exchanges with the Python package.
+// files that tests/io/safetensors_check.py exchanges with the Python package.
 #include "io/safetensors.h"
 
 #include <gtest/gtest.h>

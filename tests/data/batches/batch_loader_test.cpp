@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "data/batches/blocks.h"
-#include "test_corpus.h"
+#include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {

@@ -7,7 +7,7 @@
 #include "data/corpus/corpus.h"
 #include "data/corpus/shard_reader.h"
 #include "data/corpus/shard_writer.h"
-#include "test_corpus.h"
+#include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "test_corpus.h"
+#include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {
