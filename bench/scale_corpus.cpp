@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
     }
     pool.insert(pool.end(), d.tokens.begin(), d.tokens.end());
     std::vector<int64_t> shape;
-    for (int64_t p = 0; p < d.num_paragraphs(); ++p) shape.push_back(d.paragraph_offsets[p + 1] - d.paragraph_offsets[p]);
+    for (int64_t p = 0; p < d.num_paragraphs(); ++p)
+      shape.push_back(d.paragraph_offsets[p + 1] - d.paragraph_offsets[p]);
     if (!shape.empty()) shapes.push_back(std::move(shape));
   }
 

@@ -27,10 +27,10 @@
 #include "data/batches/blocks.h"
 #include "data/corpus/corpus.h"
 #include "dist/runtime.h"
+#include "io/safetensors.h"
 #include "model/config.h"
 #include "model/smith.h"
 #include "train/optimizer.h"
-#include "io/safetensors.h"
 #include "train/training_run.h"
 
 using namespace docmatch;
@@ -81,10 +81,10 @@ int main(int argc, char** argv) {
     for (const auto& p : model->named_parameters(true)) weights[p.key()] = p.value().detach().cpu().clone();
     io::WriteSafetensors(weights, dump + "/init.safetensors");
     io::WriteSafetensors({{"tokens", tensors.tokens.cpu()},
-                             {"block_mask", tensors.block_mask.cpu()},
-                             {"lm_labels", tensors.lm_labels.cpu()},
-                             {"masked_blocks", tensors.masked_blocks.cpu()}},
-                            dump + "/batch.safetensors");
+                          {"block_mask", tensors.block_mask.cpu()},
+                          {"lm_labels", tensors.lm_labels.cpu()},
+                          {"masked_blocks", tensors.masked_blocks.cpu()}},
+                         dump + "/batch.safetensors");
     nlohmann::json json = model::ModelConfigToJson({"smith", config, {}, {}, {}});
     json["lr"] = optimizer_options.lr;
     json["weight_decay"] = optimizer_options.weight_decay;

@@ -1,3 +1,5 @@
+// The shared flags of training_flags.h registered on a subcommand, and the
+// ranks' process set-up (placement, backend, per-rank logs) they drive.
 #include "cli/training_flags.h"
 
 #include <iostream>

@@ -1,3 +1,5 @@
+// The YAML side of CLI11's config hook: a command's section of the file becomes
+// its long options, and --dump-config writes the resolved ones back as YAML.
 #include "cli/yaml_config.h"
 
 #include <yaml-cpp/yaml.h>

@@ -1,3 +1,5 @@
+// ProgressBar's drawing: a redrawn line on a terminal, a plain line every 10 s
+// in logs; HumanCount / HumanDuration for the numbers it and the reports print.
 #include "console/progress.h"
 
 #include <unistd.h>

@@ -1,3 +1,5 @@
+// The autograd function behind AllGatherWithGrad: gather forward, sum over
+// ranks and keep this rank's slice backward (all_gather.h).
 #include "dist/all_gather.h"
 
 #include <numeric>

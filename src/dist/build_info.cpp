@@ -1,3 +1,5 @@
+// Collecting what `docmatch info` prints: torch, CUDA, NCCL and MPI as compiled
+// in and as found on this machine (build_info.h).
 #include "dist/build_info.h"
 
 #include <mpi.h>

@@ -1,3 +1,5 @@
+// What both backends share: the synchronous forms, the timeout wait that names
+// the stalled operation, and MakeCommunicator's choice (communicator.h).
 #include "dist/communicator.h"
 
 #include <glog/logging.h>

@@ -1,3 +1,5 @@
+// The synchronizer's buckets, gradient hooks, in-order all-reduce launches and
+// Finalize (gradient_synchronizer.h).
 #include "dist/gradient_synchronizer.h"
 
 namespace docmatch::dist {

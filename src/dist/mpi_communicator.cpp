@@ -1,3 +1,5 @@
+// Collectives as non-blocking MPI calls on a private communicator, CUDA tensors
+// staged through host memory (mpi_communicator.h).
 #include "dist/mpi_communicator.h"
 
 #include <glog/logging.h>

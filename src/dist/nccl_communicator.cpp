@@ -1,3 +1,5 @@
+// NCCL collectives on the communicator's own CUDA stream, ordered against the
+// caller's stream with events; compiled only with NCCL (nccl_communicator.h).
 #include "dist/nccl_communicator.h"
 
 #ifdef DOCMATCH_HAS_NCCL

@@ -1,3 +1,5 @@
+// MPI start-up and shut-down, placement from the launcher's environment, the
+// host allocator setting, and the rule that one rank's failure ends the job (runtime.h).
 #include "dist/runtime.h"
 
 #include <glog/logging.h>

@@ -1,11 +1,13 @@
+// `embed`: each rank encodes its contiguous share into a part file, rank 0 joins
+// the parts in order into the final HDF5 (embeddings.h).
 #include "eval/embeddings.h"
 
 #include <glog/logging.h>
 
 #include <filesystem>
 
-#include "data/corpus/hdf5_util.h"
 #include "console/progress.h"
+#include "data/corpus/hdf5_util.h"
 #include "io/model_folder.h"
 
 namespace docmatch::eval {
@@ -134,10 +136,10 @@ void JoinParts(const std::vector<std::string>& parts, const std::string& output,
       ids.insert(ids.end(), part_ids.begin(), part_ids.end());
       CopyRows(part, part_where, f, where, "vectors", H5T_NATIVE_FLOAT, sizeof(float), document_base, false, 0);
       if (sentences) {
-        CopyRows(part, part_where, f, where, "sentence_vectors", H5T_NATIVE_FLOAT, sizeof(float), sentence_base,
-                 false, 0);
-        CopyRows(part, part_where, f, where, "paragraph_offsets", H5T_NATIVE_INT64, sizeof(int64_t),
-                 paragraph_base + 1, true, sentence_base);
+        CopyRows(part, part_where, f, where, "sentence_vectors", H5T_NATIVE_FLOAT, sizeof(float), sentence_base, false,
+                 0);
+        CopyRows(part, part_where, f, where, "paragraph_offsets", H5T_NATIVE_INT64, sizeof(int64_t), paragraph_base + 1,
+                 true, sentence_base);
         CopyRows(part, part_where, f, where, "document_offsets", H5T_NATIVE_INT64, sizeof(int64_t), document_base + 1,
                  true, paragraph_base);
         sentence_base += hdf5::Dimensions(part, part_where, "sentence_vectors")[0];
@@ -217,10 +219,9 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
   if (rank == 0) {
     std::vector<std::string> parts;
     for (int r = 0; r < world; ++r) parts.push_back(output + ".part-" + std::to_string(r));
-    JoinParts(parts, output, model.dimension(), sentences,
-              {{"kind", model.config().kind},
-               {"model", model_folder},
-               {"tokenizer_hash", corpus.manifest().tokenizer_hash}});
+    JoinParts(
+        parts, output, model.dimension(), sentences,
+        {{"kind", model.config().kind}, {"model", model_folder}, {"tokenizer_hash", corpus.manifest().tokenizer_hash}});
     LOG(INFO) << "[embed] " << N << " documents -> " << output;
   }
   communicator.Barrier();
@@ -233,8 +234,8 @@ int64_t RunEmbedding(const EmbedOptions& options, dist::Communicator& communicat
   std::unique_ptr<model::DocumentModel> model = io::LoadModelFolder(options.model, &info);
   io::CheckTokenizer(info, corpus, options.model);
   model->module().to(device);
-  return EmbedCorpus(*model, options.model, corpus, options.output, options.batch_size, options.progress,
-                     communicator, device);
+  return EmbedCorpus(*model, options.model, corpus, options.output, options.batch_size, options.progress, communicator,
+                     device);
 }
 
 EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {

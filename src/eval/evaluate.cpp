@@ -1,3 +1,5 @@
+// `eval`: threshold chosen on valid and applied to test, ranking of every query
+// against the corpus sharded over ranks, results as JSON (evaluate.h).
 #include "eval/evaluate.h"
 
 #include <glog/logging.h>
@@ -7,9 +9,9 @@
 #include <iomanip>
 #include <sstream>
 
-#include "data/corpus/corpus.h"
-#include "data/batches/pairs.h"
 #include "console/progress.h"
+#include "data/batches/pairs.h"
+#include "data/corpus/corpus.h"
 #include "data/corpus/random.h"
 #include "eval/embeddings.h"
 #include "eval/metrics.h"
@@ -97,7 +99,7 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   std::vector<int64_t> mine;
   for (size_t i = communicator.rank(); i < queries.size(); i += communicator.size()) mine.push_back(queries[i]);
   console::ProgressBar bar("[eval] ranking", static_cast<int64_t>(mine.size()), "queries", "",
-                        communicator.rank() == 0 && options.progress);
+                           communicator.rank() == 0 && options.progress);
   // Queries per block: the block's (queries x N) scores stay near 4M numbers.
   const int64_t block = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N));
   for (size_t begin = 0; begin < mine.size(); begin += block) {

@@ -23,9 +23,9 @@
 namespace docmatch::eval {
 
 struct EvalOptions {
-  std::string model;       // model folder (checkpoint, best/ or export)
-  std::string corpus;      // prepared corpus folder
-  std::string embeddings;  // an `embed` file of this model; empty: embed into <output>/embeddings.h5
+  std::string model;                    // model folder (checkpoint, best/ or export)
+  std::string corpus;                   // prepared corpus folder
+  std::string embeddings;               // an `embed` file of this model; empty: embed into <output>/embeddings.h5
   std::string valid_pairs, test_pairs;  // classification (JSONL pairs); empty: skipped
   std::string relevance;                // ranking (data/batches/pairs.h ReadRelevance); empty: skipped
   std::string output = "eval";          // folder for metrics.json
@@ -38,8 +38,7 @@ struct EvalOptions {
 };
 
 // Collective; returns the metrics (the same on every rank).
-nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& communicator,
-                             const torch::Device& device);
+nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& communicator, const torch::Device& device);
 
 // The readable table of a metrics JSON.
 std::string MetricsTable(const nlohmann::json& metrics);

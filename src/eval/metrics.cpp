@@ -1,3 +1,5 @@
+// The metric definitions of metrics.h, ties and empty lists handled as they
+// document.
 #include "eval/metrics.h"
 
 #include <algorithm>

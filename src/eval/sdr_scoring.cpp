@@ -1,3 +1,5 @@
+// SDR's sentence-to-paragraph-to-document score, with the optional z-score over
+// candidates (sdr_scoring.h).
 #include "eval/sdr_scoring.h"
 
 namespace docmatch::eval {
@@ -42,7 +44,8 @@ torch::Tensor SdrScores(const SentenceVectors& source, const std::vector<Sentenc
   SegmentIds(source.paragraph_offsets, 0, &source_paragraph);
   const int64_t Ps = static_cast<int64_t>(source.paragraph_offsets.size()) - 1;
   const torch::Tensor rows = torch::tensor(source_paragraph, options);
-  const torch::Tensor counts = torch::zeros({Ps}, similarity.options()).index_add(0, rows, torch::ones({Ss}, similarity.options()));
+  const torch::Tensor counts =
+      torch::zeros({Ps}, similarity.options()).index_add(0, rows, torch::ones({Ss}, similarity.options()));
   torch::Tensor paragraphs =
       torch::zeros({Ps, Pall}, similarity.options()).index_add(0, rows, best) / counts.clamp_min(1).unsqueeze(1);
   // 2. Optionally z-score each source paragraph over all candidate paragraphs.

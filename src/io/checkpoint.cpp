@@ -1,3 +1,5 @@
+// Module archives with name and shape checks, and the step-<N> folders with
+// their .tmp-then-rename writes, `latest` link and pruning (checkpoint.h).
 #include "io/checkpoint.h"
 
 #include <glog/logging.h>

@@ -1,3 +1,5 @@
+// `export`: a model folder's encoder to safetensors with its config and
+// tokenizer, written under <output>.tmp and renamed when complete (export.h).
 #include "io/export.h"
 
 #include <glog/logging.h>

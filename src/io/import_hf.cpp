@@ -1,3 +1,5 @@
+// `import-hf`: a Hugging Face BERT folder's config, weights and vocabulary mapped
+// onto a docmatch model folder, refusing what it cannot map (import_hf.h).
 #include "io/import_hf.h"
 
 #include <glog/logging.h>
@@ -11,9 +13,9 @@
 
 #include "data/text/tokenizer.h"
 #include "data/text/wordpiece.h"
-#include "model/document_model.h"
 #include "io/model_folder.h"
 #include "io/safetensors.h"
+#include "model/document_model.h"
 
 namespace docmatch::io {
 namespace fs = std::filesystem;

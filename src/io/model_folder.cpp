@@ -1,3 +1,5 @@
+// Reading and writing a model folder's config.json, building its model and
+// loading its weights, and the tokenizer check against a corpus (model_folder.h).
 #include "io/model_folder.h"
 
 #include <filesystem>

@@ -1,3 +1,5 @@
+// safetensors written and read byte for byte by its public layout, with every
+// header and offset checked before use (safetensors.h).
 #include "io/safetensors.h"
 
 #include <nlohmann/json.hpp>

@@ -1,3 +1,5 @@
+// TensorBoard's record framing, CRC32C and the few protobuf fields of a scalar
+// event, written by hand so that no protobuf dependency is needed (tensorboard.h).
 #include "io/tensorboard.h"
 
 #include <unistd.h>

@@ -1,3 +1,5 @@
+// Parsing a model YAML into each kind's config struct, unknown keys refused
+// (config.h).
 #include "model/config.h"
 
 #include <yaml-cpp/yaml.h>

@@ -1,3 +1,5 @@
+// Each kind wrapped as a DocumentModel: its batch, its document vector and its
+// pair score behind one interface (document_model.h).
 #include "model/document_model.h"
 
 #include "data/batches/blocks.h"

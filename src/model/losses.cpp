@@ -1,3 +1,5 @@
+// The losses of losses.h, each written once, taking local vectors and the
+// candidate pool separately so that the pool can come from every rank.
 #include "model/losses.h"
 
 namespace docmatch::model {

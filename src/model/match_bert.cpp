@@ -1,3 +1,5 @@
+// MatchBERT's forward: the flat transformer over each window, pooling, window
+// averaging and the normalised vector (match_bert.h).
 #include "model/match_bert.h"
 
 #include "data/text/tokenizer.h"

@@ -1,3 +1,5 @@
+// SDR's sentence encoder and its pre-training heads (masked LM and the sentence
+// pair contrastive loss) (sdr.h).
 #include "model/sdr.h"
 
 #include "data/text/tokenizer.h"

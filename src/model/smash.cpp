@@ -1,3 +1,5 @@
+// SMASH RNN's attention BiGRU hierarchies per depth, HAN, and the Siamese pair
+// head (smash.h).
 #include "model/smash.h"
 
 #include "data/text/tokenizer.h"
@@ -135,9 +137,9 @@ torch::Tensor SmashPairImpl::ScoreMatrix(const torch::Tensor& queries, const tor
   const auto& first = head_[0]->as<torch::nn::Linear>();
   const auto& last = head_[3]->as<torch::nn::Linear>();
   const int64_t D = queries.size(1), Q = queries.size(0), N = candidates.size(0);
-  const torch::Tensor w = first->weight;                                          // (H, 2D)
+  const torch::Tensor w = first->weight;                                             // (H, 2D)
   const torch::Tensor q = torch::addmm(first->bias, queries, w.slice(1, 0, D).t());  // (Q, H)
-  const torch::Tensor c = torch::matmul(candidates, w.slice(1, D).t());           // (N, H)
+  const torch::Tensor c = torch::matmul(candidates, w.slice(1, D).t());              // (N, H)
   const int64_t H = q.size(1);
   // Candidate chunks keep the (Q, n, H) hidden layer near 16M numbers.
   const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 24) / std::max<int64_t>(1, Q * H));

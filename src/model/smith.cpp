@@ -1,3 +1,5 @@
+// SMITH's forward, top to bottom as in the paper: packed sentence blocks, the
+// document transformer, combine, and the pre-training heads (smith.h).
 #include "model/smith.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Attention (fused and plain), the transformer layer and stack, and the packed
+// real-token path the sentence encoders run on (transformer.h).
 #include "model/transformer.h"
 
 #include <cmath>

@@ -1,9 +1,11 @@
+// The fine-tuning loop: each rank's slice of an epoch's pair permutation, the
+// Siamese objective, validation and the best model, resumable (finetune.h).
 #include "train/finetune.h"
 
 #include <glog/logging.h>
 
-#include "data/batches/pairs.h"
 #include "console/progress.h"
+#include "data/batches/pairs.h"
 #include "data/corpus/random.h"
 #include "dist/gradient_synchronizer.h"
 #include "model/document_model.h"

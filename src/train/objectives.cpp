@@ -1,3 +1,5 @@
+// Each objective in its data-parallel form: local items against gathered pools,
+// scaled once (Totals) so that ranks x batch equals one big batch (objectives.h).
 #include "train/objectives.h"
 
 #include "dist/all_gather.h"

@@ -1,3 +1,5 @@
+// Parameter groups for weight decay, the warm-up / decay schedule, FusedAdamW and
+// ClipGradientNorm (optimizer.h).
 #include "train/optimizer.h"
 
 #include <algorithm>

@@ -1,11 +1,13 @@
+// The pre-training loop: batches from BatchLoader, the objective, gradient sync,
+// validation, checkpoints and resume (trainer.h).
 #include "train/trainer.h"
 
 #include <glog/logging.h>
 
+#include "console/progress.h"
 #include "data/batches/batch_loader.h"
 #include "data/batches/blocks.h"
 #include "data/batches/docsplit.h"
-#include "console/progress.h"
 #include "data/batches/sdr_batch.h"
 #include "data/text/tokenizer.h"
 #include "dist/gradient_synchronizer.h"
@@ -37,7 +39,7 @@ struct Task {
   std::function<int64_t(const Batch&)> documents;  // documents this rank's batch covers
   std::function<int64_t(const Batch&)> tokens;     // real tokens in this rank's batch
   std::function<double(const Batch&)> flops;       // model FLOPs of a step on it; null: not counted
-  io::ModelFolderInfo info;                            // how checkpoints describe the model
+  io::ModelFolderInfo info;                        // how checkpoints describe the model
 };
 
 // This rank's validation batches: global batches of world x batch_size

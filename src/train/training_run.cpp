@@ -1,3 +1,5 @@
+// Resume, checkpoint, metric logging, signal handling and the optimizer step
+// that pretrain and finetune share (training_run.h).
 #include "train/training_run.h"
 
 #include <ATen/autocast_mode.h>
@@ -177,7 +179,8 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
 }
 
 std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, torch::nn::Module& module,
-                              torch::optim::Optimizer& optimizer, const io::ModelFolderInfo& info, nlohmann::json trainer) {
+                              torch::optim::Optimizer& optimizer, const io::ModelFolderInfo& info,
+                              nlohmann::json trainer) {
   const int world = communicator_.size();
   const std::vector<int64_t> positions = communicator_.ExchangeCounts(position, device_);
   // Every rank's generator state travels to rank 0 (on the run's device, so

@@ -28,8 +28,8 @@
 #include "dist/gradient_synchronizer.h"
 #include "io/checkpoint.h"
 #include "io/model_folder.h"
-#include "train/optimizer.h"
 #include "io/tensorboard.h"
+#include "train/optimizer.h"
 
 namespace docmatch::train {
 

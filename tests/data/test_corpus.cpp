@@ -1,3 +1,5 @@
+// Synthetic corpora with known contents written straight through ShardWriter,
+// and scratch folders that clean up after themselves (test_corpus.h).
 #include "test_corpus.h"
 
 #include <gtest/gtest.h>

@@ -14,8 +14,8 @@
 #include "../data/test_corpus.h"
 #include "data/batches/blocks.h"
 #include "dist/mpi_communicator.h"
-#include "model/config.h"
 #include "io/checkpoint.h"
+#include "model/config.h"
 #include "train/objectives.h"
 #include "train/trainer.h"
 

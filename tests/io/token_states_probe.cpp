@@ -9,10 +9,10 @@
 // SMITH's sentence encoder with every row one block.
 #include <iostream>
 
-#include "model/match_bert.h"
-#include "model/smith.h"
 #include "io/model_folder.h"
 #include "io/safetensors.h"
+#include "model/match_bert.h"
+#include "model/smith.h"
 
 using namespace docmatch;
 

@@ -1,3 +1,5 @@
+// Greedy sentence filling into blocks and SMITH's word and block mask draws,
+// all keyed by document so that any rank draws the same masks (blocks.h).
 #include "data/batches/blocks.h"
 
 #include <glog/logging.h>

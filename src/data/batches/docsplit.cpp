@@ -1,3 +1,5 @@
+// DocSplit's coin per sentence, the fix-up that keeps both halves non-empty, and
+// the 2B-view batch built from the halves (docsplit.h).
 #include "data/batches/docsplit.h"
 
 #include <glog/logging.h>

@@ -1,3 +1,5 @@
+// MatchBERT's windows: sentences concatenated after [CLS], cut to the window
+// length, [SEP]-ended and several per document when configured (flat_batch.h).
 #include "data/batches/flat_batch.h"
 
 #include <glog/logging.h>

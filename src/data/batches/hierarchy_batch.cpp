@@ -1,3 +1,5 @@
+// SMASH / HAN batches: a document truncated into its paragraph, sentence and
+// word grids, padded to the batch's sizes (hierarchy_batch.h).
 #include "data/batches/hierarchy_batch.h"
 
 #include <glog/logging.h>

@@ -1,3 +1,5 @@
+// Reading labelled pairs and relevance lists, every id checked against the
+// corpus and every error naming the file and line (pairs.h).
 #include "data/batches/pairs.h"
 
 #include <nlohmann/json.hpp>
@@ -11,12 +13,11 @@ namespace docmatch::data {
 namespace {
 
 // The corpus index of the document named by string `field` of `record`.
-int64_t IndexOf(const char* field, const std::string& id_value, const Corpus& corpus,
-                const std::string& where) {
+int64_t IndexOf(const char* field, const std::string& id_value, const Corpus& corpus, const std::string& where) {
   const auto index = corpus.IndexOf(id_value);
   if (!index) {
-    throw InputError(where + ": " + field + " \"" + id_value + "\" is not a document of corpus '" +
-                     corpus.directory() + "' (a file for another corpus, or a document prepare skipped?)");
+    throw InputError(where + ": " + field + " \"" + id_value + "\" is not a document of corpus '" + corpus.directory() +
+                     "' (a file for another corpus, or a document prepare skipped?)");
   }
   return *index;
 }

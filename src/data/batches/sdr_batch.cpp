@@ -1,3 +1,5 @@
+// SDR's anchor / partner draws per document, keyed like every other draw, and
+// the sentence batch the contrastive loss and the MLM read (sdr_batch.h).
 #include "data/batches/sdr_batch.h"
 
 #include <glog/logging.h>

@@ -1,3 +1,5 @@
+// manifest.json read and written, every shard's header checked on open, and
+// documents fetched by index or id (corpus.h).
 #include "data/corpus/corpus.h"
 
 #include <algorithm>

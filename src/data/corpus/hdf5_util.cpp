@@ -1,3 +1,5 @@
+// The HDF5 calls behind hdf5_util.h: whole-array writes, row-range reads and
+// string datasets, each failure turned into an error naming the file.
 #include "data/corpus/hdf5_util.h"
 
 #include <algorithm>
@@ -142,8 +144,7 @@ std::vector<hsize_t> Dimensions(hid_t file, const std::string& where, const char
 void ReadRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t begin, int64_t rows,
               void* out) {
   Selection s = Select(file, where, name, begin, rows);
-  if (rows > 0 &&
-      H5Dread(s.dataset.get(), type, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, out) < 0) {
+  if (rows > 0 && H5Dread(s.dataset.get(), type, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, out) < 0) {
     Fail(where, std::string("reading '") + name + "' failed (truncated or damaged file)");
   }
 }

@@ -1,3 +1,5 @@
+// KeyedRandom: a counter-based generator whose stream is a pure function of its
+// key (seed, epoch, document index), so no draw depends on the rank (random.h).
 #include "data/corpus/random.h"
 
 namespace docmatch::data {

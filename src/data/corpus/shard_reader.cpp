@@ -1,3 +1,5 @@
+// Opening a shard (format, version and tokenizer checks), reading a range of
+// documents with one hyperslab per dataset, and the process-wide LRU of open files (shard_reader.h).
 #include "data/corpus/shard_reader.h"
 
 #include "data/corpus/hdf5_util.h"

@@ -1,3 +1,5 @@
+// ShardStream's epoch plan, its reader thread and the cursor it resumes from
+// (shard_stream.h).
 #include "data/corpus/shard_stream.h"
 
 #include <glog/logging.h>

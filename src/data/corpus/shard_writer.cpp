@@ -1,3 +1,5 @@
+// Appending documents to a shard's chunked datasets and closing it under its
+// final name only when complete (shard_writer.h).
 #include "data/corpus/shard_writer.h"
 
 #include <glog/logging.h>

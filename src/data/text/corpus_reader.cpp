@@ -1,3 +1,5 @@
+// Reading raw documents from JSONL or a folder of .txt files, one at a time,
+// with errors that name the file and line (corpus_reader.h).
 #include "data/text/corpus_reader.h"
 
 #include <nlohmann/json.hpp>

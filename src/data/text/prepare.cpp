@@ -1,3 +1,5 @@
+// `prepare` step by step: read and check documents, segment, train or load the
+// tokenizer, encode on threads into shards, write manifest.json last (prepare.h).
 #include "data/text/prepare.h"
 
 #include <glog/logging.h>
@@ -11,9 +13,9 @@
 #include <thread>
 #include <unordered_map>
 
+#include "console/progress.h"
 #include "data/corpus/corpus.h"
 #include "data/text/corpus_reader.h"
-#include "console/progress.h"
 #include "data/text/text.h"
 
 namespace docmatch::data {

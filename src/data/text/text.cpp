@@ -1,3 +1,5 @@
+// UTF-8 checks and repair, paragraph splitting and ICU sentence segmentation
+// (text.h).
 #include "data/text/text.h"
 
 #include <glog/logging.h>

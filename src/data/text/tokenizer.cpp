@@ -1,3 +1,5 @@
+// Training, loading and applying the corpus tokenizer (SentencePiece or
+// WordPiece) with docmatch's reserved ids 0-4 (tokenizer.h).
 #include "data/text/tokenizer.h"
 
 #include "data/text/wordpiece.h"

@@ -1,3 +1,5 @@
+// BERT's basic tokenization (ICU character properties) and greedy
+// longest-match-first WordPiece (wordpiece.h).
 #include "data/text/wordpiece.h"
 
 #include <unicode/locid.h>

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "data/batches/blocks.h"
 #include "../test_corpus.h"
+#include "data/batches/blocks.h"
 
 namespace docmatch::data {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include "data/text/tokenizer.h"
 #include "../test_corpus.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::data {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 
+#include "../test_corpus.h"
 #include "data/corpus/corpus.h"
 #include "data/corpus/shard_reader.h"
 #include "data/corpus/shard_writer.h"
-#include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {

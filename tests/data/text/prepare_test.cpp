@@ -9,9 +9,9 @@
 #include <chrono>
 #include <filesystem>
 
+#include "../test_corpus.h"
 #include "data/corpus/corpus.h"
 #include "data/text/corpus_reader.h"
-#include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {
