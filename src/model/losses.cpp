@@ -92,6 +92,17 @@ torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& cand
   return F::cross_entropy(scores, positive, CrossEntropy(sum));
 }
 
+torch::Tensor ContrastivePairLoss(const torch::Tensor& queries, const torch::Tensor& candidates,
+                                  const torch::Tensor& positive, const torch::Tensor& excluded, double temperature,
+                                  bool sum) {
+  namespace F = torch::nn::functional;
+  const auto unit = F::NormalizeFuncOptions().dim(-1);
+  const torch::Tensor scores =
+      torch::matmul(F::normalize(queries, unit), F::normalize(candidates, unit).t()) / temperature;  // (Q, N)
+  return F::cross_entropy(scores.masked_fill(excluded, -std::numeric_limits<double>::infinity()), positive,
+                          CrossEntropy(sum));
+}
+
 torch::Tensor SdrContrastiveLoss(const torch::Tensor& anchors, const torch::Tensor& candidates,
                                  const torch::Tensor& pair, const torch::Tensor& labels, double margin, bool sum) {
   const torch::Tensor cosine = torch::cosine_similarity(anchors, candidates.index_select(0, pair), 1);  // (B,)

@@ -44,6 +44,15 @@ torch::Tensor SiameseCosineLoss(const torch::Tensor& a, const torch::Tensor& b, 
 torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& candidates, const torch::Tensor& self,
                            const torch::Tensor& positive, double temperature, bool sum = false);
 
+// Contrastive pair loss (InfoNCE over a pool, as sentence-transformers'
+// MultipleNegativesRankingLoss computes it): query i (Q, C) scores every
+// candidate (N, C) by cosine / temperature, candidates where `excluded`
+// (Q, N) is true are left out (other copies of the query's own document or of
+// its positive), and softmax cross-entropy takes `positive` (Q,) as the target.
+torch::Tensor ContrastivePairLoss(const torch::Tensor& queries, const torch::Tensor& candidates,
+                                  const torch::Tensor& positive, const torch::Tensor& excluded, double temperature,
+                                  bool sum = false);
+
 // SDR's cosine contrastive loss (Ginzburg et al. 2021, §3.2): anchor i (B, C)
 // meets candidate pair[i] of (N, C); label 1 pulls the cosine to 1 (loss
 // 1 - cos), label 0 pushes it below 1 - margin (loss max(0, cos - (1 -

@@ -2,6 +2,8 @@
 // scaled once (Totals) so that ranks x batch equals one big batch (objectives.h).
 #include "train/objectives.h"
 
+#include <numeric>
+
 #include "dist/all_gather.h"
 #include "model/losses.h"
 
@@ -37,7 +39,93 @@ class Totals {
   std::vector<double> values_;
 };
 
+// Both directions of the contrastive objective for the local pairs, whose
+// global positions are `mine` (b,), against the pools of every pair (B, C) and
+// every hard negative (H, C). Returns the summed loss and the count of
+// queries whose positive scored highest.
+std::pair<torch::Tensor, double> ContrastiveSums(const ContrastivePairs& local, const torch::Tensor& mine,
+                                                 const ContrastivePairs& pool, double temperature) {
+  const int64_t B = pool.sources.size(0);
+  const auto column = [](const torch::Tensor& ids) { return ids.unsqueeze(0); };                             // (1, B)
+  const torch::Tensor my_source = local.source_ids.unsqueeze(1), my_target = local.target_ids.unsqueeze(1);  // (b, 1)
+  const torch::Tensor own_pair = torch::arange(B, mine.options()).unsqueeze(0) == mine.unsqueeze(1);         // (b, B)
+  // source -> every target, then every hard negative
+  const torch::Tensor targets_out = ((column(pool.target_ids) == my_target) | (column(pool.target_ids) == my_source) |
+                                     (column(pool.source_ids) == my_source)) &
+                                    ~own_pair;
+  const torch::Tensor negatives_out =
+      (column(pool.negative_ids) == my_target) | (column(pool.negative_ids) == my_source);  // (b, H)
+  const torch::Tensor forward_candidates = torch::cat({pool.targets, pool.negatives});
+  const torch::Tensor forward_out = torch::cat({targets_out, negatives_out}, 1);
+  // target -> every source
+  const torch::Tensor sources_out = ((column(pool.source_ids) == my_source) | (column(pool.source_ids) == my_target) |
+                                     (column(pool.target_ids) == my_target)) &
+                                    ~own_pair;
+  const torch::Tensor loss =
+      model::ContrastivePairLoss(local.sources, forward_candidates, mine, forward_out, temperature, /*sum=*/true) +
+      model::ContrastivePairLoss(local.targets, pool.sources, mine, sources_out, temperature, /*sum=*/true);
+  double top1 = 0;
+  {
+    torch::NoGradGuard no_grad;
+    namespace F = torch::nn::functional;
+    const auto unit = F::NormalizeFuncOptions().dim(-1);
+    const auto best = [&](const torch::Tensor& q, const torch::Tensor& c, const torch::Tensor& out) {
+      const torch::Tensor scores = torch::matmul(F::normalize(q, unit), F::normalize(c, unit).t());
+      return scores.masked_fill(out, -2.0).argmax(1).eq(mine).sum().item<double>();
+    };
+    top1 = best(local.sources, forward_candidates, forward_out) + best(local.targets, pool.sources, sources_out);
+  }
+  return {loss, top1};
+}
+
+// Every rank's ids, in rank order, with the row counts of their vectors.
+torch::Tensor GatherIds(const torch::Tensor& ids, const std::vector<int64_t>& counts,
+                        dist::Communicator& communicator) {
+  torch::Tensor all = torch::empty({std::accumulate(counts.begin(), counts.end(), int64_t{0})}, ids.options());
+  communicator.AllGatherUnevenAsync(ids.contiguous(), all, counts)->Wait();
+  return all;
+}
+
+Objective ContrastiveObjective(const torch::Tensor& loss, double top1, int64_t queries, Totals& totals,
+                               const torch::Device& device) {
+  const int loss_slot = totals.Add(loss, queries);
+  const int top1_slot = totals.Add(torch::tensor(top1), queries);
+  totals.Reduce(device);
+  Objective objective;
+  objective.loss = totals.Scaled(loss, loss_slot);
+  objective.value = totals.mean(loss_slot);
+  objective.parts = {{"infonce", objective.value}, {"top1", totals.mean(top1_slot)}};
+  return objective;
+}
+
 }  // namespace
+
+Objective Contrastive(const ContrastivePairs& pairs, double temperature, dist::Communicator& communicator) {
+  const dist::Gathered sources = dist::AllGatherWithGrad(pairs.sources, communicator);
+  const dist::Gathered targets = dist::AllGatherWithGrad(pairs.targets, communicator);
+  const dist::Gathered negatives = dist::AllGatherWithGrad(pairs.negatives, communicator);
+  const ContrastivePairs pool{sources.all,
+                              targets.all,
+                              GatherIds(pairs.source_ids, sources.counts, communicator),
+                              GatherIds(pairs.target_ids, targets.counts, communicator),
+                              negatives.all,
+                              GatherIds(pairs.negative_ids, negatives.counts, communicator)};
+  const torch::Tensor mine = torch::arange(pairs.sources.size(0), pairs.source_ids.options()) + sources.offset;
+  const auto [loss, top1] = ContrastiveSums(pairs, mine, pool, temperature);
+  Totals totals(communicator);
+  return ContrastiveObjective(loss, top1, 2 * pairs.sources.size(0), totals, pairs.sources.device());
+}
+
+Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, double temperature) {
+  const torch::Tensor mine = torch::arange(pairs.sources.size(0), pairs.source_ids.options());
+  const auto [loss, top1] = ContrastiveSums(pairs, mine, pairs, temperature);
+  const double queries = 2.0 * static_cast<double>(pairs.sources.size(0));
+  Objective objective;
+  objective.loss = loss / queries;
+  objective.value = objective.loss.item<double>();
+  objective.parts = {{"infonce", objective.value}, {"top1", top1 / queries}};
+  return objective;
+}
 
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
                            dist::Communicator& communicator) {

@@ -47,6 +47,27 @@ Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dis
 // in {0, 1}; parts: "bce" and "accuracy" (logit >= 0 taken as related).
 Objective Siamese(const torch::Tensor& logits, const torch::Tensor& labels, dist::Communicator& communicator);
 
+// Contrastive fine-tuning on related pairs (finetune --loss contrastive), the
+// vectors as DocumentModel::Embed gives them and their documents' corpus
+// indices:
+struct ContrastivePairs {
+  torch::Tensor sources, targets;        // (b, C) this rank's related pairs
+  torch::Tensor source_ids, target_ids;  // (b,) int64 corpus indices
+  torch::Tensor negatives;               // (h, C) labelled negatives of this rank's sources (hard negatives)
+  torch::Tensor negative_ids;            // (h,) int64
+};
+// Symmetric InfoNCE over the global batch (ContrastivePairLoss, model/losses.h):
+// each source scores every rank's targets and hard negatives, each target every
+// rank's sources, its own partner the positive. A candidate is left out when it
+// is the query's own document or its positive again (the same corpus index,
+// on any rank), or when its pair shares the query's document (then it is
+// another known positive). Mean over 2 x global pairs; parts "infonce" and
+// "top1" (share of queries whose positive scores highest).
+Objective Contrastive(const ContrastivePairs& pairs, double temperature, dist::Communicator& communicator);
+// The same objective over pairs that are all in this process (validation):
+// every pair is a query, on no communicator.
+Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, double temperature);
+
 // This rank's summed pair BCE and count of correct pairs (logit >= 0 taken as
 // related), the local part of Siamese; validation adds them up over batches.
 std::pair<torch::Tensor, torch::Tensor> PairSums(const torch::Tensor& logits, const torch::Tensor& labels);

@@ -1,0 +1,127 @@
+// Contrastive fine-tuning's objective (train/objectives.h, Contrastive) against
+// a hand formulation in float64: every score, exclusion and log-sum-exp
+// written out in scalar operations, with documents that occur twice, a pair
+// and its reverse, and hard negatives that repeat a positive. Loss, top-1 and
+// gradients must agree.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "train/objectives.h"
+
+namespace docmatch::train {
+namespace {
+
+// Whether candidate document `candidate` (from pair `j`, or a hard negative
+// when j < 0) is left out for the query of pair `i` whose own document is
+// `mine` and whose positive is `partner`; `same_side` holds the document on the
+// query's side of pair j.
+bool LeftOut(int64_t i, int64_t j, int64_t mine, int64_t partner, int64_t candidate, int64_t same_side) {
+  if (j == i) return false;                                    // the positive itself
+  if (candidate == partner || candidate == mine) return true;  // the same document again
+  return j >= 0 && same_side == mine;                          // another positive of the query's document
+}
+
+struct Hand {
+  torch::Tensor loss;  // mean over both directions
+  double top1 = 0;
+};
+
+Hand HandFormulation(const ContrastivePairs& p, double temperature) {
+  const int64_t B = p.sources.size(0), H = p.negatives.size(0);
+  const auto id = [](const torch::Tensor& ids, int64_t k) { return ids[k].item<int64_t>(); };
+  const auto cosine = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return torch::dot(a, b) / (torch::sqrt(torch::dot(a, a)) * torch::sqrt(torch::dot(b, b)));
+  };
+  torch::Tensor total = torch::zeros({}, torch::kFloat64);
+  double top1 = 0;
+  for (int direction = 0; direction < 2; ++direction) {
+    const bool forward = direction == 0;  // source -> targets and negatives
+    const torch::Tensor& queries = forward ? p.sources : p.targets;
+    const torch::Tensor& candidates = forward ? p.targets : p.sources;
+    const torch::Tensor& query_ids = forward ? p.source_ids : p.target_ids;
+    const torch::Tensor& candidate_ids = forward ? p.target_ids : p.source_ids;
+    for (int64_t i = 0; i < B; ++i) {
+      const int64_t mine = id(query_ids, i), partner = id(candidate_ids, i);
+      torch::Tensor sum = torch::zeros({}, torch::kFloat64);
+      const torch::Tensor positive = cosine(queries[i], candidates[i]) / temperature;
+      bool best = true;
+      for (int64_t j = 0; j < B; ++j) {
+        if (LeftOut(i, j, mine, partner, id(candidate_ids, j), id(query_ids, j))) continue;
+        const torch::Tensor s = cosine(queries[i], candidates[j]) / temperature;
+        sum = sum + torch::exp(s);
+        if (j != i && s.item<double>() > positive.item<double>()) best = false;
+      }
+      for (int64_t n = 0; forward && n < H; ++n) {
+        if (LeftOut(i, -1, mine, partner, id(p.negative_ids, n), -1)) continue;
+        const torch::Tensor s = cosine(queries[i], p.negatives[n]) / temperature;
+        sum = sum + torch::exp(s);
+        if (s.item<double>() > positive.item<double>()) best = false;
+      }
+      total = total + (torch::log(sum) - positive);
+      top1 += best ? 1 : 0;
+    }
+  }
+  return {total / (2.0 * B), top1 / (2.0 * B)};
+}
+
+TEST(Contrastive, EqualsAHandFormulationWithDuplicatesAndHardNegativesGradientsIncluded) {
+  torch::manual_seed(7);
+  const auto opts = torch::TensorOptions(torch::kFloat64);
+  // Pairs 0 and 3 share their source (each other's targets are known positives),
+  // pairs 0 and 4 share their target, pair 2's target is pair 1's source and
+  // pair 5 is pair 1 reversed. Negatives repeat target 10 and source 2.
+  const std::vector<int64_t> source_ids = {0, 1, 2, 0, 3, 11}, target_ids = {10, 11, 1, 12, 10, 1};
+  const std::vector<int64_t> negative_ids = {20, 10, 2, 21};
+  const int64_t B = 6, H = 4, C = 5;
+  ContrastivePairs p{torch::randn({B, C}, opts).requires_grad_(), torch::randn({B, C}, opts).requires_grad_(),
+                     torch::tensor(source_ids, torch::kLong),     torch::tensor(target_ids, torch::kLong),
+                     torch::randn({H, C}, opts).requires_grad_(), torch::tensor(negative_ids, torch::kLong)};
+  for (double temperature : {0.05, 1.0}) {
+    for (auto* t : {&p.sources, &p.targets, &p.negatives}) t->mutable_grad() = torch::Tensor();
+    const Objective objective = ContrastiveInOneProcess(p, temperature);
+    objective.loss.backward();
+    const torch::Tensor gs = p.sources.grad().clone(), gt = p.targets.grad().clone(), gn = p.negatives.grad().clone();
+    for (auto* t : {&p.sources, &p.targets, &p.negatives}) t->mutable_grad() = torch::Tensor();
+    const Hand hand = HandFormulation(p, temperature);
+    hand.loss.backward();
+
+    EXPECT_NEAR(objective.value, hand.loss.item<double>(), 1e-12 * std::abs(hand.loss.item<double>()))
+        << "temperature " << temperature;
+    EXPECT_DOUBLE_EQ(objective.parts.at("top1"), hand.top1) << "temperature " << temperature;
+    EXPECT_TRUE(torch::allclose(gs, p.sources.grad(), 1e-10, 1e-12)) << (gs - p.sources.grad()).abs().max();
+    EXPECT_TRUE(torch::allclose(gt, p.targets.grad(), 1e-10, 1e-12)) << (gt - p.targets.grad()).abs().max();
+    EXPECT_TRUE(torch::allclose(gn, p.negatives.grad(), 1e-10, 1e-12)) << (gn - p.negatives.grad()).abs().max();
+  }
+  // The repeated negative 10 is left out only for the queries whose positive
+  // it is (pairs 0 and 4); the other sources still push it away.
+  EXPECT_GT(p.negatives.grad()[1].abs().sum().item<double>(), 0.0);
+}
+
+TEST(Contrastive, AnExcludedDuplicateDoesNotChangeTheLoss) {
+  // A second copy of the positive document among the candidates (same id)
+  // must not act as a negative: adding it leaves every query's loss unchanged.
+  torch::manual_seed(3);
+  const auto opts = torch::TensorOptions(torch::kFloat64);
+  const torch::Tensor s = torch::randn({3, 4}, opts), t = torch::randn({3, 4}, opts);
+  ContrastivePairs without{s,
+                           t,
+                           torch::tensor({0, 1, 2}, torch::kLong),
+                           torch::tensor({5, 6, 7}, torch::kLong),
+                           torch::empty({0, 4}, opts),
+                           torch::empty({0}, torch::kLong)};
+  ContrastivePairs with = without;
+  with.negatives = t.slice(0, 0, 1) * 3.0;  // document 5 again (another view of it), as a hard negative
+  with.negative_ids = torch::tensor({5}, torch::kLong);
+  const double a = ContrastiveInOneProcess(without, 0.1).value, b = ContrastiveInOneProcess(with, 0.1).value;
+  // Query 0 (source 0, positive 5) leaves it out; queries 1 and 2 see it as a
+  // negative, so only their terms grow.
+  const ContrastivePairs only0{
+      s.slice(0, 0, 1), t.slice(0, 0, 1), torch::tensor({0}, torch::kLong), torch::tensor({5}, torch::kLong),
+      with.negatives,   with.negative_ids};
+  EXPECT_NEAR(ContrastiveInOneProcess(only0, 0.1).value, 0.0, 1e-12);  // alone with its positive: log 1 = 0
+  EXPECT_GT(b, a);
+}
+
+}  // namespace
+}  // namespace docmatch::train
