@@ -10,7 +10,8 @@
 # (scripts/fetch-models.py) on corpora/wikispeedia-minilm, the same articles
 # prepared with its WordPiece vocabulary: smith-short (SMITH-Short: 4 blocks x
 # 128 tokens, the sentence encoder from MiniLM) and match-bert-minilm (the
-# first 256 tokens). The reference rows st-minilm (sentence-transformers, first
+# first 256 tokens); match-bert-minilm-contrastive fine-tunes the latter's
+# import with the contrastive loss instead of BCE. The reference rows st-minilm (sentence-transformers, first
 # 4 windows of 256) and tfidf are vectors made outside docmatch
 # (scripts/baselines/) scored by `docmatch eval --embeddings`.
 #
@@ -47,7 +48,7 @@ pretrain() {  # row objective model
 finetune() {  # row (--init folder | --model yaml)
   local row=$1; shift
   "${docmatch[@]}" finetune --corpus $corpus "$@" --train-pairs $data/pairs.train.jsonl \
-    --valid-pairs $data/pairs.valid.jsonl --run "$ckpt/$row-finetune" --steps 600 --batch-size 16 --lr 1e-3 \
+    --valid-pairs $data/pairs.valid.jsonl --run "$ckpt/$row-finetune" --loss bce --steps 600 --batch-size 16 --lr 1e-3 \
     --warmup-steps 60 --decay-steps 600 --validate-every 50 --checkpoint-every 200 --log-every 50 --seed 1 \
     --fresh "${quiet[@]}"
 }
@@ -58,11 +59,13 @@ evaluate() {  # row model-folder [corpus]; without a model folder, the row's vec
     --test-pairs $data/pairs.test.jsonl --relevance $data/relevance.jsonl --max-queries 500 --seed 1 \
     --output "$out/$1" "${quiet[@]}"
 }
-from_minilm() {  # row: import (configs/wikispeedia/<row>.yaml), prepare the WordPiece corpus once, fine-tune
-  build/src/docmatch import-hf "$minilm" --config "$models/$1.yaml"
+from_minilm() {  # row [import row]: import (configs/wikispeedia/<import row>.yaml, default the row's own),
+                #   prepare the WordPiece corpus once, fine-tune with configs/wikispeedia/<row>.yaml
+  local imported=${2:-$1}
+  build/src/docmatch import-hf "$minilm" --config "$models/$imported.yaml"
   [ -e $wp_corpus/manifest.json ] || build/src/docmatch prepare --config configs/prepare-wikispeedia.yaml \
-    --output $wp_corpus --tokenizer "$ckpt/$1-import/tokenizer.model" "${quiet[@]}"
-  "${docmatch[@]}" finetune --config "$models/$1.yaml" --corpus $wp_corpus --init "$ckpt/$1-import" --fresh \
+    --output $wp_corpus --tokenizer "$ckpt/$imported-import/tokenizer.model" "${quiet[@]}"
+  "${docmatch[@]}" finetune --config "$models/$1.yaml" --corpus $wp_corpus --init "$ckpt/$imported-import" --fresh \
     "${quiet[@]}"
   evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus
 }
@@ -78,13 +81,14 @@ row() {
     han)         finetune "$1" --model $models/han.yaml ;;
     sdr)         pretrain "$1" sdr sdr && evaluate "$1" "$ckpt/$1-pretrain/latest" && return ;;
     smith-short | match-bert-minilm) from_minilm "$1" && return ;;
+    match-bert-minilm-contrastive) from_minilm "$1" match-bert-minilm && return ;;
     st-minilm)   "$python" scripts/baselines/st-embed.py --model "$minilm" --corpus $corpus \
                    --articles $data/articles.jsonl --max-windows 4 --output "$out/$1/vectors.h5" &&
                  evaluate "$1" "" && return ;;
     tfidf)       "$python" scripts/baselines/tfidf-embed.py --corpus $corpus --articles $data/articles.jsonl \
                    --output "$out/$1/vectors.h5" && evaluate "$1" "" && return ;;
     *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr" \
-            "smith-short match-bert-minilm st-minilm tfidf)" >&2
+            "smith-short match-bert-minilm match-bert-minilm-contrastive st-minilm tfidf)" >&2
        exit 2 ;;
   esac
   evaluate "$1" "$ckpt/$1-finetune/best"
@@ -92,7 +96,7 @@ row() {
 
 rows=("$@")
 [ ${#rows[@]} -gt 0 ] || rows=(smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr smith-short
-                               match-bert-minilm st-minilm tfidf)
+                               match-bert-minilm match-bert-minilm-contrastive st-minilm tfidf)
 for r in "${rows[@]}"; do
   if [ -s "$out/$r/metrics.json" ]; then
     echo "[results] $r: $out/$r/metrics.json exists, skipped"

@@ -15,7 +15,13 @@ Command AddFinetuneCommand(CLI::App* app) {
       "--init (SMITH-WP, -WP+SP, DocSplit) or from scratch with --model (SMITH-NP,\n"
       "MatchBERT, SMASH, HAN). With --valid-pairs, the validation loss is logged every\n"
       "--validate-every steps and the best model kept in <run>/best (stop early with\n"
-      "--patience). Resumes from <run>/latest like pretrain.\n"
+      "--patience). Resumes from <run>/latest like pretrain.\n\n"
+      "--loss contrastive (the default) trains on the related pairs: each source against\n"
+      "every rank's targets and up to --hard-negatives of its labelled negatives, each\n"
+      "target against every rank's sources (symmetric InfoNCE, --temperature). It teaches\n"
+      "an ordering, which ranking and search need, and each step sees the whole global\n"
+      "batch as negatives. --loss bce is the papers' Siamese recipe (SMITH, SMASH):\n"
+      "sigmoid cross-entropy of each labelled pair's logit; it teaches a threshold.\n"
       "  docmatch finetune --corpus corpora/manpages --init checkpoints/smith-tiny-manpages/latest \\\n"
       "      --train-pairs corpora/manpages/pairs.train.jsonl --valid-pairs corpora/manpages/pairs.valid.jsonl");
   auto o = std::make_shared<train::FinetuneOptions>();
@@ -28,6 +34,16 @@ Command AddFinetuneCommand(CLI::App* app) {
   sub->add_option("--init", o->init, "model folder to start from (a pre-training checkpoint)")
       ->check(CLI::ExistingDirectory);
   sub->add_option("--model", o->model, "model YAML when training from scratch")->capture_default_str();
+  sub->add_option("--loss", o->loss, "contrastive (ranking; the default) or bce (the papers' pair classifier)")
+      ->check(CLI::IsMember({"contrastive", "bce"}))
+      ->capture_default_str();
+  sub->add_option("--temperature", o->temperature, "contrastive: softmax temperature of the cosines")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--hard-negatives", o->hard_negatives,
+                  "contrastive: labelled negatives of each source added to its candidates, at most")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   AddLoopFlags(sub, o.get(), "pairs");
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {

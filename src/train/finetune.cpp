@@ -4,6 +4,8 @@
 
 #include <glog/logging.h>
 
+#include <unordered_map>
+
 #include "console/progress.h"
 #include "data/batches/pairs.h"
 #include "data/corpus/random.h"
@@ -21,7 +23,10 @@ nlohmann::json OptionsJson(const FinetuneOptions& o) {
                {"train_pairs", o.train_pairs},
                {"valid_pairs", o.valid_pairs},
                {"init", o.init},
-               {"model", o.model}});
+               {"model", o.model},
+               {"loss", o.loss},
+               {"temperature", o.temperature},
+               {"hard_negatives", o.hard_negatives}});
   return json;
 }
 
@@ -56,9 +61,117 @@ torch::Tensor Logits(model::DocumentModel& model, const data::Corpus& corpus,
   return model.PairLogits(model.Embed(a, device), model.Embed(b, device));
 }
 
+// The labelled negatives of each source, for contrastive fine-tuning.
+class HardNegatives {
+ public:
+  explicit HardNegatives(const std::vector<data::LabelledPair>& pairs) {
+    for (const data::LabelledPair& p : pairs) {
+      if (p.label == 0) by_source_[p.source].push_back(p.target);
+    }
+  }
+  // Up to `count` of `source`'s negatives, drawn by (seed, epoch, pair): the
+  // same on whichever rank the pair lands.
+  std::vector<int64_t> Draw(int64_t source, int64_t count, uint64_t seed, int64_t epoch, int64_t pair) const {
+    const auto it = by_source_.find(source);
+    if (it == by_source_.end() || count <= 0) return {};
+    std::vector<int64_t> drawn = it->second;
+    data::KeyedRandom random(seed,
+                             {0x68617264ULL /* "hard" */, static_cast<uint64_t>(epoch), static_cast<uint64_t>(pair)});
+    random.Shuffle(&drawn);
+    drawn.resize(std::min<size_t>(drawn.size(), static_cast<size_t>(count)));
+    return drawn;
+  }
+
+ private:
+  std::unordered_map<int64_t, std::vector<int64_t>> by_source_;
+};
+
+std::vector<data::LabelledPair> Related(const std::vector<data::LabelledPair>& pairs) {
+  std::vector<data::LabelledPair> related;
+  for (const data::LabelledPair& p : pairs) {
+    if (p.label == 1) related.push_back(p);
+  }
+  return related;
+}
+
+// Vectors (in float32) of documents given by corpus index.
+torch::Tensor EmbedDocuments(model::DocumentModel& model, const data::Corpus& corpus, const std::vector<int64_t>& ids,
+                             const torch::Device& device) {
+  // No documents (a rank whose sources have no labelled negatives): an empty
+  // leaf that still takes part in backward, so that the all-gather's backward
+  // all-reduce runs on every rank.
+  if (ids.empty()) {
+    return torch::zeros({0, model.dimension()}, torch::TensorOptions(device))
+        .requires_grad_(torch::GradMode::is_enabled());
+  }
+  std::vector<data::Document> documents;
+  for (int64_t id : ids) documents.push_back(corpus.Get(id));
+  std::vector<const data::Document*> pointers;
+  for (const data::Document& d : documents) pointers.push_back(&d);
+  return model.Embed(pointers, device).to(torch::kFloat);
+}
+
+// The contrastive batch of pairs [begin, end) of `pairs` taken in `order`.
+train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const data::Corpus& corpus,
+                                   const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order,
+                                   int64_t begin, int64_t end, const HardNegatives& hard, int64_t hard_count,
+                                   uint64_t seed, int64_t epoch, const torch::Device& device,
+                                   std::vector<int64_t>* documents) {
+  std::vector<int64_t> sources, targets, negatives;
+  for (int64_t i = begin; i < end; ++i) {
+    const data::LabelledPair& p = pairs[order[i]];
+    sources.push_back(p.source);
+    targets.push_back(p.target);
+    for (int64_t n : hard.Draw(p.source, hard_count, seed, epoch, order[i])) negatives.push_back(n);
+  }
+  if (documents) {
+    for (const auto* ids : {&sources, &targets, &negatives})
+      documents->insert(documents->end(), ids->begin(), ids->end());
+  }
+  const auto ids = [&](const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong).to(device); };
+  return {EmbedDocuments(model, corpus, sources, device),
+          EmbedDocuments(model, corpus, targets, device),
+          ids(sources),
+          ids(targets),
+          EmbedDocuments(model, corpus, negatives, device),
+          ids(negatives)};
+}
+
 struct Validation {
   double loss = 0, accuracy = 0;
 };
+
+// Contrastive validation: every validation pair at once, in every process
+// (validation sets are small; the figure is then the same for any world size).
+Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& corpus,
+                               const std::vector<data::LabelledPair>& pairs, const FinetuneOptions& options,
+                               const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  model.module().eval();
+  const std::vector<data::LabelledPair> related = Related(pairs);
+  std::vector<int64_t> order(related.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  const HardNegatives hard(pairs);
+  std::vector<train::ContrastivePairs> chunks;
+  for (size_t begin = 0; begin < order.size(); begin += options.batch_size) {
+    const int64_t end = std::min(order.size(), begin + options.batch_size);
+    chunks.push_back(EmbedPairs(model, corpus, related, order, begin, end, hard, options.hard_negatives, options.seed,
+                                /*epoch=*/0, device, nullptr));
+  }
+  model.module().train();
+  if (chunks.empty()) return {};
+  const auto cat = [&](torch::Tensor train::ContrastivePairs::*field) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& c : chunks) parts.push_back(c.*field);
+    return torch::cat(parts);
+  };
+  const train::ContrastivePairs all{
+      cat(&train::ContrastivePairs::sources),    cat(&train::ContrastivePairs::targets),
+      cat(&train::ContrastivePairs::source_ids), cat(&train::ContrastivePairs::target_ids),
+      cat(&train::ContrastivePairs::negatives),  cat(&train::ContrastivePairs::negative_ids)};
+  const Objective objective = ContrastiveInOneProcess(all, options.temperature);
+  return {objective.value, objective.parts.at("top1")};
+}
 
 // Every rank scores its share (i % world == rank) of the validation pairs.
 Validation Validate(model::DocumentModel& model, const data::Corpus& corpus,
@@ -100,8 +213,12 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
     info.config = model::LoadModelConfig(options.model);
     model::SetVocabSize(&info.config, corpus.manifest().vocab_size);
   }
-  TORCH_CHECK(info.config.kind != "sdr",
-              "[finetune] SDR is self-supervised: it has no pair fine-tuning (evaluate its pre-training checkpoint)");
+  const bool contrastive = options.loss == "contrastive";
+  TORCH_CHECK(contrastive || options.loss == "bce", "[finetune] --loss is contrastive or bce, not '", options.loss,
+              "'");
+  TORCH_CHECK(contrastive || info.config.kind != "sdr",
+              "[finetune] SDR has no pair head for --loss bce; fine-tune it with --loss contrastive (its mean "
+              "sentence vector) or evaluate its pre-training checkpoint");
   torch::manual_seed(options.seed);  // the same initial weights on every rank
   std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(info.config);
   if (!options.init.empty()) {
@@ -120,9 +237,14 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   const std::vector<data::LabelledPair> train_pairs = data::ReadPairs(options.train_pairs, corpus);
   const std::vector<data::LabelledPair> valid_pairs =
       options.valid_pairs.empty() ? std::vector<data::LabelledPair>{} : data::ReadPairs(options.valid_pairs, corpus);
+  // What a step draws from: every labelled pair (bce), or the related ones
+  // with the negatives beside them (contrastive).
+  const std::vector<data::LabelledPair> training = contrastive ? Related(train_pairs) : train_pairs;
+  const HardNegatives hard(train_pairs);
   const int64_t global_batch = options.batch_size * world;
-  TORCH_CHECK(static_cast<int64_t>(train_pairs.size()) >= global_batch, "[finetune] ", options.train_pairs, " has ",
-              train_pairs.size(), " pairs, fewer than one global batch of ", global_batch, " (ranks x --batch-size)");
+  TORCH_CHECK(static_cast<int64_t>(training.size()) >= global_batch, "[finetune] ", options.train_pairs, " has ",
+              training.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ", global_batch,
+              " (ranks x --batch-size)");
 
   dist::GradientSynchronizer synchronizer(model->module().parameters(), communicator);
   synchronizer.BroadcastParameters();
@@ -140,9 +262,10 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   if (resumed) best.Restore(resumed->trainer);
   if (rank == 0 && !resumed) {
     LOG(INFO) << "[finetune] " << info.config.kind << (options.init.empty() ? " from scratch" : " from " + pretrained)
-              << ", " << train_pairs.size() << " training pairs, " << valid_pairs.size() << " validation pairs";
+              << ", " << options.loss << " loss on " << training.size() << " of " << train_pairs.size()
+              << " training pairs, " << valid_pairs.size() << " validation pairs";
   }
-  std::vector<int64_t> order = EpochOrder(train_pairs.size(), options.seed, epoch);
+  std::vector<int64_t> order = EpochOrder(training.size(), options.seed, epoch);
 
   console::ProgressBar bar("[finetune] step", options.steps, "steps", "pairs", rank == 0 && options.progress);
   bar.Add(step);
@@ -155,7 +278,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
     std::map<std::string, double> parts;
     for (int64_t micro = 0; micro < options.accumulation; ++micro) {
       if (position + global_batch > static_cast<int64_t>(order.size())) {
-        order = EpochOrder(train_pairs.size(), options.seed, ++epoch);
+        order = EpochOrder(training.size(), options.seed, ++epoch);
         position = 0;
       }
       const int64_t begin = position + rank * options.batch_size;
@@ -166,9 +289,15 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       std::optional<Objective> computed;
       {
         const Autocast autocast(device, options.precision);
-        const torch::Tensor logits =
-            Logits(*model, corpus, train_pairs, order, begin, begin + options.batch_size, device, &labels, &documents);
-        computed = Siamese(logits.to(torch::kFloat), labels, communicator);
+        const int64_t end = begin + options.batch_size;
+        if (contrastive) {
+          computed = Contrastive(EmbedPairs(*model, corpus, training, order, begin, end, hard, options.hard_negatives,
+                                            options.seed, epoch, device, &documents),
+                                 options.temperature, communicator);
+        } else {
+          const torch::Tensor logits = Logits(*model, corpus, training, order, begin, end, device, &labels, &documents);
+          computed = Siamese(logits.to(torch::kFloat), labels, communicator);
+        }
       }
       const Objective& objective = *computed;
       finite = finite && TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, corpus, documents);
@@ -185,8 +314,9 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       optimizer->zero_grad();
     }
     ++step;
-    bar.SetStatus("loss " + std::to_string(loss).substr(0, 6) + "  accuracy " +
-                  std::to_string(parts["accuracy"]).substr(0, 5));
+    const char* score = contrastive ? "top1" : "accuracy";
+    bar.SetStatus("loss " + std::to_string(loss).substr(0, 6) + "  " + score + " " +
+                  std::to_string(parts[score]).substr(0, 5));
     bar.Add(1, global_batch * options.accumulation);
 
     if (step % options.log_every == 0 || step == options.steps) {
@@ -200,8 +330,10 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
     const bool last = step == options.steps;
     result.interrupted = run.StopRequested(step);
     if (!valid_pairs.empty() && options.validate_every > 0 && (step % options.validate_every == 0 || last)) {
-      const Validation v = Validate(*model, corpus, valid_pairs, options.batch_size, communicator, device);
-      run.Log(step, "valid", {{"loss", v.loss}, {"accuracy", v.accuracy}});
+      const Validation v = contrastive
+                               ? ValidateContrastive(*model, corpus, valid_pairs, options, device)
+                               : Validate(*model, corpus, valid_pairs, options.batch_size, communicator, device);
+      run.Log(step, "valid", {{"loss", v.loss}, {contrastive ? "top1" : "accuracy", v.accuracy}});
       result.stopped_early = best.Update(v.loss, step, model->module(), info, communicator);
     }
     if (step % options.checkpoint_every == 0 || last || result.stopped_early || result.interrupted) {

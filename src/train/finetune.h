@@ -5,9 +5,18 @@
 // SMITH-WP+SP, DocSplit) or from scratch (`model`, a YAML: SMITH-NP,
 // MatchBERT, SMASH). Each optimizer step takes the next `world x batch_size`
 // pairs of an epoch's permutation (keyed by seed and epoch), rank r the r-th
-// slice; the loss is sigmoid cross-entropy of the pair logit
-// (model::DocumentModel). Every `validate_every` steps the validation pairs
-// give a loss and accuracy; the best model so far is kept in <run>/best/ (a
+// slice. Two losses:
+//  - contrastive (the default): the related pairs alone, each source against
+//    every rank's targets plus up to `hard_negatives` labelled negatives of
+//    each source, each target against every rank's sources, symmetric InfoNCE
+//    at `temperature` (objectives.h, Contrastive). It teaches an ordering,
+//    which is what ranking and search need, and every step sees the global
+//    batch's negatives instead of one.
+//  - bce: sigmoid cross-entropy of the pair logit (model::DocumentModel) on
+//    every labelled pair, the papers' Siamese recipe; it teaches a threshold.
+// Every `validate_every` steps the validation pairs give a loss and accuracy
+// (contrastive: the objective over all validation pairs at once, in every
+// process, and the share whose partner ranks first); the best model so far is kept in <run>/best/ (a
 // model folder), and with `patience` the run stops after that many
 // validations without improvement. Checkpoints and resume as in pretraining
 // (train/training_run.h).
@@ -29,6 +38,9 @@ struct FinetuneOptions : LoopOptions {
   std::string train_pairs, valid_pairs;                  // JSONL pairs (data/batches/pairs.h); valid may be empty
   std::string init;                                      // model folder to start from; empty = from scratch
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML, from scratch only
+  std::string loss = "contrastive";                      // contrastive | bce
+  double temperature = 0.05;                             // contrastive: cosine / temperature (scale 20)
+  int64_t hard_negatives = 1;                            // contrastive: labelled negatives per source, at most
 };
 
 LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator, const torch::Device& device);

@@ -136,7 +136,8 @@ def check_nonfinite(p):
     """Learning rate 1e30 makes step 1's update overflow the weights: the loss
     of step 2 is NaN, a real one, not injected."""
     args = ["finetune", "--corpus", p.corpus, "--init", p.path("pretrain", "latest"),
-            "--train-pairs", os.path.join(p.fixture, "pairs.train.jsonl"), "--steps", "5", "--batch-size", "4",
+            "--train-pairs", os.path.join(p.fixture, "pairs.train.jsonl"), "--loss", "bce", "--steps", "5",
+            "--batch-size", "4",
             "--lr", "1e30", "--warmup-steps", "1", "--decay-steps", "5", "--checkpoint-every", "1",
             "--keep-last", "10", "--log-every", "1", "--validate-every", "0", "--fresh"]
     stopped = p.run(args + ["--run", p.path("nan-stop")], expect_failure=True)
