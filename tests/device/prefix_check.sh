@@ -22,7 +22,10 @@ source scripts/device/env.sh
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
 [ "$(command -v mpirun)" = "$DOCMATCH_PREFIX/usr/bin/mpirun" ] || fail "mpirun is $(command -v mpirun)"
-ldd "$(command -v mpirun)" | grep -q "libopen-pal.so.* => $DOCMATCH_PREFIX/" || fail "mpirun loads the system's Open MPI"
+# ldd's output is read whole first: `ldd | grep -q` under pipefail fails at
+# random when grep stops reading early and ldd dies of SIGPIPE (seen under -j2).
+mpirun_libraries=$(ldd "$(command -v mpirun)")
+grep -q "libopen-pal.so.* => $DOCMATCH_PREFIX/" <<<"$mpirun_libraries" || fail "mpirun loads the system's Open MPI"
 ranks=$(mpirun --allow-run-as-root --oversubscribe -np 2 bash -c 'echo "rank $OMPI_COMM_WORLD_RANK"' | sort | tr '\n' ' ')
 [ "$ranks" = "rank 0 rank 1 " ] || fail "the prefix's mpirun printed: $ranks"
 
