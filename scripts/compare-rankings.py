@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Whether one ranking row really beats another: MRR of several vector files
+over every query of a relevance file, and paired bootstrap intervals of the
+differences (the same queries resampled for both rows).
+
+`docmatch eval` ranks a sample of queries (--max-queries) and reports one MRR
+per row; two rows a hundredth apart may be noise. This reads the vectors each
+row ranked with (an `embed`/`eval` embeddings.h5, or a baseline's
+vectors.h5), ranks every query by cosine against every other document the way
+eval does (a relevant document ties pessimistically: it ranks below every
+equal score), and prints one JSON line per row and per pair of rows.
+
+  python scripts/compare-rankings.py --relevance data/wikispeedia/relevance.jsonl \\
+      contrastive=runs/wikispeedia/match-bert-minilm-contrastive/embeddings.h5 \\
+      tfidf=runs/wikispeedia/tfidf/vectors.h5
+"""
+import argparse
+import json
+
+import h5py
+import numpy as np
+
+
+def load(path):
+    with h5py.File(path, "r") as h:
+        ids = [i.decode() if isinstance(i, bytes) else i for i in h["document_ids"][:]]
+        vectors = h["vectors"][:].astype(np.float64)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return ids, vectors
+
+
+def reciprocal_ranks(ids, vectors, relevance):
+    """1 / rank of each query's best-ranked relevant document, query order of `relevance`."""
+    index = {d: i for i, d in enumerate(ids)}
+    out = np.empty(len(relevance))
+    for n, (query, relevant) in enumerate(relevance):
+        q = index[query]
+        scores = vectors @ vectors[q]
+        scores[q] = -np.inf  # the query itself is no candidate
+        best = scores[[index[r] for r in relevant]].max()
+        out[n] = 1.0 / np.count_nonzero(scores >= best)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--relevance", required=True, help="JSONL {query, relevant: [ids]} (make-wikispeedia.py)")
+    parser.add_argument("--resamples", type=int, default=10000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("rows", nargs="+", metavar="NAME=VECTORS.h5")
+    args = parser.parse_args()
+    relevance = []
+    for line in open(args.relevance, encoding="utf-8"):
+        if line.strip():
+            record = json.loads(line)
+            if record["relevant"]:
+                relevance.append((record["query"], record["relevant"]))
+    rows = {}
+    for spec in args.rows:
+        name, path = spec.split("=", 1)
+        rows[name] = reciprocal_ranks(*load(path), relevance)
+    rng = np.random.default_rng(args.seed)
+    samples = rng.integers(0, len(relevance), size=(args.resamples, len(relevance)))
+    for name, rr in rows.items():
+        means = rr[samples].mean(axis=1)
+        print(json.dumps({"row": name, "queries": len(rr), "mrr": round(float(rr.mean()), 4),
+                          "ci95": [round(float(np.percentile(means, q)), 4) for q in (2.5, 97.5)]}))
+    names = list(rows)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            diff = rows[a] - rows[b]
+            means = diff[samples].mean(axis=1)
+            print(json.dumps({"difference": f"{a} - {b}", "mrr": round(float(diff.mean()), 4),
+                              "ci95": [round(float(np.percentile(means, q)), 4) for q in (2.5, 97.5)],
+                              "share_of_resamples_above_0": round(float((means > 0).mean()), 4)}))
+
+
+if __name__ == "__main__":
+    main()

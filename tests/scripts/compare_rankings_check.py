@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""scripts/compare-rankings.py on vectors whose ranks are known by hand: MRR
+per row, the paired difference, and pessimistic ties.
+
+usage: compare_rankings_check.py SCRATCH_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "..", "scripts", "compare-rankings.py")
+
+
+def write(path, ids, vectors):
+    with h5py.File(path, "w") as h:
+        h["document_ids"] = np.array(ids, dtype=h5py.string_dtype())
+        h["vectors"] = np.array(vectors, dtype=np.float32)
+
+
+def main():
+    scratch = sys.argv[1]
+    os.makedirs(scratch, exist_ok=True)
+    ids = ["a", "b", "c", "d"]
+    # Row "good": a's nearest is b (relevant): rank 1. c's relevant d ties with
+    # b at the top: pessimistic, rank 2.
+    write(os.path.join(scratch, "good.h5"), ids, [[1, 0], [0.9, 0.1], [0, 1], [0.5, 0.5]])
+    # Row "bad": a is closest to d, then c, b last (rank 3); c is closer to a
+    # (cosine 0.981) than to its relevant d (0.956): rank 2.
+    write(os.path.join(scratch, "bad.h5"), ids, [[1, 0], [-1, 0], [1, 0.2], [1, -0.1]])
+    relevance = os.path.join(scratch, "relevance.jsonl")
+    with open(relevance, "w") as f:
+        f.write(json.dumps({"query": "a", "relevant": ["b"]}) + "\n")
+        f.write(json.dumps({"query": "c", "relevant": ["d"]}) + "\n")
+        f.write(json.dumps({"query": "b", "relevant": []}) + "\n")  # no relevant documents: not a query
+    out = subprocess.run([sys.executable, SCRIPT, "--relevance", relevance, "--resamples", "200",
+                          f"good={scratch}/good.h5", f"bad={scratch}/bad.h5"],
+                         check=True, capture_output=True, text=True).stdout
+    lines = [json.loads(l) for l in out.splitlines()]
+    good, bad, diff = lines
+    # good: a -> b rank 1; c -> d: scores of c against a, b, d are 0, 0.1/|b|, 0.5/|d|: d first.
+    expected_good = (1 / 1 + 1 / 1) / 2
+    cd = np.array([0.5, 0.5]) / np.linalg.norm([0.5, 0.5])
+    cb = np.array([0.9, 0.1]) / np.linalg.norm([0.9, 0.1])
+    assert cd @ [0, 1] > cb @ [0, 1]
+    expected_bad = (1 / 3 + 1 / 2) / 2
+    assert good["queries"] == 2 and bad["queries"] == 2, lines
+    assert abs(good["mrr"] - round(expected_good, 4)) < 1e-9, (good, expected_good)
+    assert abs(bad["mrr"] - round(expected_bad, 4)) < 1e-9, (bad, expected_bad)
+    assert abs(diff["mrr"] - round(expected_good - expected_bad, 4)) < 1e-9, diff
+    assert diff["difference"] == "good - bad" and diff["share_of_resamples_above_0"] > 0.5, diff
+    # A tie is pessimistic: a copy of b's direction for d puts b second for a.
+    write(os.path.join(scratch, "tie.h5"), ids, [[1, 0], [0.9, 0.1], [0, 1], [0.9, 0.1]])
+    out = subprocess.run([sys.executable, SCRIPT, "--relevance", relevance, "--resamples", "10",
+                          f"tie={scratch}/tie.h5"], check=True, capture_output=True, text=True).stdout
+    tie = json.loads(out.splitlines()[0])
+    # a -> b ties with d: rank 2; c -> d ties with b (both 0.1/|.|) and beats a: rank 2.
+    assert abs(tie["mrr"] - 0.5) < 1e-9, tie
+    print(f"compare-rankings: good {good['mrr']}, bad {bad['mrr']}, tie {tie['mrr']} as computed by hand")
+
+
+if __name__ == "__main__":
+    main()
