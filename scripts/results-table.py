@@ -14,6 +14,8 @@ ROWS = [("smith-np", "SMITH-NP (no pre-training)"), ("smith-wp", "SMITH-WP"), ("
         ("docsplit", "SMITH, DocSplit pre-training"), ("match-bert", "MatchBERT (256 tokens)"),
         ("smash", "SMASH RNN (P+S+W)"), ("han", "HAN (SMASH's S depth)"), ("sdr", "SDR (self-supervised)"),
         ("smith-short", "SMITH-Short (4x128, MiniLM init)"), ("match-bert-minilm", "MatchBERT (256, MiniLM init)"),
+        ("match-bert-minilm-zeroshot", "MatchBERT (256, MiniLM init), no fine-tuning"),
+        ("match-bert-minilm-contrastive", "MatchBERT (256, MiniLM init), contrastive fine-tuning"),
         ("st-minilm", "sentence-transformers all-MiniLM-L6-v2 (reference)"), ("tfidf", "TF-IDF cosine (reference)")]
 
 

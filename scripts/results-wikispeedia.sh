@@ -11,7 +11,8 @@
 # prepared with its WordPiece vocabulary: smith-short (SMITH-Short: 4 blocks x
 # 128 tokens, the sentence encoder from MiniLM) and match-bert-minilm (the
 # first 256 tokens); match-bert-minilm-contrastive fine-tunes the latter's
-# import with the contrastive loss instead of BCE. The reference rows st-minilm (sentence-transformers, first
+# import with the contrastive loss instead of BCE, and match-bert-minilm-zeroshot
+# evaluates that import without fine-tuning. The reference rows st-minilm (sentence-transformers, first
 # 4 windows of 256) and tfidf are vectors made outside docmatch
 # (scripts/baselines/) scored by `docmatch eval --embeddings`.
 #
@@ -82,13 +83,16 @@ row() {
     sdr)         pretrain "$1" sdr sdr && evaluate "$1" "$ckpt/$1-pretrain/latest" && return ;;
     smith-short | match-bert-minilm) from_minilm "$1" && return ;;
     match-bert-minilm-contrastive) from_minilm "$1" match-bert-minilm && return ;;
+    match-bert-minilm-zeroshot)  # the import itself, no fine-tuning
+                 build/src/docmatch import-hf "$minilm" --config "$models/match-bert-minilm.yaml" &&
+                 evaluate "$1" "$ckpt/match-bert-minilm-import" $wp_corpus && return ;;
     st-minilm)   "$python" scripts/baselines/st-embed.py --model "$minilm" --corpus $corpus \
                    --articles $data/articles.jsonl --max-windows 4 --output "$out/$1/vectors.h5" &&
                  evaluate "$1" "" && return ;;
     tfidf)       "$python" scripts/baselines/tfidf-embed.py --corpus $corpus --articles $data/articles.jsonl \
                    --output "$out/$1/vectors.h5" && evaluate "$1" "" && return ;;
     *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr" \
-            "smith-short match-bert-minilm match-bert-minilm-contrastive st-minilm tfidf)" >&2
+            "smith-short match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive st-minilm tfidf)" >&2
        exit 2 ;;
   esac
   evaluate "$1" "$ckpt/$1-finetune/best"
@@ -96,7 +100,8 @@ row() {
 
 rows=("$@")
 [ ${#rows[@]} -gt 0 ] || rows=(smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr smith-short
-                               match-bert-minilm match-bert-minilm-contrastive st-minilm tfidf)
+                               match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive st-minilm
+                               tfidf)
 for r in "${rows[@]}"; do
   if [ -s "$out/$r/metrics.json" ]; then
     echo "[results] $r: $out/$r/metrics.json exists, skipped"
