@@ -100,7 +100,8 @@ TEST(Contrastive, EqualsAHandFormulationWithDuplicatesAndHardNegativesGradientsI
 
 TEST(Contrastive, AnExcludedDuplicateDoesNotChangeTheLoss) {
   // A second copy of the positive document among the candidates (same id)
-  // must not act as a negative: adding it leaves every query's loss unchanged.
+  // must not act as a negative for the query whose positive it is; for the
+  // other queries it is an ordinary negative and raises their loss.
   torch::manual_seed(3);
   const auto opts = torch::TensorOptions(torch::kFloat64);
   const torch::Tensor s = torch::randn({3, 4}, opts), t = torch::randn({3, 4}, opts);
