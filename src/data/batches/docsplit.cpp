@@ -51,16 +51,38 @@ std::pair<Document, Document> SplitDocument(const Document& document, uint64_t s
   return {Subset(document, first), Subset(document, second)};
 }
 
-BlockBatch BuildDocSplitBatch(const std::vector<const Document*>& documents, const BlockOptions& blocks,
-                              const MaskOptions& masks, uint64_t seed, int64_t epoch) {
+std::vector<Document> SplitDocuments(const std::vector<const Document*>& documents, uint64_t seed, int64_t epoch) {
   const size_t B = documents.size();
   std::vector<Document> halves(2 * B);
   for (size_t i = 0; i < B; ++i) std::tie(halves[i], halves[B + i]) = SplitDocument(*documents[i], seed, epoch);
+  return halves;
+}
+
+namespace {
+
+// Pointers to the halves and their view numbers (0 for first halves, 1 for second).
+std::pair<std::vector<const Document*>, std::vector<uint64_t>> Views(const std::vector<Document>& halves) {
   std::vector<const Document*> views;
   for (const Document& half : halves) views.push_back(&half);
-  std::vector<uint64_t> view_numbers(B, 0);
-  view_numbers.resize(2 * B, 1);
-  return BuildBlockBatch(views, blocks, &masks, epoch, view_numbers);
+  std::vector<uint64_t> numbers(halves.size() / 2, 0);
+  numbers.resize(halves.size(), 1);
+  return {views, numbers};
+}
+
+}  // namespace
+
+BlockBatch BuildDocSplitBatch(const std::vector<const Document*>& documents, const BlockOptions& blocks,
+                              const MaskOptions& masks, uint64_t seed, int64_t epoch) {
+  const std::vector<Document> halves = SplitDocuments(documents, seed, epoch);
+  const auto [views, numbers] = Views(halves);
+  return BuildBlockBatch(views, blocks, &masks, epoch, numbers);
+}
+
+FlatBatch BuildFlatDocSplitBatch(const std::vector<const Document*>& documents, const FlatOptions& flat,
+                                 const MaskOptions* masks, uint64_t seed, int64_t epoch) {
+  const std::vector<Document> halves = SplitDocuments(documents, seed, epoch);
+  const auto [views, numbers] = Views(halves);
+  return masks ? BuildFlatBatch(views, flat, *masks, epoch, numbers) : BuildFlatBatch(views, flat);
 }
 
 }  // namespace docmatch::data

@@ -40,6 +40,27 @@ FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, const Fl
     batch.document_index.push_back(d.index);
     batch.row_document.push_back(r.document);
   }
+  batch.documents = static_cast<int64_t>(documents.size());
+  return batch;
+}
+
+FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, const FlatOptions& options,
+                         const MaskOptions& masks, int64_t epoch, const std::vector<uint64_t>& views) {
+  CHECK(views.empty() || views.size() == documents.size()) << "one view number per document";
+  FlatBatch batch = BuildFlatBatch(documents, options);
+  batch.lm_labels.assign(batch.tokens.size(), kIgnoreLabel);
+  // Each document's maskable positions over all its rows (rows are in document order).
+  std::vector<std::vector<int64_t>> positions(documents.size());
+  for (int64_t b = 0; b < batch.B; ++b) {
+    const int32_t* row = batch.tokens.data() + b * batch.T;
+    for (int64_t t = 1; t < batch.T; ++t) {
+      if (row[t] != kPadId && row[t] != kSepId) positions[batch.row_document[b]].push_back(b * batch.T + t);
+    }
+  }
+  for (size_t i = 0; i < documents.size(); ++i) {
+    MaskWords(masks, views.empty() ? 0 : views[i], epoch, static_cast<uint64_t>(documents[i]->index), positions[i],
+              &batch.tokens, &batch.lm_labels);
+  }
   return batch;
 }
 

@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "../test_corpus.h"
+#include "data/text/tokenizer.h"
 
 namespace docmatch::data {
 namespace {
@@ -89,6 +92,67 @@ TEST(BuildDocSplitBatch, FirstHalvesThenSecondHalvesWithSeparateMaskStreams) {
   const BlockBatch expected = BuildBlockBatch(views, {8, 12}, &masks, 2, {0, 0, 0, 1, 1, 1});
   EXPECT_EQ(batch.tokens, expected.tokens);
   EXPECT_EQ(batch.lm_labels, expected.lm_labels);
+}
+
+TEST(BuildFlatBatch, WordMasksOnRealTokensOnlyKeyedByDocumentAcrossWindows) {
+  std::vector<Document> docs;
+  for (int i = 0; i < 3; ++i) docs.push_back(testing::SyntheticDocument(i, 40));
+  MaskOptions masks;
+  masks.vocab_size = 1005;
+  const FlatOptions flat{10, /*separator=*/true, /*chunks=*/3};
+  const FlatBatch plain = BuildFlatBatch({&docs[0], &docs[1], &docs[2]}, flat);
+  const FlatBatch masked = BuildFlatBatch({&docs[0], &docs[1], &docs[2]}, flat, masks, /*epoch=*/1);
+  ASSERT_GT(plain.B, 3);  // several windows per document
+  EXPECT_EQ(masked.documents, 3);
+  ASSERT_EQ(masked.lm_labels.size(), plain.tokens.size());
+  std::vector<int64_t> real(3, 0), predicted(3, 0);
+  for (int64_t b = 0; b < plain.B; ++b) {
+    for (int64_t t = 0; t < plain.T; ++t) {
+      const size_t i = b * plain.T + t;
+      const int32_t original = plain.tokens[i];
+      const bool maskable = t > 0 && original != kPadId && original != kSepId;
+      real[plain.row_document[b]] += maskable;
+      if (masked.lm_labels[i] == kIgnoreLabel) {
+        EXPECT_EQ(masked.tokens[i], original) << "unpredicted tokens stay";
+        continue;
+      }
+      ASSERT_TRUE(maskable) << "row " << b << " position " << t << " ([CLS], [SEP] or padding) is never predicted";
+      EXPECT_EQ(masked.lm_labels[i], original);
+      ++predicted[plain.row_document[b]];
+    }
+  }
+  for (int d = 0; d < 3; ++d) EXPECT_EQ(predicted[d], std::max<int64_t>(1, std::llround(0.15 * real[d]))) << d;
+  // A document's draw does not depend on its batch mates or position.
+  const FlatBatch alone = BuildFlatBatch({&docs[1]}, flat, masks, /*epoch=*/1);
+  const int64_t first =
+      std::find(masked.row_document.begin(), masked.row_document.end(), 1) - masked.row_document.begin();
+  for (int64_t b = 0; b < alone.B; ++b) {
+    for (int64_t t = 0; t < alone.T; ++t) {
+      EXPECT_EQ(alone.lm_labels[b * alone.T + t], masked.lm_labels[(first + b) * masked.T + t]);
+    }
+  }
+}
+
+TEST(BuildFlatDocSplitBatch, HalvesAsRowsWithOneMaskStreamPerHalfOrNone) {
+  std::vector<Document> docs;
+  for (int i = 0; i < 3; ++i) docs.push_back(testing::SyntheticDocument(i, 40));
+  MaskOptions masks;
+  masks.vocab_size = 1005;
+  const FlatOptions flat{16, false, 2};
+  const FlatBatch batch = BuildFlatDocSplitBatch({&docs[0], &docs[1], &docs[2]}, flat, &masks, 5, 2);
+  EXPECT_EQ(batch.documents, 6);
+  std::vector<Document> halves;
+  for (const auto& d : docs) halves.push_back(SplitDocument(d, 5, 2).first);
+  for (const auto& d : docs) halves.push_back(SplitDocument(d, 5, 2).second);
+  std::vector<const Document*> views;
+  for (const auto& h : halves) views.push_back(&h);
+  const FlatBatch expected = BuildFlatBatch(views, flat, masks, 2, {0, 0, 0, 1, 1, 1});
+  EXPECT_EQ(batch.tokens, expected.tokens);
+  EXPECT_EQ(batch.lm_labels, expected.lm_labels);
+  EXPECT_EQ(batch.row_document, expected.row_document);
+  const FlatBatch unmasked = BuildFlatDocSplitBatch({&docs[0], &docs[1], &docs[2]}, flat, nullptr, 5, 2);
+  EXPECT_TRUE(unmasked.lm_labels.empty());
+  EXPECT_EQ(unmasked.tokens, BuildFlatBatch(views, flat).tokens);
 }
 
 }  // namespace
