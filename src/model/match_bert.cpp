@@ -3,6 +3,7 @@
 #include "model/match_bert.h"
 
 #include "data/text/tokenizer.h"
+#include "model/losses.h"
 
 namespace docmatch::model {
 
@@ -27,9 +28,8 @@ torch::Tensor FlatEncoderImpl::Encode(const torch::Tensor& tokens) {
   return encoder_(embeddings(tokens), tokens.ne(data::kPadId));
 }
 
-torch::Tensor FlatEncoderImpl::forward(const torch::Tensor& tokens) {
+torch::Tensor FlatEncoderImpl::Pool(const torch::Tensor& states, const torch::Tensor& tokens) {
   namespace F = torch::nn::functional;
-  const torch::Tensor states = Encode(tokens);  // (B, T, C)
   torch::Tensor pooled;
   if (config_.pooling == "mean") {
     const torch::Tensor real = tokens.ne(data::kPadId).unsqueeze(-1).to(states.scalar_type());  // (B, T, 1)
@@ -40,14 +40,53 @@ torch::Tensor FlatEncoderImpl::forward(const torch::Tensor& tokens) {
   return F::normalize(pooled, F::NormalizeFuncOptions().dim(-1));
 }
 
-torch::Tensor FlatEncoderImpl::Documents(const data::FlatBatch& batch, int64_t documents, const torch::Device& device) {
+torch::Tensor FlatEncoderImpl::forward(const torch::Tensor& tokens) { return Pool(Encode(tokens), tokens); }
+
+torch::Tensor FlatEncoderImpl::AverageWindows(const torch::Tensor& rows, const data::FlatBatch& batch,
+                                              int64_t documents) {
   namespace F = torch::nn::functional;
-  const torch::Tensor rows = forward(ToTensor(batch, device));
   if (batch.B == documents) return rows;
-  const torch::Tensor owner = torch::tensor(batch.row_document, torch::kLong).to(device);
+  const torch::Tensor owner = torch::tensor(batch.row_document, torch::kLong).to(rows.device());
   const torch::Tensor sums =
       torch::zeros({documents, rows.size(1)}, rows.options()).index_add_(0, owner, rows);  // mean up to scale
   return F::normalize(sums, F::NormalizeFuncOptions().dim(-1));
+}
+
+torch::Tensor FlatEncoderImpl::Documents(const data::FlatBatch& batch, int64_t documents, const torch::Device& device) {
+  return AverageWindows(forward(ToTensor(batch, device)), batch, documents);
+}
+
+FlatPretrainingImpl::FlatPretrainingImpl(FlatEncoder shared, const MatchBertConfig& config) {
+  const int64_t C = config.hidden;
+  encoder = register_module("encoder", std::move(shared));
+  lm_transform_ = register_module("lm_transform", torch::nn::Linear(C, C));
+  lm_norm_ = register_module("lm_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(1e-12)));
+  lm_bias_ = register_parameter("lm_bias", torch::zeros({config.vocab_size}));
+  torch::NoGradGuard no_grad;
+  lm_transform_->weight.normal_(0.0, 0.02);
+  lm_transform_->bias.zero_();
+}
+
+FlatPretrainingImpl::Outputs FlatPretrainingImpl::forward(const data::FlatBatch& batch, const torch::Device& device) {
+  const torch::Tensor tokens = ToTensor(batch, device);
+  const torch::Tensor states = encoder->Encode(tokens);  // (B, T, C)
+  Outputs out;
+  out.vectors = FlatEncoderImpl::AverageWindows(encoder->Pool(states, tokens), batch, batch.documents);
+  if (!batch.lm_labels.empty()) {
+    const torch::Tensor labels =
+        torch::from_blob(const_cast<int32_t*>(batch.lm_labels.data()), {batch.B * batch.T}, torch::kInt32)
+            .to(device, torch::kLong);
+    const torch::Tensor where = labels.ne(data::kIgnoreLabel);
+    const torch::Tensor predicted = states.reshape({batch.B * batch.T, -1}).index({where});
+    out.lm_hidden = lm_norm_(torch::gelu(lm_transform_(predicted)));
+    out.lm_labels = labels.index({where});
+  }
+  return out;
+}
+
+torch::Tensor FlatPretrainingImpl::LanguageModelLoss(const torch::Tensor& lm_hidden, const torch::Tensor& lm_labels,
+                                                     bool sum) {
+  return DecoderCrossEntropy(lm_hidden, encoder->embeddings->tokens->weight, lm_bias_, lm_labels, sum);
 }
 
 }  // namespace docmatch::model

@@ -46,6 +46,10 @@ class FlatEncoderImpl : public torch::nn::Module {
   torch::Tensor Documents(const data::FlatBatch& batch, int64_t documents, const torch::Device& device);
   // tokens (B, T) -> token states (B, T, C)
   torch::Tensor Encode(const torch::Tensor& tokens);
+  // Token states (B, T, C) of `tokens` -> unit row vectors (B, C): the pooling.
+  torch::Tensor Pool(const torch::Tensor& states, const torch::Tensor& tokens);
+  // Unit row vectors (B, C) of a batch -> unit document vectors (documents, C).
+  static torch::Tensor AverageWindows(const torch::Tensor& rows, const data::FlatBatch& batch, int64_t documents);
   void set_kernel(AttentionKernel kernel) { encoder_->set_kernel(kernel); }
   const MatchBertConfig& config() const { return config_; }
 
@@ -57,5 +61,33 @@ class FlatEncoderImpl : public torch::nn::Module {
   torch::nn::Linear dense_{nullptr};
 };
 TORCH_MODULE(FlatEncoder);
+
+// Self-supervised training of a flat encoder (pretrain on kind match_bert):
+// BERT's masked word LM head over the token states (dense + GELU + LayerNorm,
+// decoder tied to the token embedding, as SMITH's) and the document vectors
+// of the same pass, for DocSplit's contrastive halves.
+class FlatPretrainingImpl : public torch::nn::Module {
+ public:
+  FlatPretrainingImpl(FlatEncoder encoder, const MatchBertConfig& config);
+
+  struct Outputs {
+    torch::Tensor lm_hidden;  // (M, C) LM-head states at the predicted positions, before the decoder
+    torch::Tensor lm_labels;  // (M,)
+    torch::Tensor vectors;    // (batch.documents, C) unit document vectors
+  };
+  // A batch with LM labels (data::BuildFlatBatch with masks), or without
+  // (then no LM outputs).
+  Outputs forward(const data::FlatBatch& batch, const torch::Device& device);
+  // The word LM's cross-entropy (fused, losses.h), mean or sum over M.
+  torch::Tensor LanguageModelLoss(const torch::Tensor& lm_hidden, const torch::Tensor& lm_labels, bool sum = false);
+
+  FlatEncoder encoder{nullptr};
+
+ private:
+  torch::nn::Linear lm_transform_{nullptr};
+  torch::nn::LayerNorm lm_norm_{nullptr};
+  torch::Tensor lm_bias_;
+};
+TORCH_MODULE(FlatPretraining);
 
 }  // namespace docmatch::model

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "../data/test_corpus.h"
 #include "data/text/tokenizer.h"
 #include "model/losses.h"
@@ -132,6 +134,49 @@ TEST(MatchBert, ShapesPaddingInvarianceAndGradients) {
     ASSERT_TRUE(p.value().grad().defined()) << p.key();
     EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0.0) << p.key();
   }
+}
+
+TEST(FlatPretraining, WordLmEqualsAHandFormulationInFloat64AndVectorsEqualTheEncoders) {
+  torch::manual_seed(0);
+  MatchBertConfig c = Tiny();
+  c.pooling = "mean";
+  c.chunks = 2;
+  c.max_tokens = 10;
+  FlatPretraining model(FlatEncoder(c), c);
+  model->to(torch::kDouble);
+  model->eval();
+  std::vector<data::Document> docs;
+  for (int i = 0; i < 3; ++i) docs.push_back(data::testing::SyntheticDocument(i, 30));
+  data::MaskOptions masks;
+  masks.vocab_size = c.vocab_size;
+  const data::FlatBatch batch = data::BuildFlatBatch({&docs[0], &docs[1], &docs[2]}, c.Flat(), masks, 0);
+  const auto out = model->forward(batch, torch::kCPU);
+  // Vectors: the encoder's document vectors of the same (masked) rows.
+  EXPECT_TRUE(torch::allclose(out.vectors, model->encoder->Documents(batch, 3, torch::kCPU), 1e-12, 1e-12));
+  // LM: BERT's head by hand over every labelled position.
+  std::map<std::string, torch::Tensor> p;
+  for (const auto& item : model->named_parameters()) p[item.key()] = item.value();
+  const torch::Tensor states = model->encoder->Encode(ToTensor(batch, torch::kCPU));
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t b = 0; b < batch.B; ++b) {
+    for (int64_t t = 0; t < batch.T; ++t) {
+      const int32_t label = batch.lm_labels[b * batch.T + t];
+      if (label == data::kIgnoreLabel) continue;
+      torch::Tensor h = torch::gelu(torch::matmul(p["lm_transform.weight"], states[b][t]) + p["lm_transform.bias"]);
+      h = (h - h.mean()) / torch::sqrt(h.var(/*unbiased=*/false) + 1e-12) * p["lm_norm.weight"] + p["lm_norm.bias"];
+      const torch::Tensor logits = torch::matmul(p["encoder.embeddings.tokens.weight"], h) + p["lm_bias"];
+      total += (torch::logsumexp(logits, 0) - logits[label]).item<double>();
+      ++count;
+    }
+  }
+  ASSERT_GT(count, 3);
+  ASSERT_EQ(out.lm_labels.size(0), count);
+  EXPECT_NEAR(model->LanguageModelLoss(out.lm_hidden, out.lm_labels).item<double>(), total / count, 1e-10);
+  // A batch without masks gives vectors and no LM outputs.
+  const auto plain = model->forward(data::BuildFlatBatch({&docs[0]}, c.Flat()), torch::kCPU);
+  EXPECT_FALSE(plain.lm_hidden.defined());
+  EXPECT_EQ(plain.vectors.size(0), 1);
 }
 
 }  // namespace
