@@ -20,16 +20,33 @@ Command AddPretrainCommand(CLI::App* app) {
                           "With --valid-corpus (prepared with this corpus's tokenizer.model) the\n"
                           "objective on held-out documents is logged every --validate-every steps as\n"
                           "valid/loss and the best model kept in --run/best (stop early: --patience).\n"
+                          "--init continues from any model folder instead of random weights (an import-hf\n"
+                          "output, a checkpoint, an export): DocSplit on your own corpus, no labels needed,\n"
+                          "from a pretrained encoder. Prepare the corpus with that folder's tokenizer.\n"
                           "  docmatch pretrain --corpus corpora/manpages --model configs/models/smith-tiny.yaml\n"
+                          "  docmatch pretrain --corpus corpora/wiki-minilm --init checkpoints/minilm-import \\\n"
+                          "      --objective docsplit --lm-weight 0 --lr 2e-5\n"
                           "  mpirun -np 2 docmatch pretrain --config configs/pretrain-smith-tiny.yaml");
   auto o = std::make_shared<train::PretrainOptions>();
   auto flags = std::make_shared<DistributedFlags>();
   sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
-  sub->add_option("--model", o->model, "model YAML (configs/models/, kind smith, or sdr for --objective sdr)")
-      ->capture_default_str();
-  sub->add_option("--objective", o->objective, "wp (word LM), wp+sp (plus sentence blocks), docsplit or sdr")
+  sub->add_option("--model", o->model,
+                  std::string("model YAML for random weights (configs/models/; default ") +
+                      train::PretrainOptions::kDefaultModel + "); not with --init");
+  sub->add_option("--init", o->init,
+                  "model folder to continue from (import-hf output, checkpoint step-<N>/ or latest, export); "
+                  "the corpus must be prepared with its tokenizer")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--objective", o->objective,
+                  "wp (word LM: smith, match_bert), wp+sp (plus sentence blocks: smith), docsplit (contrastive "
+                  "halves: smith, match_bert) or sdr (an sdr model)")
       ->capture_default_str()
       ->check(CLI::IsMember({"wp", "wp+sp", "docsplit", "sdr"}));
+  sub->add_option("--temperature", o->temperature, "DocSplit's InfoNCE temperature")->capture_default_str();
+  sub->add_option("--lm-weight", o->lm_weight,
+                  "DocSplit: weight of the masked word LM term; 0 = none, and the halves are read unmasked "
+                  "(a pretrained encoder has no LM head to keep)")
+      ->capture_default_str();
   sub->add_option("--valid-corpus", o->valid_corpus,
                   "prepared corpus for the validation loss (prepare --tokenizer <corpus>/tokenizer.model)")
       ->check(CLI::ExistingDirectory);

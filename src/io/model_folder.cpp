@@ -69,8 +69,11 @@ void CheckTokenizer(const ModelFolderInfo& info, const data::Corpus& corpus, con
   if (!info.tokenizer_hash.empty() && info.tokenizer_hash != corpus.manifest().tokenizer_hash) {
     throw std::runtime_error("[model] '" + folder + "' was trained with tokenizer " + info.tokenizer_hash +
                              ", but corpus '" + corpus.directory() + "' was prepared with " +
-                             corpus.manifest().tokenizer_hash +
-                             ": prepare the corpus with the model's tokenizer (prepare --tokenizer)");
+                             corpus.manifest().tokenizer_hash + ": prepare the corpus with the model's tokenizer (" +
+                             (info.tokenizer.empty()
+                                  ? std::string("prepare --tokenizer <the tokenizer.model it was trained with>")
+                                  : "prepare --tokenizer " + folder + "/" + info.tokenizer) +
+                             ")");
   }
 }
 

@@ -154,23 +154,67 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
   return objective;
 }
 
+namespace {
+
+// DocSplit over the views' unit vectors (2B, C), first halves then second,
+// and the word LM's summed loss over `lm_count` predicted tokens (undefined:
+// no LM term).
+Objective DocSplitViews(const torch::Tensor& vectors, const torch::Tensor& lm, int64_t lm_count,
+                        dist::Communicator& communicator, double temperature, double lm_weight) {
+  const int64_t V = vectors.size(0), B = V / 2;
+  TORCH_CHECK(V == 2 * B, "DocSplit needs both halves of every document, got ", V, " views");
+  const dist::Gathered pool = dist::AllGatherWithGrad(vectors, communicator);
+  const torch::Tensor local = torch::arange(V, torch::TensorOptions().dtype(torch::kLong).device(vectors.device()));
+  const torch::Tensor nce = model::DocSplitLoss(vectors, pool.all, local + pool.offset, (local + B) % V + pool.offset,
+                                                temperature, /*sum=*/true);
+  Totals totals(communicator);
+  const int nce_slot = totals.Add(nce, V);
+  const int lm_slot = lm.defined() ? totals.Add(lm, lm_count) : -1;
+  totals.Reduce(vectors.device());
+  Objective objective;
+  objective.loss = totals.Scaled(nce, nce_slot);
+  objective.parts = {{"infonce", totals.mean(nce_slot)}};
+  objective.value = totals.mean(nce_slot);
+  if (lm.defined()) {
+    objective.loss = objective.loss + lm_weight * totals.Scaled(lm, lm_slot);
+    objective.parts["lm"] = totals.mean(lm_slot);
+    objective.value += lm_weight * totals.mean(lm_slot);
+  }
+  return objective;
+}
+
+}  // namespace
+
 Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::Communicator& communicator,
                    double temperature, double lm_weight) {
   const auto out = model->ForwardViews(views);
-  const int64_t V = out.vectors.size(0), B = V / 2;
-  TORCH_CHECK(V == 2 * B, "DocSplit needs both halves of every document, got ", V, " views");
-  const dist::Gathered pool = dist::AllGatherWithGrad(out.vectors, communicator);
-  const torch::Tensor local = torch::arange(V, views.tokens.options());
-  const torch::Tensor nce = model::DocSplitLoss(out.vectors, pool.all, local + pool.offset,
-                                                (local + B) % V + pool.offset, temperature, /*sum=*/true);
+  const bool lm = lm_weight != 0;
+  return DocSplitViews(out.vectors,
+                       lm ? model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true) : torch::Tensor(),
+                       out.lm_labels.size(0), communicator, temperature, lm_weight);
+}
+
+Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, const torch::Device& device,
+                   dist::Communicator& communicator, double temperature, double lm_weight) {
+  const auto out = model->forward(views, device);
+  const bool lm = lm_weight != 0 && out.lm_hidden.defined();
+  return DocSplitViews(out.vectors,
+                       lm ? model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true) : torch::Tensor(),
+                       lm ? out.lm_labels.size(0) : 0, communicator, temperature, lm_weight);
+}
+
+Objective WordLm(model::FlatPretraining& model, const data::FlatBatch& batch, const torch::Device& device,
+                 dist::Communicator& communicator) {
+  TORCH_CHECK(!batch.lm_labels.empty(), "the word LM needs a batch with masks (data::BuildFlatBatch with MaskOptions)");
+  const auto out = model->forward(batch, device);
   const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true);
   Totals totals(communicator);
-  const int nce_slot = totals.Add(nce, V), lm_slot = totals.Add(lm, out.lm_labels.size(0));
-  totals.Reduce(views.tokens.device());
+  const int slot = totals.Add(lm, out.lm_labels.size(0));
+  totals.Reduce(device);
   Objective objective;
-  objective.loss = totals.Scaled(nce, nce_slot) + lm_weight * totals.Scaled(lm, lm_slot);
-  objective.parts = {{"infonce", totals.mean(nce_slot)}, {"lm", totals.mean(lm_slot)}};
-  objective.value = totals.mean(nce_slot) + lm_weight * totals.mean(lm_slot);
+  objective.loss = totals.Scaled(lm, slot);
+  objective.value = totals.mean(slot);
+  objective.parts = {{"lm", objective.value}};
   return objective;
 }
 

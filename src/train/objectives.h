@@ -17,6 +17,7 @@
 #include <string>
 
 #include "dist/communicator.h"
+#include "model/match_bert.h"
 #include "model/sdr.h"
 #include "model/smith.h"
 
@@ -34,9 +35,19 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
                            dist::Communicator& communicator);
 
 // DocSplit: `views` holds this rank's first halves then its second halves;
-// InfoNCE against every rank's views, plus lm_weight * word LM.
+// InfoNCE against every rank's views, plus lm_weight * word LM (lm_weight 0:
+// no LM term, part "lm" absent).
 Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::Communicator& communicator,
                    double temperature = 0.05, double lm_weight = 0.1);
+// The same on a flat encoder (MatchBERT), views from data::BuildFlatDocSplitBatch
+// (with masks for an LM term).
+Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, const torch::Device& device,
+                   dist::Communicator& communicator, double temperature = 0.05, double lm_weight = 0.1);
+
+// The masked word LM alone on a flat encoder (pretrain --objective wp on
+// match_bert); part "lm".
+Objective WordLm(model::FlatPretraining& model, const data::FlatBatch& batch, const torch::Device& device,
+                 dist::Communicator& communicator);
 
 // SDR: word LM + cosine contrastive, pairs indexing the gathered partners
 // (build the batch with its global offset, data/batches/sdr_batch.h).

@@ -8,10 +8,12 @@
 #include "data/batches/batch_loader.h"
 #include "data/batches/blocks.h"
 #include "data/batches/docsplit.h"
+#include "data/batches/flat_batch.h"
 #include "data/batches/sdr_batch.h"
 #include "data/text/tokenizer.h"
 #include "dist/gradient_synchronizer.h"
 #include "model/config.h"
+#include "model/match_bert.h"
 #include "model/sdr.h"
 #include "model/smith.h"
 #include "train/objectives.h"
@@ -24,7 +26,10 @@ nlohmann::json OptionsJson(const PretrainOptions& o) {
   nlohmann::json json = LoopOptionsJson(o);
   json.update({{"corpus", o.corpus},
                {"model", o.model},
+               {"init", o.init},
                {"objective", o.objective},
+               {"temperature", o.temperature},
+               {"lm_weight", o.lm_weight},
                {"valid_corpus", o.valid_corpus},
                {"valid_documents", o.valid_documents}});
   return json;
@@ -212,18 +217,64 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
 
 }  // namespace
 
+namespace {
+
+// The kind an objective trains, or a message saying which kinds it takes.
+void CheckKind(const std::string& objective, const std::string& kind, const std::string& source) {
+  const bool ok = objective == "sdr"     ? kind == "sdr"
+                  : objective == "wp+sp" ? kind == "smith"
+                                         : kind == "smith" || kind == "match_bert";  // wp, docsplit
+  const std::string kinds = objective == "sdr"     ? "'sdr'"
+                            : objective == "wp+sp" ? "'smith' (sentence blocks)"
+                                                   : "'smith' or 'match_bert'";
+  TORCH_CHECK(ok, "[train] objective ", objective, " trains a ", kinds, " model; ", source, " is kind '", kind, "'");
+}
+
+// The starting weights of `init` into the pre-training module `whole` (whose
+// encoder is `encoder`): a pre-training checkpoint holds the whole module,
+// any other folder the encoder alone.
+void LoadInit(const std::string& init, const io::ModelFolderInfo& info, torch::nn::Module& whole,
+              torch::nn::Module& encoder, int rank) {
+  if (init.empty()) return;
+  if (!info.prefix.empty() && info.stage == "pretrain") {
+    io::ModelFolderInfo all = info;
+    all.prefix = "";
+    io::LoadFolderWeights(whole, init, all);
+  } else {
+    io::LoadFolderWeights(encoder, init, info);
+  }
+  if (rank == 0) {
+    LOG(INFO) << "[train] weights from " << init << " (" << (info.stage.empty() ? "model folder" : info.stage)
+              << (!info.prefix.empty() && info.stage == "pretrain" ? ", heads included" : ", heads fresh")
+              << "); optimizer fresh";
+  }
+}
+
+}  // namespace
+
 LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& communicator,
                           const torch::Device& device) {
   const int rank = communicator.rank(), world = communicator.size();
   const std::string& objective = options.objective;
   TORCH_CHECK(objective == "wp" || objective == "wp+sp" || objective == "docsplit" || objective == "sdr",
               "[train] unknown objective '", objective, "' (wp, wp+sp, docsplit, sdr)");
+  TORCH_CHECK(options.init.empty() || options.model.empty(), "[train] give --model (random weights) or --init ",
+              "(the model and weights of a folder), not both: --init ", options.init, " brings its own model");
   auto corpus = std::make_shared<const data::Corpus>(options.corpus);
-  model::ModelConfig config = model::LoadModelConfig(options.model);
-  model::SetVocabSize(&config, corpus->manifest().vocab_size);
-  const std::string kind = objective == "sdr" ? "sdr" : "smith";
-  TORCH_CHECK(config.kind == kind, "[train] objective ", objective, " trains a '", kind, "' model; ", options.model,
-              " is kind '", config.kind, "'");
+  io::ModelFolderInfo init_info;
+  model::ModelConfig config;
+  if (!options.init.empty()) {
+    init_info = io::ReadModelFolderInfo(options.init);
+    io::CheckTokenizer(init_info, *corpus, options.init);
+    config = init_info.config;
+    CheckKind(objective, config.kind, options.init);
+  } else {
+    const std::string yaml = options.model.empty() ? PretrainOptions::kDefaultModel : options.model;
+    config = model::LoadModelConfig(yaml);
+    model::SetVocabSize(&config, corpus->manifest().vocab_size);
+    CheckKind(objective, config.kind, yaml);
+  }
+  TORCH_CHECK(options.temperature > 0, "[train] --temperature must be positive, not ", options.temperature);
   io::ModelFolderInfo info;
   info.config = config;
   info.stage = "pretrain";
@@ -232,9 +283,13 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   const data::MaskOptions masks =
       data::PretrainingMasks(corpus->manifest().vocab_size, options.seed, /*sentence_blocks=*/objective == "wp+sp");
   torch::manual_seed(options.seed);  // the same initial weights on every rank
+  const bool docsplit = objective == "docsplit";
+  // DocSplit without its LM term reads its views unmasked.
+  const bool word_masks = !docsplit || options.lm_weight != 0;
 
   if (objective == "sdr") {
     model::SentenceEncoder model(config.sdr);
+    LoadInit(options.init, init_info, *model, *model, rank);
     model->to(device);
     data::SdrOptions sdr{config.sdr.max_tokens, 0.5, options.seed};
     const int64_t offset = rank * options.batch_size, global = world * options.batch_size;
@@ -255,29 +310,58 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
     return Loop(options, corpus, std::move(task), communicator, device);
   }
 
+  if (config.kind == "match_bert") {
+    model::FlatPretraining model(model::FlatEncoder(config.match_bert), config.match_bert);
+    LoadInit(options.init, init_info, *model, *model->encoder, rank);
+    model->to(device);
+    info.prefix = "encoder.";
+    const data::FlatOptions flat = config.match_bert.Flat();
+    Task<data::FlatBatch> task{
+        *model,
+        [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
+          if (docsplit)
+            return data::BuildFlatDocSplitBatch(docs, flat, word_masks ? &masks : nullptr, options.seed, epoch);
+          return data::BuildFlatBatch(docs, flat, masks, epoch);
+        },
+        [&](const data::FlatBatch& batch) {
+          return docsplit ? DocSplit(model, batch, device, communicator, options.temperature, options.lm_weight)
+                          : WordLm(model, batch, device, communicator);
+        },
+        [=](const data::FlatBatch& batch) { return docsplit ? batch.documents / 2 : batch.documents; },
+        [](const data::FlatBatch& batch) { return batch.real_tokens; },
+        nullptr,
+        info};
+    return Loop(options, corpus, std::move(task), communicator, device);
+  }
+
   model::SmithPretraining model(model::SmithEncoder(config.smith), config.smith);
+  LoadInit(options.init, init_info, *model, *model->encoder, rank);
   model->to(device);
   info.prefix = "encoder.";
-  const bool docsplit = objective == "docsplit";
   const data::BlockOptions blocks{config.smith.block_length, config.smith.max_blocks};
-  Task<data::BlockBatch> task{*model,
-                              [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
-                                return docsplit ? data::BuildDocSplitBatch(docs, blocks, masks, options.seed, epoch)
-                                                : data::BuildBlockBatch(docs, blocks, &masks, epoch);
-                              },
-                              [&](const data::BlockBatch& batch) {
-                                const model::BlockTensors tensors = model::ToTensors(batch, device);
-                                return docsplit ? DocSplit(model, tensors, communicator)
-                                                : SmithPretraining(model, tensors, objective == "wp+sp", communicator);
-                              },
-                              [=](const data::BlockBatch& batch) { return docsplit ? batch.B / 2 : batch.B; },
-                              [](const data::BlockBatch& batch) { return batch.real_tokens; },
-                              [=](const data::BlockBatch& batch) {
-                                // WP never runs the document transformer; WP+SP and DocSplit do
-                                // (DocSplit has no masked blocks, so no block scores).
-                                return model::SmithPretrainingFlops(config.smith, batch, objective != "wp");
-                              },
-                              info};
+  Task<data::BlockBatch> task{
+      *model,
+      [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
+        if (!docsplit) return data::BuildBlockBatch(docs, blocks, &masks, epoch);
+        if (word_masks) return data::BuildDocSplitBatch(docs, blocks, masks, options.seed, epoch);
+        const std::vector<data::Document> halves = data::SplitDocuments(docs, options.seed, epoch);
+        std::vector<const data::Document*> views;
+        for (const data::Document& half : halves) views.push_back(&half);
+        return data::BuildBlockBatch(views, blocks, nullptr, epoch);
+      },
+      [&](const data::BlockBatch& batch) {
+        const model::BlockTensors tensors = model::ToTensors(batch, device);
+        return docsplit ? DocSplit(model, tensors, communicator, options.temperature, options.lm_weight)
+                        : SmithPretraining(model, tensors, objective == "wp+sp", communicator);
+      },
+      [=](const data::BlockBatch& batch) { return docsplit ? batch.B / 2 : batch.B; },
+      [](const data::BlockBatch& batch) { return batch.real_tokens; },
+      [=](const data::BlockBatch& batch) {
+        // WP never runs the document transformer; WP+SP and DocSplit do
+        // (DocSplit has no masked blocks, so no block scores).
+        return model::SmithPretrainingFlops(config.smith, batch, objective != "wp");
+      },
+      info};
   return Loop(options, corpus, std::move(task), communicator, device);
 }
 

@@ -25,14 +25,27 @@
 
 namespace docmatch::train {
 
+// Which objective trains which kind: wp and docsplit on smith and match_bert,
+// wp+sp on smith, sdr on sdr.
+//
+// With `init` (a model folder: an import-hf output, a pretrain or finetune
+// checkpoint, an export) the model and its weights come from the folder and
+// the corpus must have been prepared with its tokenizer. A pre-training
+// checkpoint brings its heads too; any other folder brings the encoder, and
+// the heads (word LM, block prediction) start fresh. The optimizer always
+// starts fresh; the run's own checkpoints resume as without `init`.
 struct PretrainOptions : LoopOptions {
   PretrainOptions() { run = "checkpoints/smith-pretrain"; }
-  std::string corpus;                                    // prepared corpus folder
-  std::string model = "configs/models/smith-tiny.yaml";  // model YAML (kind: smith)
-  std::string objective = "wp+sp";                       // wp | wp+sp | docsplit (kind smith) | sdr (kind sdr)
-  std::string valid_corpus;                              // prepared corpus for the validation loss; "" = none
-  int64_t valid_documents = 256;                         // its first documents that validation reads
-  int loader_threads = 2;                                // threads building batches (data::BatchLoader)
+  static constexpr const char* kDefaultModel = "configs/models/smith-tiny.yaml";
+  std::string corpus;               // prepared corpus folder
+  std::string model;                // model YAML; "" = kDefaultModel, or the model of `init`
+  std::string init;                 // model folder to continue from; "" = random weights
+  std::string objective = "wp+sp";  // wp | wp+sp | docsplit | sdr
+  double temperature = 0.05;        // DocSplit's InfoNCE temperature
+  double lm_weight = 0.1;           // DocSplit: weight of the word LM term (0 = none, views unmasked)
+  std::string valid_corpus;         // prepared corpus for the validation loss; "" = none
+  int64_t valid_documents = 256;    // its first documents that validation reads
+  int loader_threads = 2;           // threads building batches (data::BatchLoader)
 };
 
 // Runs (or resumes) the pre-training.

@@ -145,6 +145,34 @@ TEST(WorldSizeInvariance, DocSplit) {
       });
 }
 
+// DocSplit on the flat encoder (pretrain on kind match_bert): mean pooling
+// over up to two windows per half, with the word LM term.
+TEST(WorldSizeInvariance, FlatDocSplit) {
+  model::MatchBertConfig c;
+  c.vocab_size = 1005;
+  c.hidden = 16;
+  c.heads = 2;
+  c.intermediate = 32;
+  c.layers = 1;
+  c.max_tokens = 12;
+  c.dropout = 0.0;
+  c.pooling = "mean";
+  c.chunks = 2;
+  ExpectInvariant(
+      "flat-docsplit",
+      [c] {
+        torch::manual_seed(0);
+        return model::FlatPretraining(model::FlatEncoder(c), c).ptr();
+      },
+      [c](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+        auto& model = dynamic_cast<model::FlatPretrainingImpl&>(m);
+        const data::MaskOptions masks = Masks();
+        const auto batch = data::BuildFlatDocSplitBatch(Range(begin, end), c.Flat(), &masks, /*seed=*/3, /*epoch=*/0);
+        model::FlatPretraining holder(std::shared_ptr<model::FlatPretrainingImpl>(&model, [](auto*) {}));
+        return train::DocSplit(holder, batch, torch::kCPU, comm, 0.05, 0.1);
+      });
+}
+
 TEST(WorldSizeInvariance, Sdr) {
   ExpectInvariant(
       "sdr",
