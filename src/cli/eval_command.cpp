@@ -43,6 +43,12 @@ Command AddEvalCommand(CLI::App* app) {
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "query sample")->capture_default_str();
   sub->add_flag("--sdr-normalize", o->sdr_normalize, "SDR: z-score paragraph scores (the paper's step)");
+  sub->add_option("--lexical-weight", o->lexical_weight,
+                  "hybrid retrieval: score = (1 - w) x dense cosine + w x TF-IDF cosine over the corpus's tokens "
+                  "(0 = dense only, 1 = TF-IDF only; 0.5 = the two unit vectors concatenated). Pairs and ranking "
+                  "both use it")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--batch-size", o->batch_size, "documents per embedding pass")->capture_default_str();
   AddDistributedFlags(sub, flags.get());
   sub->add_flag("--no-progress", *no_progress, "no progress bar");

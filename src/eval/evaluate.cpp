@@ -14,6 +14,7 @@
 #include "data/corpus/corpus.h"
 #include "data/corpus/random.h"
 #include "eval/embeddings.h"
+#include "eval/lexical.h"
 #include "eval/metrics.h"
 #include "eval/sdr_scoring.h"
 #include "io/model_folder.h"
@@ -30,6 +31,8 @@ struct Scorer {
   torch::Tensor vectors;                      // (N, D)
   std::vector<model::DocumentSentences> sdr;  // (N,) SDR only
   bool normalize = false;
+  const LexicalIndex* lexical = nullptr;  // hybrid: (1 - w) * dense cosine + w * TF-IDF cosine
+  double lexical_weight = 0;              // w
 
   bool hierarchical() const { return !sdr.empty(); }
   // Scores (candidates,) of document `query` against `candidates`.
@@ -40,10 +43,17 @@ struct Scorer {
       for (int64_t i = 0; i < candidates.numel(); ++i) pool.push_back(sdr[index[i]]);
       return SdrScores(sdr[query], pool, normalize);
     }
-    return Matrix(vectors[query].unsqueeze(0), vectors.index_select(0, candidates)).squeeze(0);
+    torch::Tensor scores = Matrix(vectors[query].unsqueeze(0), vectors.index_select(0, candidates)).squeeze(0);
+    if (lexical) {
+      torch::Tensor words = torch::empty({candidates.numel()}, torch::kFloat64);
+      const auto* index = candidates.data_ptr<int64_t>();
+      for (int64_t i = 0; i < candidates.numel(); ++i) words[i] = lexical->Score(query, index[i]);
+      scores = (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * words;
+    }
+    return scores;
   }
   torch::Tensor Matrix(const torch::Tensor& queries, const torch::Tensor& candidates) const {
-    if (model) return model->ScoreMatrix(queries, candidates);
+    if (model && !lexical) return model->ScoreMatrix(queries, candidates);
     namespace F = torch::nn::functional;
     const auto unit = F::NormalizeFuncOptions().dim(-1);
     return torch::matmul(F::normalize(queries, unit), F::normalize(candidates, unit).t());
@@ -59,11 +69,31 @@ struct Scorer {
       return torch::stack(rows);
     }
     const torch::Tensor index = torch::tensor(queries, torch::kLong);
-    const torch::Tensor scores = Matrix(vectors.index_select(0, index), vectors);  // (Q, N)
-    const torch::Tensor others = all.unsqueeze(0).ne(index.unsqueeze(1));          // (Q, N)
+    torch::Tensor scores = Matrix(vectors.index_select(0, index), vectors);  // (Q, N)
+    if (lexical) scores = (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * lexical->Scores(queries);
+    const torch::Tensor others = all.unsqueeze(0).ne(index.unsqueeze(1));  // (Q, N)
     return scores.masked_select(others).view({static_cast<int64_t>(queries.size()), N - 1});
   }
 };
+
+// The scorer's lexical side when --lexical-weight asks for one; the score's name.
+std::unique_ptr<LexicalIndex> AddLexical(Scorer* scorer, const EvalOptions& options, const data::Corpus& corpus,
+                                         int rank, std::string* score) {
+  const double w = options.lexical_weight;
+  TORCH_CHECK(w >= 0 && w <= 1, "[eval] --lexical-weight is a share in [0, 1], not ", w);
+  if (w == 0) return nullptr;
+  TORCH_CHECK(!scorer->hierarchical() && (!scorer->model || scorer->model->cosine()),
+              "[eval] --lexical-weight fuses a TF-IDF cosine with the cosine of document vectors; ",
+              scorer->hierarchical() ? "SDR's hierarchical score over sentence vectors" : "this model's pair head",
+              " is not one");
+  auto index = std::make_unique<LexicalIndex>(corpus, options.progress && rank == 0);
+  scorer->lexical = index.get();
+  scorer->lexical_weight = w;
+  std::ostringstream name;
+  name << "hybrid: " << (1 - w) << " x dense cosine + " << w << " x TF-IDF cosine";
+  *score = name.str();
+  return index;
+}
 
 // Every rank scores pairs i % world == rank; the scores meet in an all-reduce.
 std::vector<double> PairScores(const Scorer& scorer, const std::vector<data::LabelledPair>& pairs,
@@ -206,12 +236,14 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
           ": write the vectors in corpus order");
     }
   }
-  const Scorer scorer{nullptr, file.Vectors(0, file.size()).to(torch::kFloat64), {}, false};
+  Scorer scorer{nullptr, file.Vectors(0, file.size()).to(torch::kFloat64), {}, false};
+  std::string score = "cosine";
+  const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, communicator.rank(), &score);
   nlohmann::json metrics = {{"model", file.model()},
                             {"kind", file.kind()},
                             {"corpus", options.corpus},
                             {"embeddings", options.embeddings},
-                            {"score", "cosine"}};
+                            {"score", score}};
   return Score(scorer, options, corpus, std::move(metrics), communicator);
 }
 
@@ -247,11 +279,13 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& com
   if (model->cosine()) vectors = vectors.to(torch::kFloat64);
   Scorer scorer{model.get(), vectors, {}, options.sdr_normalize};
   if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
+  std::string score = scorer.hierarchical() ? "sdr hierarchical" : "pair logit";
+  const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, communicator.rank(), &score);
   nlohmann::json metrics = {{"model", options.model},
                             {"kind", info.config.kind},
                             {"corpus", options.corpus},
                             {"embeddings", embeddings},
-                            {"score", scorer.hierarchical() ? "sdr hierarchical" : "pair logit"}};
+                            {"score", score}};
   return Score(scorer, options, corpus, std::move(metrics), communicator);
 }
 

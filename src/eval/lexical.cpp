@@ -1,0 +1,106 @@
+// Sparse TF-IDF vectors of a corpus and their cosines (lexical.h).
+#include "eval/lexical.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <ATen/Parallel.h>
+
+#include "console/progress.h"
+
+namespace docmatch::eval {
+
+LexicalIndex::LexicalIndex(const data::Corpus& corpus, bool progress) {
+  const int64_t N = corpus.num_documents();
+  vocab_ = corpus.manifest().vocab_size;
+  console::ProgressBar bar("[eval] TF-IDF index", N, "docs", "", progress);
+  // Pass 1: each document's distinct tokens with their counts; document frequencies.
+  std::vector<int64_t> df(vocab_, 0);
+  std::vector<int64_t> counts;  // parallel to columns_ until the weights replace them
+  row_begin_.assign(1, 0);
+  std::vector<int32_t> tokens;
+  for (int64_t d = 0; d < N; ++d) {
+    tokens = corpus.Get(d).tokens;
+    std::sort(tokens.begin(), tokens.end());
+    for (size_t i = 0; i < tokens.size();) {
+      size_t j = i;
+      while (j < tokens.size() && tokens[j] == tokens[i]) ++j;
+      TORCH_CHECK(tokens[i] >= 0 && tokens[i] < vocab_, "[eval] document ", corpus.Get(d).id, " holds token id ",
+                  tokens[i], " outside the corpus vocabulary of ", vocab_);
+      columns_.push_back(tokens[i]);
+      counts.push_back(static_cast<int64_t>(j - i));
+      ++df[tokens[i]];
+      i = j;
+    }
+    row_begin_.push_back(static_cast<int64_t>(columns_.size()));
+    bar.Add(1);
+  }
+  bar.Finish();
+  // Pass 2: weights, normalised per row.
+  values_.resize(columns_.size());
+  for (int64_t d = 0; d < N; ++d) {
+    double norm = 0;
+    for (int64_t k = row_begin_[d]; k < row_begin_[d + 1]; ++k) {
+      const double idf = std::log((1.0 + N) / (1.0 + df[columns_[k]])) + 1.0;
+      values_[k] = (1.0 + std::log(static_cast<double>(counts[k]))) * idf;
+      norm += values_[k] * values_[k];
+    }
+    norm = std::sqrt(norm);
+    for (int64_t k = row_begin_[d]; k < row_begin_[d + 1]; ++k) values_[k] /= norm > 0 ? norm : 1.0;
+  }
+}
+
+torch::Tensor LexicalIndex::Scores(const std::vector<int64_t>& queries) const {
+  const int64_t Q = static_cast<int64_t>(queries.size()), N = size();
+  constexpr int64_t kColumns = 64;  // queries per pass: a dense (V, 64) block of their weights
+  torch::Tensor scores = torch::zeros({Q, N}, torch::kFloat64);
+  double* out = scores.data_ptr<double>();
+  std::vector<double> dense;
+  for (int64_t begin = 0; begin < Q; begin += kColumns) {
+    const int64_t n = std::min(kColumns, Q - begin);
+    dense.assign(static_cast<size_t>(vocab_ * n), 0.0);  // (V, n): token t of query q at t * n + q
+    for (int64_t q = 0; q < n; ++q) {
+      const int64_t doc = queries[begin + q];
+      TORCH_CHECK(doc >= 0 && doc < N, "[eval] no document ", doc, " in the TF-IDF index");
+      for (int64_t k = row_begin_[doc]; k < row_begin_[doc + 1]; ++k) dense[columns_[k] * n + q] = values_[k];
+    }
+    // Each document's sparse row against the block's queries.
+    at::parallel_for(0, N, 64, [&](int64_t first, int64_t last) {
+      std::vector<double> row(n);
+      for (int64_t d = first; d < last; ++d) {
+        std::fill(row.begin(), row.end(), 0.0);
+        for (int64_t k = row_begin_[d]; k < row_begin_[d + 1]; ++k) {
+          const double w = values_[k];
+          const double* column = dense.data() + columns_[k] * n;
+          for (int64_t q = 0; q < n; ++q) row[q] += w * column[q];
+        }
+        for (int64_t q = 0; q < n; ++q) out[(begin + q) * N + d] = row[q];
+      }
+    });
+  }
+  return scores;  // (Q, N)
+}
+
+double LexicalIndex::Score(int64_t a, int64_t b) const {
+  double dot = 0;
+  int64_t i = row_begin_[a], j = row_begin_[b];
+  while (i < row_begin_[a + 1] && j < row_begin_[b + 1]) {
+    if (columns_[i] < columns_[j]) {
+      ++i;
+    } else if (columns_[j] < columns_[i]) {
+      ++j;
+    } else {
+      dot += values_[i++] * values_[j++];
+    }
+  }
+  return dot;
+}
+
+std::vector<std::pair<int32_t, double>> LexicalIndex::Vector(int64_t d) const {
+  std::vector<std::pair<int32_t, double>> out;
+  for (int64_t k = row_begin_[d]; k < row_begin_[d + 1]; ++k)
+    out.emplace_back(static_cast<int32_t>(columns_[k]), values_[k]);
+  return out;
+}
+
+}  // namespace docmatch::eval
