@@ -16,6 +16,12 @@ ROWS = [("smith-np", "SMITH-NP (no pre-training)"), ("smith-wp", "SMITH-WP"), ("
         ("smith-short", "SMITH-Short (4x128, MiniLM init)"), ("match-bert-minilm", "MatchBERT (256, MiniLM init)"),
         ("match-bert-minilm-zeroshot", "MatchBERT (256, MiniLM init), no fine-tuning"),
         ("match-bert-minilm-contrastive", "MatchBERT (256, MiniLM init), contrastive fine-tuning"),
+        ("match-bert-minilm-docsplit-nolabels", "MatchBERT (256, MiniLM init), DocSplit on the corpus, no labels"),
+        ("match-bert-minilm-docsplit-contrastive", "MatchBERT (256, MiniLM init), DocSplit then contrastive"),
+        ("match-bert-minilm-contrastive-hybrid", "hybrid: contrastive MatchBERT + TF-IDF (w 0.5)"),
+        ("match-bert-minilm-docsplit-nolabels-hybrid", "hybrid, no labels: DocSplit MatchBERT + TF-IDF (w 0.5)"),
+        ("match-bert-minilm-zeroshot-hybrid", "hybrid, no labels: MiniLM import + TF-IDF (w 0.5)"),
+        ("tfidf-wordpiece", "docmatch TF-IDF over WordPiece tokens (eval --lexical-weight 1)"),
         ("st-minilm", "sentence-transformers all-MiniLM-L6-v2 (reference)"), ("tfidf", "TF-IDF cosine (reference)")]
 
 

@@ -12,7 +12,11 @@
 # 128 tokens, the sentence encoder from MiniLM) and match-bert-minilm (the
 # first 256 tokens); match-bert-minilm-contrastive fine-tunes the latter's
 # import with the contrastive loss instead of BCE, and match-bert-minilm-zeroshot
-# evaluates that import without fine-tuning. The reference rows st-minilm (sentence-transformers, first
+# evaluates that import without fine-tuning. match-bert-minilm-docsplit-nolabels
+# trains the import further with DocSplit on the articles (no labels), and
+# match-bert-minilm-docsplit-contrastive fine-tunes that contrastively. Rows
+# ending in -hybrid rank with the dense row's vectors fused with docmatch's
+# TF-IDF (eval --lexical-weight 0.5); tfidf-wordpiece is that TF-IDF alone. The reference rows st-minilm (sentence-transformers, first
 # 4 windows of 256) and tfidf are vectors made outside docmatch
 # (scripts/baselines/) scored by `docmatch eval --embeddings`.
 #
@@ -53,12 +57,25 @@ finetune() {  # row (--init folder | --model yaml)
     --warmup-steps 60 --decay-steps 600 --validate-every 50 --checkpoint-every 200 --log-every 50 --seed 1 \
     --fresh "${quiet[@]}"
 }
-evaluate() {  # row model-folder [corpus]; without a model folder, the row's vectors.h5
-  local what=(--model "$2")
+evaluate() {  # row model-folder [corpus [eval flags...]]; without a model folder, the row's vectors.h5
+  local name=$1 what=(--model "$2")
   [ -n "$2" ] || what=(--embeddings "$out/$1/vectors.h5")
-  "${docmatch[@]}" eval "${what[@]}" --corpus "${3:-$corpus}" --valid-pairs $data/pairs.valid.jsonl \
+  local on=${3:-$corpus}
+  shift $(($# < 3 ? $# : 3))
+  "${docmatch[@]}" eval "${what[@]}" --corpus "$on" --valid-pairs $data/pairs.valid.jsonl \
     --test-pairs $data/pairs.test.jsonl --relevance $data/relevance.jsonl --max-queries 500 --seed 1 \
-    --output "$out/$1" "${quiet[@]}"
+    --output "$out/$name" "${quiet[@]}" "$@"
+}
+hybrid() {  # row dense-row: the dense row's model and vectors, fused with the TF-IDF cosine at weight 0.5
+  local dense=$2 folder
+  folder=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"])' "$out/$dense/metrics.json")
+  evaluate "$1" "$folder" $wp_corpus --embeddings "$out/$dense/embeddings.h5" --lexical-weight 0.5
+}
+minilm_docsplit() {  # MiniLM -> DocSplit on the articles, no labels (configs/wikispeedia/match-bert-minilm-docsplit.yaml)
+  build/src/docmatch import-hf "$minilm" --config "$models/match-bert-minilm.yaml"
+  [ -e "$ckpt/match-bert-minilm-docsplit-pretrain/latest/config.json" ] ||
+    "${docmatch[@]}" pretrain --config "$models/match-bert-minilm-docsplit.yaml" --corpus $wp_corpus \
+      --init "$ckpt/match-bert-minilm-import" --fresh "${quiet[@]}"
 }
 from_minilm() {  # row [import row]: import (configs/wikispeedia/<import row>.yaml, default the row's own),
                 #   prepare the WordPiece corpus once, fine-tune with configs/wikispeedia/<row>.yaml
@@ -83,6 +100,18 @@ row() {
     sdr)         pretrain "$1" sdr sdr && evaluate "$1" "$ckpt/$1-pretrain/latest" && return ;;
     smith-short | match-bert-minilm) from_minilm "$1" && return ;;
     match-bert-minilm-contrastive) from_minilm "$1" match-bert-minilm && return ;;
+    match-bert-minilm-docsplit-nolabels) minilm_docsplit &&
+                 evaluate "$1" "$ckpt/match-bert-minilm-docsplit-pretrain/latest" $wp_corpus && return ;;
+    match-bert-minilm-docsplit-contrastive) minilm_docsplit &&
+                 "${docmatch[@]}" finetune --config "$models/match-bert-minilm-contrastive.yaml" --corpus $wp_corpus \
+                   --init "$ckpt/match-bert-minilm-docsplit-pretrain/latest" --run "$ckpt/$1-finetune" --fresh \
+                   "${quiet[@]}" &&
+                 evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus && return ;;
+    match-bert-minilm-contrastive-hybrid | match-bert-minilm-docsplit-nolabels-hybrid | match-bert-minilm-zeroshot-hybrid)
+                 hybrid "$1" "${1%-hybrid}" && return ;;
+    tfidf-wordpiece)  # docmatch's own TF-IDF over the WordPiece corpus alone (eval --lexical-weight 1)
+                 evaluate "$1" "$ckpt/match-bert-minilm-import" $wp_corpus \
+                   --embeddings "$out/match-bert-minilm-zeroshot/embeddings.h5" --lexical-weight 1 && return ;;
     match-bert-minilm-zeroshot)  # the import itself, no fine-tuning
                  build/src/docmatch import-hf "$minilm" --config "$models/match-bert-minilm.yaml" &&
                  evaluate "$1" "$ckpt/match-bert-minilm-import" $wp_corpus && return ;;
@@ -92,7 +121,11 @@ row() {
     tfidf)       "$python" scripts/baselines/tfidf-embed.py --corpus $corpus --articles $data/articles.jsonl \
                    --output "$out/$1/vectors.h5" && evaluate "$1" "" && return ;;
     *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr" \
-            "smith-short match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive st-minilm tfidf)" >&2
+            "smith-short match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive" \
+            "match-bert-minilm-docsplit-nolabels match-bert-minilm-docsplit-contrastive" \
+            "match-bert-minilm-contrastive-hybrid match-bert-minilm-docsplit-nolabels-hybrid" \
+            "match-bert-minilm-zeroshot-hybrid tfidf-wordpiece" \
+            "st-minilm tfidf)" >&2
        exit 2 ;;
   esac
   evaluate "$1" "$ckpt/$1-finetune/best"
@@ -100,8 +133,11 @@ row() {
 
 rows=("$@")
 [ ${#rows[@]} -gt 0 ] || rows=(smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr smith-short
-                               match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive st-minilm
-                               tfidf)
+                               match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive
+                               match-bert-minilm-docsplit-nolabels match-bert-minilm-docsplit-contrastive
+                               match-bert-minilm-contrastive-hybrid match-bert-minilm-docsplit-nolabels-hybrid
+                               match-bert-minilm-zeroshot-hybrid
+                               tfidf-wordpiece st-minilm tfidf)
 for r in "${rows[@]}"; do
   if [ -s "$out/$r/metrics.json" ]; then
     echo "[results] $r: $out/$r/metrics.json exists, skipped"
