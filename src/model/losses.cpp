@@ -94,13 +94,14 @@ torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& cand
 
 torch::Tensor ContrastivePairLoss(const torch::Tensor& queries, const torch::Tensor& candidates,
                                   const torch::Tensor& positive, const torch::Tensor& excluded, double temperature,
-                                  bool sum) {
+                                  bool sum, torch::Tensor* scores) {
   namespace F = torch::nn::functional;
   const auto unit = F::NormalizeFuncOptions().dim(-1);
-  const torch::Tensor scores =
-      torch::matmul(F::normalize(queries, unit), F::normalize(candidates, unit).t()) / temperature;  // (Q, N)
-  return F::cross_entropy(scores.masked_fill(excluded, -std::numeric_limits<double>::infinity()), positive,
-                          CrossEntropy(sum));
+  const torch::Tensor logits =
+      (torch::matmul(F::normalize(queries, unit), F::normalize(candidates, unit).t()) / temperature)
+          .masked_fill(excluded, -std::numeric_limits<double>::infinity());  // (Q, N)
+  if (scores) *scores = logits.detach();
+  return F::cross_entropy(logits, positive, CrossEntropy(sum));
 }
 
 torch::Tensor SdrContrastiveLoss(const torch::Tensor& anchors, const torch::Tensor& candidates,

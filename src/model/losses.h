@@ -49,9 +49,11 @@ torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& cand
 // candidate (N, C) by cosine / temperature, candidates where `excluded`
 // (Q, N) is true are left out (other copies of the query's own document or of
 // its positive), and softmax cross-entropy takes `positive` (Q,) as the target.
+// With `scores`, the masked logits (Q, N) it computed are written there,
+// detached (excluded entries -inf), for metrics on the same pass.
 torch::Tensor ContrastivePairLoss(const torch::Tensor& queries, const torch::Tensor& candidates,
                                   const torch::Tensor& positive, const torch::Tensor& excluded, double temperature,
-                                  bool sum = false);
+                                  bool sum = false, torch::Tensor* scores = nullptr);
 
 // SDR's cosine contrastive loss (Ginzburg et al. 2021, §3.2): anchor i (B, C)
 // meets candidate pair[i] of (N, C); label 1 pulls the cosine to 1 (loss

@@ -61,21 +61,13 @@ std::pair<torch::Tensor, double> ContrastiveSums(const ContrastivePairs& local, 
   const torch::Tensor sources_out = ((column(pool.source_ids) == my_source) | (column(pool.source_ids) == my_target) |
                                      (column(pool.target_ids) == my_target)) &
                                     ~own_pair;
-  const torch::Tensor loss =
-      model::ContrastivePairLoss(local.sources, forward_candidates, mine, forward_out, temperature, /*sum=*/true) +
-      model::ContrastivePairLoss(local.targets, pool.sources, mine, sources_out, temperature, /*sum=*/true);
-  double top1 = 0;
-  {
-    torch::NoGradGuard no_grad;
-    namespace F = torch::nn::functional;
-    const auto unit = F::NormalizeFuncOptions().dim(-1);
-    const auto best = [&](const torch::Tensor& q, const torch::Tensor& c, const torch::Tensor& out) {
-      const torch::Tensor scores = torch::matmul(F::normalize(q, unit), F::normalize(c, unit).t());
-      return scores.masked_fill(out, -2.0).argmax(1).eq(mine).sum().item<double>();
-    };
-    top1 = best(local.sources, forward_candidates, forward_out) + best(local.targets, pool.sources, sources_out);
-  }
-  return {loss, top1};
+  torch::Tensor forward_scores, backward_scores;  // the masked logits of both directions
+  const torch::Tensor loss = model::ContrastivePairLoss(local.sources, forward_candidates, mine, forward_out,
+                                                        temperature, /*sum=*/true, &forward_scores) +
+                             model::ContrastivePairLoss(local.targets, pool.sources, mine, sources_out, temperature,
+                                                        /*sum=*/true, &backward_scores);
+  const auto top1 = [&](const torch::Tensor& scores) { return scores.argmax(1).eq(mine).sum().item<double>(); };
+  return {loss, top1(forward_scores) + top1(backward_scores)};
 }
 
 // Every rank's ids, in rank order, with the row counts of their vectors.
@@ -191,7 +183,7 @@ Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& vi
   const bool lm = lm_weight != 0;
   return DocSplitViews(out.vectors,
                        lm ? model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true) : torch::Tensor(),
-                       out.lm_labels.size(0), communicator, temperature, lm_weight);
+                       lm ? out.lm_labels.size(0) : 0, communicator, temperature, lm_weight);
 }
 
 Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, const torch::Device& device,
