@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   const docmatch::data::MaskOptions masks =
       docmatch::data::PretrainingMasks(corpus->manifest().vocab_size, options.seed, /*sentence_blocks=*/!docsplit);
   const auto build = [&](const std::vector<const docmatch::data::Document*>& docs, int64_t epoch) {
-    return docsplit ? docmatch::data::BuildDocSplitBatch(docs, blocks, masks, masks.seed, epoch)
+    return docsplit ? docmatch::data::BuildDocSplitBatch(docs, blocks, &masks, masks.seed, epoch)
                     : docmatch::data::BuildBlockBatch(docs, blocks, &masks, epoch);
   };
   const auto start = std::chrono::steady_clock::now();

@@ -343,11 +343,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
       *model,
       [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
         if (!docsplit) return data::BuildBlockBatch(docs, blocks, &masks, epoch);
-        if (word_masks) return data::BuildDocSplitBatch(docs, blocks, masks, options.seed, epoch);
-        const std::vector<data::Document> halves = data::SplitDocuments(docs, options.seed, epoch);
-        std::vector<const data::Document*> views;
-        for (const data::Document& half : halves) views.push_back(&half);
-        return data::BuildBlockBatch(views, blocks, nullptr, epoch);
+        return data::BuildDocSplitBatch(docs, blocks, word_masks ? &masks : nullptr, options.seed, epoch);
       },
       [&](const data::BlockBatch& batch) {
         const model::BlockTensors tensors = model::ToTensors(batch, device);

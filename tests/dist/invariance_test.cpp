@@ -139,7 +139,7 @@ TEST(WorldSizeInvariance, DocSplit) {
         auto& model = dynamic_cast<model::SmithPretrainingImpl&>(m);
         data::MaskOptions masks = Masks();
         masks.masked_blocks = 0;
-        const auto batch = data::BuildDocSplitBatch(Range(begin, end), {8, 12}, masks, /*seed=*/3, /*epoch=*/0);
+        const auto batch = data::BuildDocSplitBatch(Range(begin, end), {8, 12}, &masks, /*seed=*/3, /*epoch=*/0);
         model::SmithPretraining holder(std::shared_ptr<model::SmithPretrainingImpl>(&model, [](auto*) {}));
         return train::DocSplit(holder, model::ToTensors(batch, torch::kCPU), comm);
       });

@@ -59,7 +59,7 @@ TEST(DocSplit, SmithObjectiveGivesGradientsAndLearns) {
   data::MaskOptions masks;
   masks.vocab_size = c.vocab_size;
   masks.masked_blocks = 0;
-  const data::BlockBatch batch = data::BuildDocSplitBatch(documents, {8, 16}, masks, /*seed=*/1, /*epoch=*/0);
+  const data::BlockBatch batch = data::BuildDocSplitBatch(documents, {8, 16}, &masks, /*seed=*/1, /*epoch=*/0);
   ASSERT_EQ(batch.B, 12);
   const BlockTensors t = ToTensors(batch, torch::kCPU);
 

@@ -51,14 +51,15 @@ std::pair<Document, Document> SplitDocument(const Document& document, uint64_t s
   return {Subset(document, first), Subset(document, second)};
 }
 
+namespace {
+
+// The 2B views of B documents: every first half, then every second half.
 std::vector<Document> SplitDocuments(const std::vector<const Document*>& documents, uint64_t seed, int64_t epoch) {
   const size_t B = documents.size();
   std::vector<Document> halves(2 * B);
   for (size_t i = 0; i < B; ++i) std::tie(halves[i], halves[B + i]) = SplitDocument(*documents[i], seed, epoch);
   return halves;
 }
-
-namespace {
 
 // Pointers to the halves and their view numbers (0 for first halves, 1 for second).
 std::pair<std::vector<const Document*>, std::vector<uint64_t>> Views(const std::vector<Document>& halves) {
@@ -72,10 +73,10 @@ std::pair<std::vector<const Document*>, std::vector<uint64_t>> Views(const std::
 }  // namespace
 
 BlockBatch BuildDocSplitBatch(const std::vector<const Document*>& documents, const BlockOptions& blocks,
-                              const MaskOptions& masks, uint64_t seed, int64_t epoch) {
+                              const MaskOptions* masks, uint64_t seed, int64_t epoch) {
   const std::vector<Document> halves = SplitDocuments(documents, seed, epoch);
   const auto [views, numbers] = Views(halves);
-  return BuildBlockBatch(views, blocks, &masks, epoch, numbers);
+  return BuildBlockBatch(views, blocks, masks, epoch, numbers);
 }
 
 FlatBatch BuildFlatDocSplitBatch(const std::vector<const Document*>& documents, const FlatOptions& flat,

@@ -19,14 +19,12 @@ namespace docmatch::data {
 // same sentence twice), so both views always exist.
 std::pair<Document, Document> SplitDocument(const Document& document, uint64_t seed, int64_t epoch);
 
-// The 2B views of B documents: every first half, then every second half.
-std::vector<Document> SplitDocuments(const std::vector<const Document*>& documents, uint64_t seed, int64_t epoch);
-
 // The DocSplit batch of B documents: 2B views, every document's first half
 // then every second half (view i's partner is i + B), each half drawing its
-// LM masks from its own stream. `seed` keys the split.
+// LM masks from its own stream, or unmasked when `masks` is null. `seed`
+// keys the split.
 BlockBatch BuildDocSplitBatch(const std::vector<const Document*>& documents, const BlockOptions& blocks,
-                              const MaskOptions& masks, uint64_t seed, int64_t epoch);
+                              const MaskOptions* masks, uint64_t seed, int64_t epoch);
 // The same views as flat rows for MatchBERT (documents = 2B, view i's partner
 // i + B), with the word LM's masks when `masks` is given (one stream per
 // half), unmasked otherwise.

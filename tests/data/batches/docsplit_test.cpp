@@ -80,7 +80,7 @@ TEST(BuildDocSplitBatch, FirstHalvesThenSecondHalvesWithSeparateMaskStreams) {
   for (int i = 0; i < 3; ++i) docs.push_back(testing::SyntheticDocument(i, 40));
   MaskOptions masks;
   masks.vocab_size = 1005;
-  const BlockBatch batch = BuildDocSplitBatch({&docs[0], &docs[1], &docs[2]}, {8, 12}, masks, 5, 2);
+  const BlockBatch batch = BuildDocSplitBatch({&docs[0], &docs[1], &docs[2]}, {8, 12}, &masks, 5, 2);
   ASSERT_EQ(batch.B, 6);
   EXPECT_EQ(batch.document_index, (std::vector<int64_t>{0, 1, 2, 0, 1, 2}));
   // Same as building the halves by hand, view 0 for first halves and 1 for second.
@@ -92,6 +92,11 @@ TEST(BuildDocSplitBatch, FirstHalvesThenSecondHalvesWithSeparateMaskStreams) {
   const BlockBatch expected = BuildBlockBatch(views, {8, 12}, &masks, 2, {0, 0, 0, 1, 1, 1});
   EXPECT_EQ(batch.tokens, expected.tokens);
   EXPECT_EQ(batch.lm_labels, expected.lm_labels);
+  // Without masks: the same halves, clean, nothing to predict.
+  const BlockBatch clean = BuildDocSplitBatch({&docs[0], &docs[1], &docs[2]}, {8, 12}, nullptr, 5, 2);
+  EXPECT_EQ(clean.tokens, BuildBlockBatch(views, {8, 12}, nullptr, 2).tokens);
+  EXPECT_NE(clean.tokens, batch.tokens);
+  EXPECT_TRUE(std::all_of(clean.lm_labels.begin(), clean.lm_labels.end(), [](int32_t l) { return l == kIgnoreLabel; }));
 }
 
 TEST(BuildFlatBatch, WordMasksOnRealTokensOnlyKeyedByDocumentAcrossWindows) {
