@@ -49,7 +49,7 @@ class MatchBertModel : public DocumentModel {
   int64_t dimension() const override { return config().match_bert.hidden; }
   torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
     const data::FlatBatch batch = data::BuildFlatBatch(documents, config().match_bert.Flat());
-    return encoder_->Documents(batch, static_cast<int64_t>(documents.size()), device);
+    return encoder_->Documents(batch, device);
   }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override {
     return CosineLogits(a, b, config().match_bert.amplifier);

@@ -42,18 +42,17 @@ torch::Tensor FlatEncoderImpl::Pool(const torch::Tensor& states, const torch::Te
 
 torch::Tensor FlatEncoderImpl::forward(const torch::Tensor& tokens) { return Pool(Encode(tokens), tokens); }
 
-torch::Tensor FlatEncoderImpl::AverageWindows(const torch::Tensor& rows, const data::FlatBatch& batch,
-                                              int64_t documents) {
+torch::Tensor FlatEncoderImpl::AverageWindows(const torch::Tensor& rows, const data::FlatBatch& batch) {
   namespace F = torch::nn::functional;
-  if (batch.B == documents) return rows;
+  if (batch.B == batch.documents) return rows;
   const torch::Tensor owner = torch::tensor(batch.row_document, torch::kLong).to(rows.device());
   const torch::Tensor sums =
-      torch::zeros({documents, rows.size(1)}, rows.options()).index_add_(0, owner, rows);  // mean up to scale
+      torch::zeros({batch.documents, rows.size(1)}, rows.options()).index_add_(0, owner, rows);  // mean up to scale
   return F::normalize(sums, F::NormalizeFuncOptions().dim(-1));
 }
 
-torch::Tensor FlatEncoderImpl::Documents(const data::FlatBatch& batch, int64_t documents, const torch::Device& device) {
-  return AverageWindows(forward(ToTensor(batch, device)), batch, documents);
+torch::Tensor FlatEncoderImpl::Documents(const data::FlatBatch& batch, const torch::Device& device) {
+  return AverageWindows(forward(ToTensor(batch, device)), batch);
 }
 
 FlatPretrainingImpl::FlatPretrainingImpl(FlatEncoder shared, const MatchBertConfig& config) {
@@ -71,7 +70,7 @@ FlatPretrainingImpl::Outputs FlatPretrainingImpl::forward(const data::FlatBatch&
   const torch::Tensor tokens = ToTensor(batch, device);
   const torch::Tensor states = encoder->Encode(tokens);  // (B, T, C)
   Outputs out;
-  out.vectors = FlatEncoderImpl::AverageWindows(encoder->Pool(states, tokens), batch, batch.documents);
+  out.vectors = FlatEncoderImpl::AverageWindows(encoder->Pool(states, tokens), batch);
   if (!batch.lm_labels.empty()) {
     const torch::Tensor labels =
         torch::from_blob(const_cast<int32_t*>(batch.lm_labels.data()), {batch.B * batch.T}, torch::kInt32)

@@ -42,14 +42,14 @@ class FlatEncoderImpl : public torch::nn::Module {
   explicit FlatEncoderImpl(const MatchBertConfig& config);
   // tokens (B, T) -> unit row vectors (B, C)
   torch::Tensor forward(const torch::Tensor& tokens);
-  // A batch -> unit document vectors (D, C), windows of a document averaged.
-  torch::Tensor Documents(const data::FlatBatch& batch, int64_t documents, const torch::Device& device);
+  // A batch -> unit document vectors (batch.documents, C), windows of a document averaged.
+  torch::Tensor Documents(const data::FlatBatch& batch, const torch::Device& device);
   // tokens (B, T) -> token states (B, T, C)
   torch::Tensor Encode(const torch::Tensor& tokens);
   // Token states (B, T, C) of `tokens` -> unit row vectors (B, C): the pooling.
   torch::Tensor Pool(const torch::Tensor& states, const torch::Tensor& tokens);
-  // Unit row vectors (B, C) of a batch -> unit document vectors (documents, C).
-  static torch::Tensor AverageWindows(const torch::Tensor& rows, const data::FlatBatch& batch, int64_t documents);
+  // Unit row vectors (B, C) of a batch -> unit document vectors (batch.documents, C).
+  static torch::Tensor AverageWindows(const torch::Tensor& rows, const data::FlatBatch& batch);
   void set_kernel(AttentionKernel kernel) { encoder_->set_kernel(kernel); }
   const MatchBertConfig& config() const { return config_; }
 

@@ -82,7 +82,7 @@ TEST(MatchBert, MeanPoolingAndChunkAveraging) {
   const data::Document a = data::testing::SyntheticDocument(2), b = data::testing::SyntheticDocument(3);
   const data::FlatBatch batch = data::BuildFlatBatch({&a, &b}, c.Flat());
   ASSERT_GT(batch.B, 2);  // windows to average
-  const torch::Tensor documents = encoder->Documents(batch, 2, torch::kCPU);
+  const torch::Tensor documents = encoder->Documents(batch, torch::kCPU);
   // Second formulation, in float64 by hand: each window alone, the mean of
   // its real tokens' states, normalised; the document the normalised mean.
   const torch::Tensor states = encoder->Encode(ToTensor(batch, torch::kCPU)).to(torch::kDouble);
@@ -152,7 +152,7 @@ TEST(FlatPretraining, WordLmEqualsAHandFormulationInFloat64AndVectorsEqualTheEnc
   const data::FlatBatch batch = data::BuildFlatBatch({&docs[0], &docs[1], &docs[2]}, c.Flat(), masks, 0);
   const auto out = model->forward(batch, torch::kCPU);
   // Vectors: the encoder's document vectors of the same (masked) rows.
-  EXPECT_TRUE(torch::allclose(out.vectors, model->encoder->Documents(batch, 3, torch::kCPU), 1e-12, 1e-12));
+  EXPECT_TRUE(torch::allclose(out.vectors, model->encoder->Documents(batch, torch::kCPU), 1e-12, 1e-12));
   // LM: BERT's head by hand over every labelled position.
   std::map<std::string, torch::Tensor> p;
   for (const auto& item : model->named_parameters()) p[item.key()] = item.value();

@@ -23,7 +23,7 @@ struct FlatBatch {
   std::vector<int64_t> row_document;    // (B,) each row's position in the input documents
   std::vector<int32_t> lm_labels;       // (B, T) original id where the word LM predicts, else kIgnoreLabel;
                                         // empty without masks
-  int64_t documents = 0;                // input documents (rows > documents with chunks)
+  int64_t documents = 0;                // input documents (fewer than B rows with chunks)
   int64_t real_tokens = 0;
 };
 
