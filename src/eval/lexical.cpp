@@ -96,11 +96,4 @@ double LexicalIndex::Score(int64_t a, int64_t b) const {
   return dot;
 }
 
-std::vector<std::pair<int32_t, double>> LexicalIndex::Vector(int64_t d) const {
-  std::vector<std::pair<int32_t, double>> out;
-  for (int64_t k = row_begin_[d]; k < row_begin_[d + 1]; ++k)
-    out.emplace_back(static_cast<int32_t>(columns_[k]), values_[k]);
-  return out;
-}
-
 }  // namespace docmatch::eval

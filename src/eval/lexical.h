@@ -35,8 +35,6 @@ class LexicalIndex {
   torch::Tensor Scores(const std::vector<int64_t>& queries) const;
   // Cosine of documents a and b.
   double Score(int64_t a, int64_t b) const;
-  // Document d's vector as (token id, weight) pairs, ids ascending.
-  std::vector<std::pair<int32_t, double>> Vector(int64_t d) const;
 
  private:
   int64_t vocab_ = 0;
