@@ -22,16 +22,13 @@ import random
 import shutil
 import subprocess
 import sys
-import tarfile
 
 import h5py
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "wikispeedia", "plaintext_articles.tar.gz"))
-MODEL = os.path.join(os.environ.get("DOCMATCH_MODELS", os.path.expanduser("~/.cache/docmatch/models")),
-                     "all-minilm-l6-v2")
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")))
+from real_data import MINILM as MODEL, ROOT, WIKISPEEDIA, skip_without, write_articles  # noqa: E402
+
 sys.path.insert(0, os.path.join(ROOT, "scripts", "baselines"))
 from docmatch_vectors import write_embeddings  # noqa: E402
 
@@ -43,18 +40,11 @@ def read_vectors(path):
 
 def main():
     docmatch, scratch = sys.argv[1:3]
-    if not os.path.exists(DATA):
-        print(f"skipped: no Wikispeedia plaintext at {DATA}")
-        sys.exit(77)
+    skip_without(WIKISPEEDIA)
     shutil.rmtree(scratch, ignore_errors=True)
     os.makedirs(scratch)
     articles = os.path.join(scratch, "articles.jsonl")
-    with tarfile.open(DATA) as archive, open(articles, "w", encoding="utf-8") as out:
-        members = sorted((m for m in archive.getmembers() if m.name.endswith(".txt")), key=lambda m: m.name)
-        for member in random.Random(3).sample(members, 40):
-            text = archive.extractfile(member).read().decode("utf-8", errors="replace")
-            name = os.path.basename(member.name)[:-4]
-            out.write(json.dumps({"id": name, "title": name, "text": text}) + "\n")
+    write_articles(articles, 40, seed=3)
 
     model, corpus = os.path.join(scratch, "minilm"), os.path.join(scratch, "corpus")
     run = lambda *args: subprocess.run([docmatch, *args], check=True, stdout=subprocess.DEVNULL)  # noqa: E731

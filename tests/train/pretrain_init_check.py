@@ -21,17 +21,15 @@ usage: pretrain_init_check.py DOCMATCH SCRATCH_DIR
 """
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
-import tarfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "wikispeedia", "plaintext_articles.tar.gz"))
-MODEL = os.path.join(os.environ.get("DOCMATCH_MODELS", os.path.expanduser("~/.cache/docmatch/models")),
-                     "all-minilm-l6-v2")
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")))
+from real_data import MINILM as MODEL, WIKISPEEDIA, skip_without, write_articles  # noqa: E402
 
 
 def first_line(metrics, key):
@@ -45,19 +43,11 @@ def first_line(metrics, key):
 
 def main():
     docmatch, scratch = sys.argv[1:3]
-    for need in (DATA, MODEL):
-        if not os.path.exists(need):
-            print(f"skipped: {need} is missing")
-            sys.exit(77)
+    skip_without(WIKISPEEDIA, MODEL)
     shutil.rmtree(scratch, ignore_errors=True)
     os.makedirs(scratch)
     articles = os.path.join(scratch, "articles.jsonl")
-    with tarfile.open(DATA) as archive, open(articles, "w", encoding="utf-8") as out:
-        members = sorted((m for m in archive.getmembers() if m.name.endswith(".txt")), key=lambda m: m.name)
-        for member in random.Random(7).sample(members, 64):
-            text = archive.extractfile(member).read().decode("utf-8", errors="replace")
-            name = os.path.basename(member.name)[:-4]
-            out.write(json.dumps({"id": name, "title": name, "text": text}) + "\n")
+    write_articles(articles, 64, seed=7)
 
     def run(*args):
         proc = subprocess.run([docmatch, *args], capture_output=True, text=True)
@@ -85,10 +75,21 @@ def main():
     assert scratch_loss > 2.0, f"random weights gave DocSplit loss {scratch_loss}, expected near ln 31"
     assert pretrained < 0.25 * scratch_loss, f"from MiniLM {pretrained} is not far below random {scratch_loss}"
 
-    # The checkpoint is a model folder; continuing from it keeps the weights.
+    # The checkpoint is a model folder (`embed` gives a unit vector per article
+    # that a step of training moved away from the import's); continuing from
+    # it keeps the weights.
     checkpoint = os.path.join(runs["from-minilm"], "latest")
-    run("embed", "--model", checkpoint, "--corpus", corpus, "--output", os.path.join(scratch, "v.h5"),
-        "--no-progress")
+    vectors = {}
+    for name, folder in (("import", model), ("checkpoint", checkpoint)):
+        out = os.path.join(scratch, name + ".h5")
+        run("embed", "--model", folder, "--corpus", corpus, "--output", out, "--no-progress")
+        with h5py.File(out, "r") as f:
+            vectors[name] = f["vectors"][:].astype(np.float64)
+    v = vectors["checkpoint"]
+    assert v.shape == (64, imported["model"]["hidden"]), v.shape
+    assert np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
+    moved = float(np.abs(v - vectors["import"]).max())
+    assert 0 < moved < 0.5, f"one step at lr 2e-5 moved the vectors by {moved}"
     run("pretrain", *common, "--init", checkpoint, "--run", runs["continued"])
     continued = first_line(os.path.join(runs["continued"], "metrics.jsonl"), "train/infonce")["train/infonce"]
     assert continued < 0.25 * scratch_loss, (continued, scratch_loss)
@@ -110,7 +111,7 @@ def main():
     assert proc.returncode != 0 and "not both" in proc.stderr, proc.stderr[-2000:]
 
     print(json.dumps({"articles": 64, "docsplit_loss_from_minilm": pretrained, "docsplit_loss_from_random":
-                      scratch_loss, "docsplit_loss_continued": continued}))
+                      scratch_loss, "docsplit_loss_continued": continued, "max_vector_change_after_a_step": moved}))
 
 
 if __name__ == "__main__":
