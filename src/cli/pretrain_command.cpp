@@ -25,7 +25,7 @@ Command AddPretrainCommand(CLI::App* app) {
                           "from a pretrained encoder. Prepare the corpus with that folder's tokenizer.\n"
                           "  docmatch pretrain --corpus corpora/manpages --model configs/models/smith-tiny.yaml\n"
                           "  docmatch pretrain --corpus corpora/wiki-minilm --init checkpoints/minilm-import \\\n"
-                          "      --objective docsplit --lm-weight 0 --lr 2e-5\n"
+                          "      --objective docsplit --lm-weight 0 --lr 2e-5 --batch-size 256 --grad-cache 16\n"
                           "  mpirun -np 2 docmatch pretrain --config configs/pretrain-smith-tiny.yaml");
   auto o = std::make_shared<train::PretrainOptions>();
   auto flags = std::make_shared<DistributedFlags>();
@@ -46,6 +46,13 @@ Command AddPretrainCommand(CLI::App* app) {
   sub->add_option("--lm-weight", o->lm_weight,
                   "DocSplit: weight of the masked word LM term; 0 = none, and the halves are read unmasked "
                   "(a pretrained encoder has no LM head to keep)")
+      ->capture_default_str();
+  sub->add_option("--grad-cache", o->grad_cache,
+                  "DocSplit: gradient caching, N documents a chunk (0 = off). The batch is embedded N documents at a "
+                  "time without a graph, the loss over every rank's views gives each vector's gradient, and each "
+                  "chunk is run again to back-propagate it: the same loss and gradients as one pass, with one "
+                  "chunk's activations in memory, so --batch-size (the number of negatives) can be thousands")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--valid-corpus", o->valid_corpus,
                   "prepared corpus for the validation loss (prepare --tokenizer <corpus>/tokenizer.model)")

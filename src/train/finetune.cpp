@@ -11,6 +11,7 @@
 #include "data/corpus/random.h"
 #include "dist/gradient_synchronizer.h"
 #include "model/document_model.h"
+#include "train/grad_cache.h"
 #include "train/objectives.h"
 #include "train/training_run.h"
 
@@ -26,7 +27,8 @@ nlohmann::json OptionsJson(const FinetuneOptions& o) {
                {"model", o.model},
                {"loss", o.loss},
                {"temperature", o.temperature},
-               {"hard_negatives", o.hard_negatives}});
+               {"hard_negatives", o.hard_negatives},
+               {"grad_cache", o.grad_cache}});
   return json;
 }
 
@@ -97,13 +99,6 @@ std::vector<data::LabelledPair> Related(const std::vector<data::LabelledPair>& p
 // Vectors (in float32) of documents given by corpus index.
 torch::Tensor EmbedDocuments(model::DocumentModel& model, const data::Corpus& corpus, const std::vector<int64_t>& ids,
                              const torch::Device& device) {
-  // No documents (a rank whose sources have no labelled negatives): an empty
-  // leaf that still takes part in backward, so that the all-gather's backward
-  // all-reduce runs on every rank.
-  if (ids.empty()) {
-    return torch::zeros({0, model.dimension()}, torch::TensorOptions(device))
-        .requires_grad_(torch::GradMode::is_enabled());
-  }
   std::vector<data::Document> documents;
   for (int64_t id : ids) documents.push_back(corpus.Get(id));
   std::vector<const data::Document*> pointers;
@@ -111,30 +106,64 @@ torch::Tensor EmbedDocuments(model::DocumentModel& model, const data::Corpus& co
   return model.Embed(pointers, device).to(torch::kFloat);
 }
 
-// The contrastive batch of pairs [begin, end) of `pairs` taken in `order`.
-train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const data::Corpus& corpus,
-                                   const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order,
-                                   int64_t begin, int64_t end, const HardNegatives& hard, int64_t hard_count,
-                                   uint64_t seed, int64_t epoch, const torch::Device& device,
-                                   std::vector<int64_t>* documents) {
+// The documents of contrastive pairs [begin, end) of `pairs` taken in
+// `order`: their sources, targets, and the labelled negatives drawn for them.
+struct PairDocuments {
   std::vector<int64_t> sources, targets, negatives;
+  std::vector<int64_t> All() const {
+    std::vector<int64_t> all = sources;
+    all.insert(all.end(), targets.begin(), targets.end());
+    all.insert(all.end(), negatives.begin(), negatives.end());
+    return all;
+  }
+};
+PairDocuments DrawPairs(const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order, int64_t begin,
+                        int64_t end, const HardNegatives& hard, int64_t hard_count, uint64_t seed, int64_t epoch) {
+  PairDocuments drawn;
   for (int64_t i = begin; i < end; ++i) {
     const data::LabelledPair& p = pairs[order[i]];
-    sources.push_back(p.source);
-    targets.push_back(p.target);
-    for (int64_t n : hard.Draw(p.source, hard_count, seed, epoch, order[i])) negatives.push_back(n);
+    drawn.sources.push_back(p.source);
+    drawn.targets.push_back(p.target);
+    for (int64_t n : hard.Draw(p.source, hard_count, seed, epoch, order[i])) drawn.negatives.push_back(n);
   }
-  if (documents) {
-    for (const auto* ids : {&sources, &targets, &negatives})
-      documents->insert(documents->end(), ids->begin(), ids->end());
-  }
+  return drawn;
+}
+
+// Their vectors, from one pass of the encoder over all of them.
+train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const data::Corpus& corpus,
+                                   const PairDocuments& documents, const torch::Device& device) {
+  const torch::Tensor vectors = EmbedDocuments(model, corpus, documents.All(), device);
+  const int64_t b = static_cast<int64_t>(documents.sources.size());
+  const int64_t h = static_cast<int64_t>(documents.negatives.size());
   const auto ids = [&](const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong).to(device); };
-  return {EmbedDocuments(model, corpus, sources, device),
-          EmbedDocuments(model, corpus, targets, device),
-          ids(sources),
-          ids(targets),
-          EmbedDocuments(model, corpus, negatives, device),
-          ids(negatives)};
+  return {vectors.narrow(0, 0, b), vectors.narrow(0, b, b),     ids(documents.sources),
+          ids(documents.targets),  vectors.narrow(0, 2 * b, h), ids(documents.negatives)};
+}
+
+// Contrastive fine-tuning on this rank's pairs [begin, end) by gradient
+// caching (grad_cache.h), --grad-cache pairs a chunk: each chunk's sources,
+// targets and hard negatives embedded in one pass, the objective over all.
+Objective CachedContrastive(model::DocumentModel& model, const data::Corpus& corpus,
+                            const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order,
+                            int64_t begin, int64_t end, const HardNegatives& hard, const FinetuneOptions& options,
+                            int64_t epoch, dist::Communicator& communicator, const torch::Device& device) {
+  const int64_t size = options.grad_cache;
+  const int64_t chunks = (end - begin + size - 1) / size;
+  // Copies, not references: Backward() re-runs the chunks after this returns.
+  return CachedObjective(
+      chunks,
+      [&model, &corpus, &pairs, &order, &hard, &options, begin, end, size, epoch, device](int64_t i) {
+        const int64_t from = begin + i * size, to = std::min(end, from + size);
+        const ContrastivePairs p =
+            EmbedPairs(model, corpus,
+                       DrawPairs(pairs, order, from, to, hard, options.hard_negatives, options.seed, epoch), device);
+        return ChunkOutputs{{p.sources, p.targets, p.negatives, p.source_ids, p.target_ids, p.negative_ids}, {}, {}};
+      },
+      [&](const ChunkOutputs& all) {
+        const std::vector<torch::Tensor>& r = all.rows;
+        return Contrastive(ContrastivePairs{r[0], r[1], r[3], r[4], r[2], r[5]}, options.temperature, communicator);
+      },
+      device);
 }
 
 struct Validation {
@@ -155,8 +184,9 @@ Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& 
   std::vector<train::ContrastivePairs> chunks;
   for (size_t begin = 0; begin < order.size(); begin += options.batch_size) {
     const int64_t end = std::min(order.size(), begin + options.batch_size);
-    chunks.push_back(EmbedPairs(model, corpus, related, order, begin, end, hard, options.hard_negatives, options.seed,
-                                /*epoch=*/0, device, nullptr));
+    chunks.push_back(EmbedPairs(
+        model, corpus, DrawPairs(related, order, begin, end, hard, options.hard_negatives, options.seed, /*epoch=*/0),
+        device));
   }
   model.module().train();
   if (chunks.empty()) return {};
@@ -242,6 +272,14 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   const std::vector<data::LabelledPair> training = contrastive ? Related(train_pairs) : train_pairs;
   const HardNegatives hard(train_pairs);
   const int64_t global_batch = options.batch_size * world;
+  TORCH_CHECK(options.grad_cache >= 0, "[finetune] --grad-cache must be 0 (off) or a number of pairs, not ",
+              options.grad_cache);
+  TORCH_CHECK(options.grad_cache == 0 || contrastive,
+              "[finetune] --grad-cache applies to --loss contrastive, whose in-batch negatives make the batch one "
+              "loss; bce scores each pair alone: use --accumulation");
+  // Gradient caching's chunks of this rank's pairs (1: the plain objective).
+  const int64_t chunks =
+      options.grad_cache > 0 ? (options.batch_size + options.grad_cache - 1) / options.grad_cache : 1;
   TORCH_CHECK(static_cast<int64_t>(training.size()) >= global_batch, "[finetune] ", options.train_pairs, " has ",
               training.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ", global_batch,
               " (ranks x --batch-size)");
@@ -283,7 +321,6 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       }
       const int64_t begin = position + rank * options.batch_size;
       position += global_batch;
-      synchronizer.Prepare(/*sync=*/micro + 1 == options.accumulation);
       torch::Tensor labels;
       std::vector<int64_t> documents;
       std::optional<Objective> computed;
@@ -291,9 +328,15 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
         const Autocast autocast(device, options.precision);
         const int64_t end = begin + options.batch_size;
         if (contrastive) {
-          computed = Contrastive(EmbedPairs(*model, corpus, training, order, begin, end, hard, options.hard_negatives,
-                                            options.seed, epoch, device, &documents),
-                                 options.temperature, communicator);
+          const PairDocuments drawn =
+              DrawPairs(training, order, begin, end, hard, options.hard_negatives, options.seed, epoch);
+          documents = drawn.All();
+          if (chunks > 1) {
+            computed = CachedContrastive(*model, corpus, training, order, begin, end, hard, options, epoch,
+                                         communicator, device);
+          } else {
+            computed = Contrastive(EmbedPairs(*model, corpus, drawn, device), options.temperature, communicator);
+          }
         } else {
           const torch::Tensor logits = Logits(*model, corpus, training, order, begin, end, device, &labels, &documents);
           computed = Siamese(logits.to(torch::kFloat), labels, communicator);
@@ -302,7 +345,9 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       const Objective& objective = *computed;
       finite = finite && TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, corpus, documents);
       timer.Mark("forward");
-      (objective.loss / static_cast<double>(options.accumulation)).backward();
+      const bool last_micro = micro + 1 == options.accumulation;
+      Backward(objective, 1.0 / static_cast<double>(options.accumulation),
+               [&](bool last) { synchronizer.Prepare(/*sync=*/last_micro && last); });
       timer.Mark("backward");
       loss += objective.value / options.accumulation;
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;

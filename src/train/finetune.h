@@ -14,6 +14,9 @@
 //    batch's negatives instead of one.
 //  - bce: sigmoid cross-entropy of the pair logit (model::DocumentModel) on
 //    every labelled pair, the papers' Siamese recipe; it teaches a threshold.
+// With `grad_cache` > 0 the contrastive batch is embedded that many pairs at
+// a time (train/grad_cache.h): the whole global batch's loss and gradients
+// with one chunk's activations in memory.
 // Every `validate_every` steps the validation pairs give a loss and accuracy
 // (contrastive: the objective over all validation pairs at once, in every
 // process, and the share whose partner ranks first); the best model so far is kept in <run>/best/ (a
@@ -41,6 +44,7 @@ struct FinetuneOptions : LoopOptions {
   std::string loss = "contrastive";                      // contrastive | bce
   double temperature = 0.05;                             // contrastive: cosine / temperature (scale 20)
   int64_t hard_negatives = 1;                            // contrastive: labelled negatives per source, at most
+  int64_t grad_cache = 0;  // contrastive: gradient caching, this many pairs a chunk (0 = off)
 };
 
 LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator, const torch::Device& device);

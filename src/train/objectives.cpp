@@ -2,10 +2,12 @@
 // scaled once (Totals) so that ranks x batch equals one big batch (objectives.h).
 #include "train/objectives.h"
 
+#include <memory>
 #include <numeric>
 
 #include "dist/all_gather.h"
 #include "model/losses.h"
+#include "train/grad_cache.h"
 
 namespace docmatch::train {
 namespace {
@@ -91,6 +93,15 @@ Objective ContrastiveObjective(const torch::Tensor& loss, double top1, int64_t q
 }
 
 }  // namespace
+
+void Backward(const Objective& objective, double scale, const std::function<void(bool last)>& prepare) {
+  if (objective.backward) {
+    objective.backward(scale, prepare);
+    return;
+  }
+  prepare(true);
+  (objective.loss * scale).backward();
+}
 
 Objective Contrastive(const ContrastivePairs& pairs, double temperature, dist::Communicator& communicator) {
   const dist::Gathered sources = dist::AllGatherWithGrad(pairs.sources, communicator);
@@ -193,6 +204,80 @@ Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, 
   return DocSplitViews(out.vectors,
                        lm ? model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true) : torch::Tensor(),
                        lm ? out.lm_labels.size(0) : 0, communicator, temperature, lm_weight);
+}
+
+namespace {
+
+// DocSplit by gradient caching: `run(i)` gives chunk i's views (its first
+// halves, then its second) and, with an LM term, its summed LM loss and
+// count. `run` is called again by the objective's backward, after this
+// returns, so it must own (or outlive) what it reads.
+struct Views {
+  torch::Tensor vectors, lm;
+  int64_t lm_count = 0;
+};
+Objective CachedDocSplit(int64_t chunks, const std::function<Views(int64_t)>& run, const torch::Device& device,
+                         dist::Communicator& communicator, double temperature, double lm_weight) {
+  const bool lm = lm_weight != 0;
+  return CachedObjective(
+      chunks,
+      [run, lm](int64_t i) {
+        const Views views = run(i);
+        const int64_t half = views.vectors.size(0) / 2;
+        ChunkOutputs out{{views.vectors.narrow(0, 0, half), views.vectors.narrow(0, half, half)}, {}, {}};
+        if (lm) {
+          out.sums.push_back(views.lm);
+          out.counts.push_back(views.lm_count);
+        }
+        return out;
+      },
+      [&, lm](const ChunkOutputs& all) {
+        return DocSplitViews(torch::cat({all.rows[0], all.rows[1]}), lm ? all.sums[0] : torch::Tensor(),
+                             lm ? all.counts[0] : 0, communicator, temperature, lm_weight);
+      },
+      device);
+}
+
+}  // namespace
+
+Objective DocSplit(model::SmithPretraining& model, const std::vector<data::BlockBatch>& chunks,
+                   const torch::Device& device, dist::Communicator& communicator, double temperature,
+                   double lm_weight) {
+  TORCH_CHECK(!chunks.empty(), "DocSplit needs a batch");
+  if (chunks.size() == 1)
+    return DocSplit(model, model::ToTensors(chunks[0], device), communicator, temperature, lm_weight);
+  const bool lm = lm_weight != 0;
+  // The re-runs come after this returns: the lambda owns what it reads.
+  auto batches = std::make_shared<const std::vector<data::BlockBatch>>(chunks);
+  return CachedDocSplit(
+      static_cast<int64_t>(chunks.size()),
+      [impl = model.ptr(), batches, device, lm](int64_t i) {
+        const auto out = impl->ForwardViews(model::ToTensors((*batches)[i], device));
+        if (!lm) return Views{out.vectors, {}, 0};
+        return Views{out.vectors, impl->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true),
+                     out.lm_labels.size(0)};
+      },
+      device, communicator, temperature, lm_weight);
+}
+
+Objective DocSplit(model::FlatPretraining& model, const std::vector<data::FlatBatch>& chunks,
+                   const torch::Device& device, dist::Communicator& communicator, double temperature,
+                   double lm_weight) {
+  TORCH_CHECK(!chunks.empty(), "DocSplit needs a batch");
+  if (chunks.size() == 1) return DocSplit(model, chunks[0], device, communicator, temperature, lm_weight);
+  // Views read unmasked have no LM term, as in the plain form.
+  const double weight = chunks[0].lm_labels.empty() ? 0.0 : lm_weight;
+  // The re-runs come after this returns: the lambda owns what it reads.
+  auto batches = std::make_shared<const std::vector<data::FlatBatch>>(chunks);
+  return CachedDocSplit(
+      static_cast<int64_t>(chunks.size()),
+      [impl = model.ptr(), batches, device, weight](int64_t i) {
+        const auto out = impl->forward((*batches)[i], device);
+        if (weight == 0) return Views{out.vectors, {}, 0};
+        return Views{out.vectors, impl->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true),
+                     out.lm_labels.size(0)};
+      },
+      device, communicator, temperature, weight);
 }
 
 Objective WordLm(model::FlatPretraining& model, const data::FlatBatch& batch, const torch::Device& device,

@@ -13,8 +13,10 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "dist/communicator.h"
 #include "model/match_bert.h"
@@ -24,10 +26,21 @@
 namespace docmatch::train {
 
 struct Objective {
-  torch::Tensor loss;                   // call backward() on this (local, scaled)
+  torch::Tensor loss;                   // local and scaled: what Backward() back-propagates
   double value = 0;                     // the global-batch mean of the objective, same on every rank
   std::map<std::string, double> parts;  // e.g. {"lm": ..., "block": ...}, global means
+  // Set by gradient caching (grad_cache.h), whose `loss` holds no graph: it
+  // re-runs the chunks and back-propagates `scale` times their cached
+  // gradients, calling `prepare(last)` before each chunk's pass.
+  std::function<void(double scale, const std::function<void(bool last)>& prepare)> backward;
 };
+
+// Back-propagates `scale` x the objective into the parameters' gradients:
+// prepare(true), then loss.backward(); or, for a cached objective, one pass
+// per chunk with prepare(last chunk) before each. `prepare` is where the
+// GradientSynchronizer's Prepare(sync) goes: only the last pass of a step may
+// sync, the earlier ones accumulate like micro-steps.
+void Backward(const Objective& objective, double scale, const std::function<void(bool last)>& prepare);
 
 // SMITH-WP (sentence_blocks false) or WP+SP: word LM + masked sentence-block
 // prediction against every rank's masked blocks.
@@ -43,6 +56,15 @@ Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& vi
 // (with masks for an LM term).
 Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, const torch::Device& device,
                    dist::Communicator& communicator, double temperature = 0.05, double lm_weight = 0.1);
+
+// DocSplit over views built in chunks of a rank's documents (one
+// BuildDocSplitBatch / BuildFlatDocSplitBatch per chunk): with one chunk the
+// objective above; with more, gradient caching (grad_cache.h) gives the same
+// loss and gradients over the whole batch with one chunk's activations alive.
+Objective DocSplit(model::SmithPretraining& model, const std::vector<data::BlockBatch>& chunks,
+                   const torch::Device& device, dist::Communicator& communicator, double temperature, double lm_weight);
+Objective DocSplit(model::FlatPretraining& model, const std::vector<data::FlatBatch>& chunks,
+                   const torch::Device& device, dist::Communicator& communicator, double temperature, double lm_weight);
 
 // The masked word LM alone on a flat encoder (pretrain --objective wp on
 // match_bert); part "lm".

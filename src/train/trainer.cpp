@@ -30,6 +30,7 @@ nlohmann::json OptionsJson(const PretrainOptions& o) {
                {"objective", o.objective},
                {"temperature", o.temperature},
                {"lm_weight", o.lm_weight},
+               {"grad_cache", o.grad_cache},
                {"valid_corpus", o.valid_corpus},
                {"valid_documents", o.valid_documents}});
   return json;
@@ -46,6 +47,38 @@ struct Task {
   std::function<double(const Batch&)> flops;       // model FLOPs of a step on it; null: not counted
   io::ModelFolderInfo info;                        // how checkpoints describe the model
 };
+
+// A rank's batch as the objective reads it: its documents in chunks of
+// --grad-cache (one chunk without gradient caching).
+template <typename Batch>
+struct Chunks {
+  std::vector<Batch> chunks;
+  std::vector<int64_t> document_index;  // every chunk's, in order
+
+  int64_t Sum(const std::function<int64_t(const Batch&)>& count) const {
+    int64_t total = 0;
+    for (const Batch& c : chunks) total += count(c);
+    return total;
+  }
+};
+
+// A builder of Chunks: `build` on each run of `size` documents (0: all at once).
+template <typename Batch>
+typename data::BatchLoader<Chunks<Batch>>::Builder InChunks(
+    int64_t size, std::function<Batch(const std::vector<const data::Document*>&, int64_t)> build) {
+  return [size, build](const std::vector<const data::Document*>& docs, int64_t epoch) {
+    Chunks<Batch> out;
+    const size_t step = size > 0 ? static_cast<size_t>(size) : docs.size();
+    for (size_t begin = 0; begin < docs.size(); begin += step) {
+      const std::vector<const data::Document*> part(docs.begin() + begin,
+                                                    docs.begin() + std::min(docs.size(), begin + step));
+      out.chunks.push_back(build(part, epoch));
+      const std::vector<int64_t>& index = out.chunks.back().document_index;
+      out.document_index.insert(out.document_index.end(), index.begin(), index.end());
+    }
+    return out;
+  };
+}
 
 // This rank's validation batches: global batches of world x batch_size
 // documents taken in corpus order from the validation corpus (rank r the r-th
@@ -145,7 +178,6 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
         batch = loader->Next();
       }
       timer.Mark("data");
-      synchronizer.Prepare(/*sync=*/micro + 1 == options.accumulation);
       std::optional<Objective> computed;
       {
         const Autocast autocast(device, options.precision);
@@ -155,7 +187,9 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       finite = finite &&
                TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, *corpus, batch->document_index);
       timer.Mark("forward");
-      (objective.loss / static_cast<double>(options.accumulation)).backward();
+      const bool last_micro = micro + 1 == options.accumulation;
+      Backward(objective, 1.0 / static_cast<double>(options.accumulation),
+               [&](bool last) { synchronizer.Prepare(/*sync=*/last_micro && last); });
       timer.Mark("backward");
       loss += objective.value / options.accumulation;
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
@@ -275,6 +309,10 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
     CheckKind(objective, config.kind, yaml);
   }
   TORCH_CHECK(options.temperature > 0, "[train] --temperature must be positive, not ", options.temperature);
+  TORCH_CHECK(options.grad_cache >= 0, "[train] --grad-cache must be 0 (off) or a number of documents, not ",
+              options.grad_cache);
+  TORCH_CHECK(options.grad_cache == 0 || objective == "docsplit", "[train] --grad-cache applies to docsplit, whose ",
+              "in-batch negatives make the batch one loss; for ", objective, " use --accumulation");
   io::ModelFolderInfo info;
   info.config = config;
   info.stage = "pretrain";
@@ -286,6 +324,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   const bool docsplit = objective == "docsplit";
   // DocSplit without its LM term reads its views unmasked.
   const bool word_masks = !docsplit || options.lm_weight != 0;
+  const int64_t chunk = docsplit ? options.grad_cache : 0;  // documents per chunk; 0: the whole batch
 
   if (objective == "sdr") {
     model::SentenceEncoder model(config.sdr);
@@ -316,19 +355,24 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
     model->to(device);
     info.prefix = "encoder.";
     const data::FlatOptions flat = config.match_bert.Flat();
-    Task<data::FlatBatch> task{
+    using Batch = Chunks<data::FlatBatch>;
+    Task<Batch> task{
         *model,
-        [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
-          if (docsplit)
-            return data::BuildFlatDocSplitBatch(docs, flat, word_masks ? &masks : nullptr, options.seed, epoch);
-          return data::BuildFlatBatch(docs, flat, masks, epoch);
+        InChunks<data::FlatBatch>(chunk,
+                                  [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
+                                    if (docsplit)
+                                      return data::BuildFlatDocSplitBatch(docs, flat, word_masks ? &masks : nullptr,
+                                                                          options.seed, epoch);
+                                    return data::BuildFlatBatch(docs, flat, masks, epoch);
+                                  }),
+        [&](const Batch& batch) {
+          return docsplit ? DocSplit(model, batch.chunks, device, communicator, options.temperature, options.lm_weight)
+                          : WordLm(model, batch.chunks.front(), device, communicator);
         },
-        [&](const data::FlatBatch& batch) {
-          return docsplit ? DocSplit(model, batch, device, communicator, options.temperature, options.lm_weight)
-                          : WordLm(model, batch, device, communicator);
+        [=](const Batch& batch) {
+          return batch.Sum([](const data::FlatBatch& b) { return b.documents; }) / (docsplit ? 2 : 1);
         },
-        [=](const data::FlatBatch& batch) { return docsplit ? batch.documents / 2 : batch.documents; },
-        [](const data::FlatBatch& batch) { return batch.real_tokens; },
+        [](const Batch& batch) { return batch.Sum([](const data::FlatBatch& b) { return b.real_tokens; }); },
         nullptr,
         info};
     return Loop(options, corpus, std::move(task), communicator, device);
@@ -339,23 +383,31 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   model->to(device);
   info.prefix = "encoder.";
   const data::BlockOptions blocks{config.smith.block_length, config.smith.max_blocks};
-  Task<data::BlockBatch> task{
+  using Batch = Chunks<data::BlockBatch>;
+  Task<Batch> task{
       *model,
-      [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
-        if (!docsplit) return data::BuildBlockBatch(docs, blocks, &masks, epoch);
-        return data::BuildDocSplitBatch(docs, blocks, word_masks ? &masks : nullptr, options.seed, epoch);
+      InChunks<data::BlockBatch>(chunk,
+                                 [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
+                                   if (!docsplit) return data::BuildBlockBatch(docs, blocks, &masks, epoch);
+                                   return data::BuildDocSplitBatch(docs, blocks, word_masks ? &masks : nullptr,
+                                                                   options.seed, epoch);
+                                 }),
+      [&](const Batch& batch) {
+        if (docsplit)
+          return DocSplit(model, batch.chunks, device, communicator, options.temperature, options.lm_weight);
+        return SmithPretraining(model, model::ToTensors(batch.chunks.front(), device), objective == "wp+sp",
+                                communicator);
       },
-      [&](const data::BlockBatch& batch) {
-        const model::BlockTensors tensors = model::ToTensors(batch, device);
-        return docsplit ? DocSplit(model, tensors, communicator, options.temperature, options.lm_weight)
-                        : SmithPretraining(model, tensors, objective == "wp+sp", communicator);
-      },
-      [=](const data::BlockBatch& batch) { return docsplit ? batch.B / 2 : batch.B; },
-      [](const data::BlockBatch& batch) { return batch.real_tokens; },
-      [=](const data::BlockBatch& batch) {
+      [=](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.B; }) / (docsplit ? 2 : 1); },
+      [](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.real_tokens; }); },
+      [=](const Batch& batch) {
         // WP never runs the document transformer; WP+SP and DocSplit do
-        // (DocSplit has no masked blocks, so no block scores).
-        return model::SmithPretrainingFlops(config.smith, batch, objective != "wp");
+        // (DocSplit has no masked blocks, so no block scores). Gradient
+        // caching's extra forward is not model work and is not counted.
+        double total = 0;
+        for (const data::BlockBatch& b : batch.chunks)
+          total += model::SmithPretrainingFlops(config.smith, b, objective != "wp");
+        return total;
       },
       info};
   return Loop(options, corpus, std::move(task), communicator, device);

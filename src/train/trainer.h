@@ -34,6 +34,11 @@ namespace docmatch::train {
 // checkpoint brings its heads too; any other folder brings the encoder, and
 // the heads (word LM, block prediction) start fresh. The optimizer always
 // starts fresh; the run's own checkpoints resume as without `init`.
+//
+// With `grad_cache` > 0, DocSplit embeds each rank's batch that many
+// documents at a time (train/grad_cache.h): the loss and gradients of the
+// whole global batch with one chunk's activations in memory, so
+// --batch-size can grow far beyond what fits.
 struct PretrainOptions : LoopOptions {
   PretrainOptions() { run = "checkpoints/smith-pretrain"; }
   static constexpr const char* kDefaultModel = "configs/models/smith-tiny.yaml";
@@ -43,6 +48,7 @@ struct PretrainOptions : LoopOptions {
   std::string objective = "wp+sp";  // wp | wp+sp | docsplit | sdr
   double temperature = 0.05;        // DocSplit's InfoNCE temperature
   double lm_weight = 0.1;           // DocSplit: weight of the word LM term (0 = none, views unmasked)
+  int64_t grad_cache = 0;           // DocSplit: gradient caching, this many documents a chunk (0 = off)
   std::string valid_corpus;         // prepared corpus for the validation loss; "" = none
   int64_t valid_documents = 256;    // its first documents that validation reads
   int loader_threads = 2;           // threads building batches (data::BatchLoader)

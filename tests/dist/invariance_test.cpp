@@ -4,12 +4,15 @@
 // Siamese and contrastive fine-tuning; after optimizer steps the parameters
 // still agree and are identical on every rank. Models run in float64 so the
 // tolerance can be tight. The one-rank reference runs inside every rank on MPI_COMM_SELF.
+// Gradient caching (train/grad_cache.h) is held to the same standard: each
+// rank's batch in chunks, against the plain objective over the global batch.
 #include <gtest/gtest.h>
 
 #include "../data/test_corpus.h"
 #include "data/batches/docsplit.h"
 #include "dist/gradient_synchronizer.h"
 #include "dist/mpi_communicator.h"
+#include "train/grad_cache.h"
 #include "train/objectives.h"
 
 namespace docmatch {
@@ -59,8 +62,11 @@ data::MaskOptions Masks() {
 // eps (1e-8) by lr * g / eps, so there float64 summation noise in the
 // gradients (1e-17 to 1e-13, well inside the gradient check) grows by
 // lr / eps = 1e6 in the parameters.
+// `reference` (default: `loss`) computes the one-rank objective over the
+// global batch, when the distributed side computes it another way.
 void ExpectInvariant(const std::string& name, const Make& make, const Loss& loss, int steps = 4,
-                     double parameter_atol = 1e-10) {
+                     double parameter_atol = 1e-10, const Loss& reference_loss = nullptr,
+                     double gradient_atol = 1e-11) {
   dist::MpiCommunicator world, self(MPI_COMM_SELF);
   const int64_t begin = world.rank() * kPerRank, end = begin + kPerRank, global = world.size() * kPerRank;
   auto distributed = make(), reference = make();
@@ -75,12 +81,17 @@ void ExpectInvariant(const std::string& name, const Make& make, const Loss& loss
 
   for (int step = 0; step < steps; ++step) {
     optimizer_d.zero_grad();
-    synchronizer.Prepare(/*sync=*/true);
     const train::Objective d = loss(*distributed, begin, end, world);
-    d.loss.backward();
+    int passes = 0;
+    train::Backward(d, 1.0, [&](bool last) {
+      ++passes;
+      synchronizer.Prepare(/*sync=*/last);
+    });
     synchronizer.Finalize();
+    if (d.backward) EXPECT_GT(passes, 1) << name << ": a cached objective re-runs every chunk";
     optimizer_r.zero_grad();
-    const train::Objective r = loss(*reference, 0, global, self);
+    const train::Objective r = (reference_loss ? reference_loss : loss)(*reference, 0, global, self);
+    ASSERT_FALSE(r.backward) << name << ": the reference is the plain objective";
     r.loss.backward();
 
     EXPECT_NEAR(d.value, r.value, 1e-10 * std::max(1.0, std::abs(r.value))) << name << " step " << step;
@@ -93,8 +104,10 @@ void ExpectInvariant(const std::string& name, const Make& make, const Loss& loss
         EXPECT_EQ(gd.abs().max().item<double>(), 0.0) << name << ": " << pd[i].key();
         continue;
       }
-      EXPECT_TRUE(torch::allclose(gd, gr, 1e-8, 1e-11))
-          << name << " step " << step << ": " << pd[i].key() << " max diff " << (gd - gr).abs().max().item<double>();
+      EXPECT_TRUE(torch::allclose(gd, gr, 1e-8, gradient_atol))
+          << name << " step " << step << ": " << pd[i].key() << " max diff " << (gd - gr).abs().max().item<double>()
+          << " of gradients up to " << gr.abs().max().item<double>() << "; parameters differ by up to "
+          << (pd[i].value() - pr[i].value()).abs().max().item<double>();
     }
     // After the first step's rebuild, buckets start during backward.
     if (step > 0) EXPECT_GT(synchronizer.buckets_launched_during_backward(), 0) << name;
@@ -222,10 +235,108 @@ TEST(WorldSizeInvariance, SiameseFineTuning) {
       });
 }
 
+// Runs of `size` documents of [begin, end), each built by `build`.
+template <typename Batch>
+std::vector<Batch> InChunks(int64_t begin, int64_t end, int64_t size,
+                            const std::function<Batch(const std::vector<const data::Document*>&)>& build) {
+  std::vector<Batch> chunks;
+  for (int64_t from = begin; from < end; from += size) chunks.push_back(build(Range(from, std::min(end, from + size))));
+  return chunks;
+}
+
+// Gradient caching on SMITH's DocSplit with its LM term: each rank's 3
+// documents in chunks of 2 and 1 against one pass over the global batch.
+TEST(WorldSizeInvariance, CachedDocSplitEqualsThePlainGlobalBatch) {
+  const auto loss = [](int64_t chunk) {
+    return [chunk](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+      auto& model = dynamic_cast<model::SmithPretrainingImpl&>(m);
+      data::MaskOptions masks = Masks();
+      masks.masked_blocks = 0;
+      const auto chunks = InChunks<data::BlockBatch>(begin, end, chunk, [&](const auto& docs) {
+        return data::BuildDocSplitBatch(docs, {8, 12}, &masks, /*seed=*/3, /*epoch=*/0);
+      });
+      model::SmithPretraining holder(std::shared_ptr<model::SmithPretrainingImpl>(&model, [](auto*) {}));
+      return train::DocSplit(holder, chunks, torch::kCPU, comm, 0.05, 0.1);
+    };
+  };
+  ExpectInvariant(
+      "cached-docsplit",
+      [] {
+        torch::manual_seed(0);
+        return model::SmithPretraining(model::SmithEncoder(SmithTiny()), SmithTiny()).ptr();
+      },
+      loss(2), /*steps=*/4,
+      // Measured at np 1: chunks pad to their own longest document, so sums
+      // run in another order; by step 3 Adam has grown that to parameter
+      // differences of 1e-11 and gradient differences of 2e-10 (gradients up
+      // to 0.2). A lost chunk or a wrong scale is off by 1e-2 or more.
+      /*parameter_atol=*/1e-9, loss(1 << 20), /*gradient_atol=*/1e-9);
+}
+
+// The same on the flat encoder, with the word LM's masks, in chunks of one document.
+TEST(WorldSizeInvariance, CachedFlatDocSplitEqualsThePlainGlobalBatch) {
+  model::MatchBertConfig c;
+  c.vocab_size = 1005;
+  c.hidden = 16;
+  c.heads = 2;
+  c.intermediate = 32;
+  c.layers = 1;
+  c.max_tokens = 12;
+  c.dropout = 0.0;
+  c.pooling = "mean";
+  c.chunks = 2;
+  const auto loss = [c](int64_t chunk) {
+    return [c, chunk](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+      auto& model = dynamic_cast<model::FlatPretrainingImpl&>(m);
+      const data::MaskOptions masks = Masks();
+      const auto chunks = InChunks<data::FlatBatch>(begin, end, chunk, [&](const auto& docs) {
+        return data::BuildFlatDocSplitBatch(docs, c.Flat(), &masks, /*seed=*/3, /*epoch=*/0);
+      });
+      model::FlatPretraining holder(std::shared_ptr<model::FlatPretrainingImpl>(&model, [](auto*) {}));
+      return train::DocSplit(holder, chunks, torch::kCPU, comm, 0.05, 0.1);
+    };
+  };
+  ExpectInvariant(
+      "cached-flat-docsplit",
+      [c] {
+        torch::manual_seed(0);
+        return model::FlatPretraining(model::FlatEncoder(c), c).ptr();
+      },
+      loss(1), /*steps=*/4, /*parameter_atol=*/1e-10, loss(1 << 20));
+}
+
 // Contrastive fine-tuning: pair i is (document i, document 32 + i % 5), so
 // targets repeat within and across ranks; every fourth target is the previous
 // pair's source (often on another rank); one hard negative each, 48 + i % 3.
 // The exclusions by corpus index must see every rank's ids.
+// This rank's contrastive pairs [begin, end) as that test draws them.
+train::ContrastivePairs EmbedContrastivePairs(model::SmithEncoder& encoder, int64_t begin, int64_t end) {
+  std::vector<int64_t> sources, targets, negatives;
+  for (int64_t i = begin; i < end; ++i) {
+    sources.push_back(i);
+    targets.push_back(i % 4 == 3 ? i - 1 : 32 + i % 5);
+    negatives.push_back(48 + i % 3);
+  }
+  const auto embed = [&](const std::vector<int64_t>& ids) {
+    std::vector<const data::Document*> docs;
+    for (int64_t id : ids) docs.push_back(&Documents()[id]);
+    const model::BlockTensors t = model::ToTensors(data::BuildBlockBatch(docs, {8, 12}, nullptr, 0), torch::kCPU);
+    return encoder(t.tokens, t.block_mask);
+  };
+  const auto ids = [](const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong); };
+  return {embed(sources), embed(targets), ids(sources), ids(targets), embed(negatives), ids(negatives)};
+}
+
+model::SmithEncoder Holder(torch::nn::Module& m) {
+  auto& encoder = dynamic_cast<model::SmithEncoderImpl&>(m);
+  return model::SmithEncoder(std::shared_ptr<model::SmithEncoderImpl>(&encoder, [](auto*) {}));
+}
+
+train::Objective PlainContrastive(torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+  model::SmithEncoder holder = Holder(m);
+  return train::Contrastive(EmbedContrastivePairs(holder, begin, end), /*temperature=*/0.1, comm);
+}
+
 TEST(WorldSizeInvariance, ContrastiveFineTuning) {
   ExpectInvariant(
       "contrastive",
@@ -233,30 +344,103 @@ TEST(WorldSizeInvariance, ContrastiveFineTuning) {
         torch::manual_seed(0);
         return model::SmithEncoder(SmithTiny()).ptr();
       },
-      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
-        auto& encoder = dynamic_cast<model::SmithEncoderImpl&>(m);
-        model::SmithEncoder holder(std::shared_ptr<model::SmithEncoderImpl>(&encoder, [](auto*) {}));
-        std::vector<int64_t> sources, targets, negatives;
-        for (int64_t i = begin; i < end; ++i) {
-          sources.push_back(i);
-          targets.push_back(i % 4 == 3 ? i - 1 : 32 + i % 5);
-          negatives.push_back(48 + i % 3);
-        }
-        const auto embed = [&](const std::vector<int64_t>& ids) {
-          std::vector<const data::Document*> docs;
-          for (int64_t id : ids) docs.push_back(&Documents()[id]);
-          const model::BlockTensors t = model::ToTensors(data::BuildBlockBatch(docs, {8, 12}, nullptr, 0), torch::kCPU);
-          return holder(t.tokens, t.block_mask);
-        };
-        const auto ids = [](const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong); };
-        const train::ContrastivePairs pairs{embed(sources), embed(targets),   ids(sources),
-                                            ids(targets),   embed(negatives), ids(negatives)};
-        return train::Contrastive(pairs, /*temperature=*/0.1, comm);
-      },
+      PlainContrastive,
       /*steps=*/4,
       // Measured: gradients agree to 1e-13 or better, but some of the document
       // encoder's are 1e-9 (under Adam's eps), so parameters drift to 3e-10.
       /*parameter_atol=*/1e-9);
+}
+
+// Gradient caching on contrastive fine-tuning as finetune --grad-cache runs
+// it: each chunk of pairs embeds its sources, targets and hard negatives, the
+// objective (duplicates masked across ranks) runs over all chunks at once.
+TEST(WorldSizeInvariance, CachedContrastiveEqualsThePlainGlobalBatch) {
+  ExpectInvariant(
+      "cached-contrastive",
+      [] {
+        torch::manual_seed(0);
+        return model::SmithEncoder(SmithTiny()).ptr();
+      },
+      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+        constexpr int64_t kChunk = 2;
+        return train::CachedObjective(
+            (end - begin + kChunk - 1) / kChunk,
+            [&m, begin, end](int64_t i) {
+              model::SmithEncoder holder = Holder(m);
+              const auto p = EmbedContrastivePairs(holder, begin + i * kChunk, std::min(end, begin + (i + 1) * kChunk));
+              return train::ChunkOutputs{
+                  {p.sources, p.targets, p.negatives, p.source_ids, p.target_ids, p.negative_ids}, {}, {}};
+            },
+            [&comm](const train::ChunkOutputs& all) {
+              const auto& r = all.rows;
+              return train::Contrastive({r[0], r[1], r[3], r[4], r[2], r[5]}, /*temperature=*/0.1, comm);
+            },
+            torch::kCPU);
+      },
+      /*steps=*/4, /*parameter_atol=*/1e-9, PlainContrastive);
+}
+
+// The re-run of each chunk draws the same dropout as its first pass: with
+// dropout on, the cached gradients equal those of the chunks run once each
+// with a graph, in order, from the same random state.
+TEST(GradientCache, RerunDrawsTheFirstPassDropout) {
+  dist::MpiCommunicator self(MPI_COMM_SELF);
+  model::SmithConfig config = SmithTiny();
+  config.dropout = 0.3;
+  torch::manual_seed(0);
+  model::SmithEncoder cached(config), direct(config);
+  cached->to(torch::kFloat64);
+  direct->to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < cached->parameters().size(); ++i) direct->parameters()[i].copy_(cached->parameters()[i]);
+  }
+  constexpr int64_t kPairs = 6, kChunk = 2;
+  const auto chunk = [](model::SmithEncoder& e, int64_t i) {
+    const auto p = EmbedContrastivePairs(e, i * kChunk, (i + 1) * kChunk);
+    return train::ChunkOutputs{{p.sources, p.targets, p.negatives, p.source_ids, p.target_ids, p.negative_ids}, {}, {}};
+  };
+  const auto objective = [&](const train::ChunkOutputs& all) {
+    const auto& r = all.rows;
+    return train::Contrastive({r[0], r[1], r[3], r[4], r[2], r[5]}, 0.1, self);
+  };
+  const auto gradients = [](model::SmithEncoder& e) {
+    std::vector<torch::Tensor> g;
+    for (const auto& p : e->parameters()) g.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    return g;
+  };
+
+  torch::manual_seed(7);
+  const train::Objective c = train::CachedObjective(
+      kPairs / kChunk, [&](int64_t i) { return chunk(cached, i); }, objective, torch::kCPU);
+  train::Backward(c, 1.0, [](bool) {});
+  // Chunks with a graph, one after another, the outputs joined as the cache joins them.
+  torch::manual_seed(7);
+  std::vector<train::ChunkOutputs> parts;
+  for (int64_t i = 0; i < kPairs / kChunk; ++i) parts.push_back(chunk(direct, i));
+  train::ChunkOutputs all;
+  for (size_t r = 0; r < parts[0].rows.size(); ++r) {
+    std::vector<torch::Tensor> rows;
+    for (const auto& p : parts) rows.push_back(p.rows[r]);
+    all.rows.push_back(torch::cat(rows));
+  }
+  const train::Objective d = objective(all);
+  d.loss.backward();
+
+  EXPECT_NEAR(c.value, d.value, 1e-12);
+  const auto gc = gradients(cached), gd = gradients(direct);
+  double largest = 0;
+  for (size_t i = 0; i < gc.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(gc[i], gd[i], 1e-9, 1e-12)) << i << " max diff " << (gc[i] - gd[i]).abs().max();
+    largest = std::max(largest, gd[i].abs().max().item<double>());
+  }
+  EXPECT_GT(largest, 0.0);
+  // Dropout is live: the same chunks from another random state give another loss.
+  torch::manual_seed(8);
+  torch::NoGradGuard no_grad;
+  std::vector<train::ChunkOutputs> other;
+  for (int64_t i = 0; i < kPairs / kChunk; ++i) other.push_back(chunk(direct, i));
+  EXPECT_FALSE(torch::allclose(other[0].rows[0], parts[0].rows[0].detach()));
 }
 
 TEST(GradientSynchronizer, AccumulationOverMicroStepsEqualsOneLargerStep) {

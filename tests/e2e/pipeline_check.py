@@ -18,7 +18,10 @@ independent computation:
     its MRR equals a numpy ranking over the whole corpus;
   * evaluating on 1 rank and on NP ranks gives the same metrics;
   * the export loads with safetensors and scripts/reference_vector.py
-    (numpy) reproduces the embedded vectors within 1e-5.
+    (numpy) reproduces the embedded vectors within 1e-5;
+  * --grad-cache (DocSplit with its LM term, contrastive fine-tuning with a
+    hard negative), dropout off, logs the same losses step by step as the
+    same run without it.
 
 usage: pipeline_check.py DOCMATCH FIXTURE NP MPIEXEC [MPIEXEC FLAGS...]
 """
@@ -39,6 +42,7 @@ TINY = """model: {kind: smith, hidden: 32, heads: 2, intermediate: 64, sentence_
   document_layers: 1, block_length: 16, max_blocks: 8, dropout: 0.1, amplifier: 6.0}
 """
 WIDER = TINY.replace("hidden: 32", "hidden: 48")
+NO_DROPOUT = TINY.replace("dropout: 0.1", "dropout: 0.0")
 
 
 def check(condition, message):
@@ -53,7 +57,7 @@ class Pipeline:
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
         self.corpus = os.path.join(fixture, "corpus")
-        for name, text in (("tiny.yaml", TINY), ("wider.yaml", WIDER)):
+        for name, text in (("tiny.yaml", TINY), ("wider.yaml", WIDER), ("no-dropout.yaml", NO_DROPOUT)):
             with open(os.path.join(self.dir, name), "w") as f:
                 f.write(text)
 
@@ -158,6 +162,36 @@ def check_nonfinite(p):
     return len(named)
 
 
+def check_grad_cache(p):
+    """Gradient caching through the real commands: with dropout off, runs in
+    chunks of one document (pair) log the losses of the same runs without
+    chunks, at every step (after updates too). Returns the largest relative
+    difference."""
+    pairs = os.path.join(p.fixture, "pairs.train.jsonl")
+    runs = {
+        "pretrain": ["pretrain", "--corpus", p.corpus, "--model", p.path("no-dropout.yaml"), "--objective",
+                     "docsplit", "--lm-weight", "0.1", "--batch-size", "3"],
+        "finetune": ["finetune", "--corpus", p.corpus, "--model", p.path("no-dropout.yaml"), "--train-pairs", pairs,
+                     "--loss", "contrastive", "--hard-negatives", "1", "--batch-size", "3"],
+    }
+    worst = 0.0
+    for stage, args in runs.items():
+        losses = {}
+        for chunk in ("0", "1"):
+            run = p.path(f"{stage}-grad-cache-{chunk}")
+            p.run(args + ["--grad-cache", chunk, "--run", run, "--steps", "3", "--lr", "1e-3", "--warmup-steps", "1",
+                          "--decay-steps", "3", "--log-every", "1", "--checkpoint-every", "3", "--fresh"])
+            losses[chunk] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl"))]
+        plain, cached = losses["0"], losses["1"]
+        check(len(plain) == 3 and len(cached) == 3, f"{stage}: logged losses {losses}")
+        check(len(set(plain)) == 3, f"{stage}: the updates do not move the loss: {plain}")
+        for step, (a, b) in enumerate(zip(plain, cached), 1):
+            difference = abs(a - b) / max(1e-12, abs(a))
+            worst = max(worst, difference)
+            check(difference <= 1e-4, f"{stage} step {step}: loss {b} with --grad-cache 1, {a} without")
+    return worst
+
+
 def numpy_metrics(p, embeddings, metrics):
     """Classification and MRR recomputed from the vectors alone."""
     with h5py.File(embeddings, "r") as h:
@@ -214,6 +248,7 @@ def main():
     check(best == min(valid, key=valid.get) and os.path.isfile(p.path("pretrain", "best", "model.pt")),
           f"best step {best}, validation losses {valid}")
     nonfinite = check_nonfinite(p)
+    grad_cache = check_grad_cache(p)
 
     stopped_at, tensors = kill_and_resume(p)
     check(os.path.isfile(p.path("ft-straight", "best", "model.pt")), "finetune kept no best/")
@@ -256,7 +291,8 @@ def main():
     worst = max(json.loads(l)["max_abs_difference"] for l in reference.stdout.splitlines())
 
     print(json.dumps({"ranks": ranks, "seconds": round(time.time() - started, 1), "tensorboard_scalars": scalars,
-                      "killed_at": stopped_at, "pretrain_validations": validations, "nan_named_documents": nonfinite, "tensors_equal_after_resume": tensors,
+                      "killed_at": stopped_at, "pretrain_validations": validations, "nan_named_documents": nonfinite, "grad_cache_loss_max_rel_difference": grad_cache,
+                      "tensors_equal_after_resume": tensors,
                       "test_accuracy": accuracy, "mrr": mrr, "numpy_vector_max_abs_difference": worst}))
 
 
