@@ -88,7 +88,9 @@ void ExpectInvariant(const std::string& name, const Make& make, const Loss& loss
       synchronizer.Prepare(/*sync=*/last);
     });
     synchronizer.Finalize();
-    if (d.backward) EXPECT_GT(passes, 1) << name << ": a cached objective re-runs every chunk";
+    if (d.backward) {
+      EXPECT_GT(passes, 1) << name << ": a cached objective re-runs every chunk";
+    }
     optimizer_r.zero_grad();
     const train::Objective r = (reference_loss ? reference_loss : loss)(*reference, 0, global, self);
     ASSERT_FALSE(r.backward) << name << ": the reference is the plain objective";
@@ -110,7 +112,9 @@ void ExpectInvariant(const std::string& name, const Make& make, const Loss& loss
           << (pd[i].value() - pr[i].value()).abs().max().item<double>();
     }
     // After the first step's rebuild, buckets start during backward.
-    if (step > 0) EXPECT_GT(synchronizer.buckets_launched_during_backward(), 0) << name;
+    if (step > 0) {
+      EXPECT_GT(synchronizer.buckets_launched_during_backward(), 0) << name;
+    }
     optimizer_d.step();
     optimizer_r.step();
   }
