@@ -107,6 +107,13 @@ row() {
                    --init "$ckpt/match-bert-minilm-docsplit-pretrain/latest" --run "$ckpt/$1-finetune" --fresh \
                    "${quiet[@]}" &&
                  evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus && return ;;
+    docsplit-nolabels-batch-*)  # the global-batch curve: 10 DocSplit steps from MiniLM at batch N, by
+                 # gradient caching in chunks of 16 documents (the size of one plain step of the row above)
+                 build/src/docmatch import-hf "$minilm" --config "$models/match-bert-minilm.yaml" &&
+                 "${docmatch[@]}" pretrain --config "$models/match-bert-minilm-docsplit.yaml" --corpus $wp_corpus \
+                   --init "$ckpt/match-bert-minilm-import" --run "$ckpt/$1-pretrain" --batch-size "${1##*-}" \
+                   --grad-cache 16 --steps 10 --warmup-steps 1 --decay-steps 10 --log-every 1 --fresh "${quiet[@]}" &&
+                 evaluate "$1" "$ckpt/$1-pretrain/latest" $wp_corpus && return ;;
     match-bert-minilm-contrastive-hybrid | match-bert-minilm-docsplit-nolabels-hybrid | match-bert-minilm-zeroshot-hybrid)
                  hybrid "$1" "${1%-hybrid}" && return ;;
     tfidf-wordpiece)  # docmatch's own TF-IDF over the WordPiece corpus alone (eval --lexical-weight 1)
@@ -124,7 +131,7 @@ row() {
             "smith-short match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive" \
             "match-bert-minilm-docsplit-nolabels match-bert-minilm-docsplit-contrastive" \
             "match-bert-minilm-contrastive-hybrid match-bert-minilm-docsplit-nolabels-hybrid" \
-            "match-bert-minilm-zeroshot-hybrid tfidf-wordpiece" \
+            "match-bert-minilm-zeroshot-hybrid tfidf-wordpiece docsplit-nolabels-batch-<N>" \
             "st-minilm tfidf)" >&2
        exit 2 ;;
   esac
