@@ -4,6 +4,7 @@
 
 #include <glog/logging.h>
 
+#include <memory>
 #include <unordered_map>
 
 #include "console/progress.h"
@@ -140,28 +141,23 @@ train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const data::Corp
           ids(documents.targets),  vectors.narrow(0, 2 * b, h), ids(documents.negatives)};
 }
 
-// Contrastive fine-tuning on this rank's pairs [begin, end) by gradient
-// caching (grad_cache.h), --grad-cache pairs a chunk: each chunk's sources,
-// targets and hard negatives embedded in one pass, the objective over all.
-Objective CachedContrastive(model::DocumentModel& model, const data::Corpus& corpus,
-                            const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order,
-                            int64_t begin, int64_t end, const HardNegatives& hard, const FinetuneOptions& options,
-                            int64_t epoch, dist::Communicator& communicator, const torch::Device& device) {
-  const int64_t size = options.grad_cache;
-  const int64_t chunks = (end - begin + size - 1) / size;
-  // Copies, not references: Backward() re-runs the chunks after this returns.
+// Contrastive fine-tuning over this rank's pairs drawn in chunks: one chunk
+// is the plain objective; more use gradient caching (grad_cache.h), each
+// chunk's sources, targets and hard negatives embedded in one pass.
+Objective ChunkedContrastive(model::DocumentModel& model, const data::Corpus& corpus, std::vector<PairDocuments> chunks,
+                             double temperature, dist::Communicator& communicator, const torch::Device& device) {
+  if (chunks.size() == 1) return Contrastive(EmbedPairs(model, corpus, chunks[0], device), temperature, communicator);
+  // Owned by the chunk function: Backward() re-runs the chunks after this returns.
+  auto drawn = std::make_shared<const std::vector<PairDocuments>>(std::move(chunks));
   return CachedObjective(
-      chunks,
-      [&model, &corpus, &pairs, &order, &hard, &options, begin, end, size, epoch, device](int64_t i) {
-        const int64_t from = begin + i * size, to = std::min(end, from + size);
-        const ContrastivePairs p =
-            EmbedPairs(model, corpus,
-                       DrawPairs(pairs, order, from, to, hard, options.hard_negatives, options.seed, epoch), device);
+      static_cast<int64_t>(drawn->size()),
+      [&model, &corpus, drawn, device](int64_t i) {
+        const ContrastivePairs p = EmbedPairs(model, corpus, (*drawn)[i], device);
         return ChunkOutputs{{p.sources, p.targets, p.negatives, p.source_ids, p.target_ids, p.negative_ids}, {}, {}};
       },
       [&](const ChunkOutputs& all) {
         const std::vector<torch::Tensor>& r = all.rows;
-        return Contrastive(ContrastivePairs{r[0], r[1], r[3], r[4], r[2], r[5]}, options.temperature, communicator);
+        return Contrastive(ContrastivePairs{r[0], r[1], r[3], r[4], r[2], r[5]}, temperature, communicator);
       },
       device);
 }
@@ -277,9 +273,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   TORCH_CHECK(options.grad_cache == 0 || contrastive,
               "[finetune] --grad-cache applies to --loss contrastive, whose in-batch negatives make the batch one "
               "loss; bce scores each pair alone: use --accumulation");
-  // Gradient caching's chunks of this rank's pairs (1: the plain objective).
-  const int64_t chunks =
-      options.grad_cache > 0 ? (options.batch_size + options.grad_cache - 1) / options.grad_cache : 1;
+  // Pairs a contrastive chunk draws and embeds (the whole batch without gradient caching).
+  const int64_t chunk = options.grad_cache > 0 ? options.grad_cache : options.batch_size;
   TORCH_CHECK(static_cast<int64_t>(training.size()) >= global_batch, "[finetune] ", options.train_pairs, " has ",
               training.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ", global_batch,
               " (ranks x --batch-size)");
@@ -328,15 +323,14 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
         const Autocast autocast(device, options.precision);
         const int64_t end = begin + options.batch_size;
         if (contrastive) {
-          const PairDocuments drawn =
-              DrawPairs(training, order, begin, end, hard, options.hard_negatives, options.seed, epoch);
-          documents = drawn.All();
-          if (chunks > 1) {
-            computed = CachedContrastive(*model, corpus, training, order, begin, end, hard, options, epoch,
-                                         communicator, device);
-          } else {
-            computed = Contrastive(EmbedPairs(*model, corpus, drawn, device), options.temperature, communicator);
+          std::vector<PairDocuments> chunks;
+          for (int64_t from = begin; from < end; from += chunk) {
+            chunks.push_back(DrawPairs(training, order, from, std::min(end, from + chunk), hard, options.hard_negatives,
+                                       options.seed, epoch));
+            const std::vector<int64_t> drawn = chunks.back().All();
+            documents.insert(documents.end(), drawn.begin(), drawn.end());
           }
+          computed = ChunkedContrastive(*model, corpus, std::move(chunks), options.temperature, communicator, device);
         } else {
           const torch::Tensor logits = Logits(*model, corpus, training, order, begin, end, device, &labels, &documents);
           computed = Siamese(logits.to(torch::kFloat), labels, communicator);
