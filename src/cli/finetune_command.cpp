@@ -44,13 +44,7 @@ Command AddFinetuneCommand(CLI::App* app) {
                   "contrastive: labelled negatives of each source added to its candidates, at most")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  sub->add_option("--grad-cache", o->grad_cache,
-                  "contrastive: gradient caching, N pairs a chunk (0 = off). The batch is embedded N pairs at a time "
-                  "without a graph, the loss over the global batch gives each vector's gradient, and each chunk is "
-                  "run again to back-propagate it: the same loss and gradients with one chunk's activations in "
-                  "memory, so --batch-size (the number of negatives) can be thousands")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  AddGradCacheFlag(sub, &o->grad_cache, "contrastive", "pairs");
   AddLoopFlags(sub, o.get(), "pairs");
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {

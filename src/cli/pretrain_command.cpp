@@ -47,13 +47,7 @@ Command AddPretrainCommand(CLI::App* app) {
                   "DocSplit: weight of the masked word LM term; 0 = none, and the halves are read unmasked "
                   "(a pretrained encoder has no LM head to keep)")
       ->capture_default_str();
-  sub->add_option("--grad-cache", o->grad_cache,
-                  "DocSplit: gradient caching, N documents a chunk (0 = off). The batch is embedded N documents at a "
-                  "time without a graph, the loss over every rank's views gives each vector's gradient, and each "
-                  "chunk is run again to back-propagate it: the same loss and gradients as one pass, with one "
-                  "chunk's activations in memory, so --batch-size (the number of negatives) can be thousands")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  AddGradCacheFlag(sub, &o->grad_cache, "DocSplit", "documents");
   sub->add_option("--valid-corpus", o->valid_corpus,
                   "prepared corpus for the validation loss (prepare --tokenizer <corpus>/tokenizer.model)")
       ->check(CLI::ExistingDirectory);

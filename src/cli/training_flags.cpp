@@ -25,6 +25,17 @@ int RunDistributed(const DistributedFlags& flags,
   });
 }
 
+void AddGradCacheFlag(CLI::App* app, int64_t* grad_cache, const std::string& objective, const std::string& item) {
+  app->add_option("--grad-cache", *grad_cache,
+                  objective + ": gradient caching, N " + item + " a chunk (0 = off). The batch is embedded N " + item +
+                      " at a time without a graph, the loss over the global batch gives each vector's gradient, "
+                      "and each chunk is run again to back-propagate it: the same loss and gradients as one pass, "
+                      "with one chunk's activations in memory, so --batch-size (the number of negatives) can be "
+                      "thousands")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
 void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item) {
   app->add_option("--run", o->run, "checkpoint folder of this run")->capture_default_str();
   app->add_option("--batch-size", o->batch_size, item + " per rank per micro-step")->capture_default_str();

@@ -30,6 +30,10 @@ int RunDistributed(const DistributedFlags& flags,
 // last two inverted into resume / progress).
 void AddLoopFlags(CLI::App* app, train::LoopOptions* options, const std::string& item);
 
+// --grad-cache N for a contrastive objective (`objective`) over `item`s:
+// gradient caching, N items a chunk, 0 = off (train/grad_cache.h).
+void AddGradCacheFlag(CLI::App* app, int64_t* grad_cache, const std::string& objective, const std::string& item);
+
 // Rank 0 prints how the loop ended (done, stopped early with the best step,
 // or interrupted with where it resumes); returns the process exit status:
 // 0, or train::kExitInterrupted after a stop signal.

@@ -47,7 +47,8 @@ struct Scorer {
     if (lexical) {
       torch::Tensor words = torch::empty({candidates.numel()}, torch::kFloat64);
       const auto* index = candidates.data_ptr<int64_t>();
-      for (int64_t i = 0; i < candidates.numel(); ++i) words[i] = lexical->Score(query, index[i]);
+      double* out = words.data_ptr<double>();
+      for (int64_t i = 0; i < candidates.numel(); ++i) out[i] = lexical->Score(query, index[i]);
       scores = (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * words;
     }
     return scores;

@@ -249,10 +249,6 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   return result;
 }
 
-}  // namespace
-
-namespace {
-
 // The kind an objective trains, or a message saying which kinds it takes.
 void CheckKind(const std::string& objective, const std::string& kind, const std::string& source) {
   const bool ok = objective == "sdr"     ? kind == "sdr"

@@ -52,6 +52,21 @@ model::SmithConfig SmithTiny() {
   return c;
 }
 
+// Mean pooling over up to two windows of 12 tokens per document.
+model::MatchBertConfig MatchBertTiny() {
+  model::MatchBertConfig c;
+  c.vocab_size = 1005;
+  c.hidden = 16;
+  c.heads = 2;
+  c.intermediate = 32;
+  c.layers = 1;
+  c.max_tokens = 12;
+  c.dropout = 0.0;
+  c.pooling = "mean";
+  c.chunks = 2;
+  return c;
+}
+
 data::MaskOptions Masks() {
   data::MaskOptions m;
   m.vocab_size = 1005;
@@ -165,16 +180,7 @@ TEST(WorldSizeInvariance, DocSplit) {
 // DocSplit on the flat encoder (pretrain on kind match_bert): mean pooling
 // over up to two windows per half, with the word LM term.
 TEST(WorldSizeInvariance, FlatDocSplit) {
-  model::MatchBertConfig c;
-  c.vocab_size = 1005;
-  c.hidden = 16;
-  c.heads = 2;
-  c.intermediate = 32;
-  c.layers = 1;
-  c.max_tokens = 12;
-  c.dropout = 0.0;
-  c.pooling = "mean";
-  c.chunks = 2;
+  const model::MatchBertConfig c = MatchBertTiny();
   ExpectInvariant(
       "flat-docsplit",
       [c] {
@@ -279,16 +285,7 @@ TEST(WorldSizeInvariance, CachedDocSplitEqualsThePlainGlobalBatch) {
 
 // The same on the flat encoder, with the word LM's masks, in chunks of one document.
 TEST(WorldSizeInvariance, CachedFlatDocSplitEqualsThePlainGlobalBatch) {
-  model::MatchBertConfig c;
-  c.vocab_size = 1005;
-  c.hidden = 16;
-  c.heads = 2;
-  c.intermediate = 32;
-  c.layers = 1;
-  c.max_tokens = 12;
-  c.dropout = 0.0;
-  c.pooling = "mean";
-  c.chunks = 2;
+  const model::MatchBertConfig c = MatchBertTiny();
   const auto loss = [c](int64_t chunk) {
     return [c, chunk](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
       auto& model = dynamic_cast<model::FlatPretrainingImpl&>(m);
