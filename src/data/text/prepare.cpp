@@ -83,24 +83,29 @@ Encoded Encode(Segmented segmented, const Tokenizer& tokenizer, int64_t max_toke
   d.title = std::move(segmented.raw.title);
   d.sentence_offsets = {0};
   d.paragraph_offsets = {0};
+  // `stop` is this loop's own flag: the raw-text cut above may already have
+  // marked the document truncated, and every sentence up to the cap is kept.
+  bool stop = false;
   for (const auto& paragraph : segmented.paragraphs) {
     for (const std::string& sentence : paragraph) {
       std::vector<int32_t> ids = tokenizer.Encode(sentence);
       if (ids.empty()) continue;
       const int64_t room = max_tokens - d.num_tokens();
-      if (static_cast<int64_t>(ids.size()) > room) {
+      if (static_cast<int64_t>(ids.size()) > room) {  // crosses the cap (room 0: starts at it)
         ids.resize(room);
         out.truncated = true;
+        stop = true;
       }
-      if (ids.empty()) break;
-      d.tokens.insert(d.tokens.end(), ids.begin(), ids.end());
-      d.sentence_offsets.push_back(d.num_tokens());
-      if (out.truncated) break;
+      if (!ids.empty()) {
+        d.tokens.insert(d.tokens.end(), ids.begin(), ids.end());
+        d.sentence_offsets.push_back(d.num_tokens());
+      }
+      if (stop) break;
     }
     if (d.sentence_offsets.size() - 1 > static_cast<size_t>(d.paragraph_offsets.back())) {
       d.paragraph_offsets.push_back(d.num_sentences());
     }
-    if (out.truncated) break;
+    if (stop) break;
   }
   return out;
 }

@@ -167,6 +167,46 @@ TEST(Prepare, EnormousDocumentIsCutBeforeSegmentation) {
   EXPECT_LT(seconds, 30.0);
 }
 
+// A document over the cap keeps exactly the cap's worth of tokens and every
+// sentence up to it, also when its raw text is long enough to be cut before
+// segmentation (the old code kept only the first sentence then).
+TEST(Prepare, LongDocumentKeepsEverySentenceUpToTheCap) {
+  testing::ScratchDir dir("prepare");
+  std::vector<std::string> sentences = testing::SyntheticSentences(2000, 23);
+  for (auto& s : sentences) s[0] = static_cast<char>(std::toupper(s[0]));  // sentence starts for ICU
+  std::string text;
+  for (size_t i = 0; i < sentences.size(); ++i) text += sentences[i] + (i % 5 == 4 ? "\n\n" : " ");
+  constexpr int64_t kCap = 300;
+  ASSERT_GT(text.size(), static_cast<size_t>(kCap * 64));  // the raw cut fires too
+  testing::WriteFile(dir.File("in.jsonl"), CleanDocuments() + JsonLine("long", text));
+  PrepareOptions o = Options(dir);
+  o.max_document_tokens = kCap;
+  const PrepareReport report = Prepare(o);
+  const auto& truncated = report.tallies.at("truncated").sample_ids;
+  EXPECT_NE(std::find(truncated.begin(), truncated.end(), "long"), truncated.end());
+
+  const Corpus corpus(o.output);
+  const Tokenizer tokenizer = Tokenizer::Load(corpus.tokenizer_path());
+  const Document doc = corpus.Get(*corpus.IndexOf("long"));
+  ASSERT_EQ(doc.num_tokens(), kCap);
+  ASSERT_GT(doc.num_sentences(), 10);
+  // Every sentence but the last is whole and in order; the last is a prefix
+  // of the next input sentence, cut at the cap.
+  int64_t expected_tokens = 0;
+  for (int64_t s = 0; s + 1 < doc.num_sentences(); ++s) {
+    EXPECT_EQ(tokenizer.Decode(doc.Sentence(s)), sentences[s]) << "sentence " << s;
+    expected_tokens += static_cast<int64_t>(tokenizer.Encode(sentences[s]).size());
+  }
+  const int64_t last = doc.num_sentences() - 1;
+  const std::vector<int32_t> whole = tokenizer.Encode(sentences[last]);
+  const std::vector<int32_t> kept = doc.Sentence(last);
+  ASSERT_LE(kept.size(), whole.size());
+  EXPECT_TRUE(std::equal(kept.begin(), kept.end(), whole.begin()));
+  EXPECT_EQ(expected_tokens + static_cast<int64_t>(kept.size()), kCap);
+  // Paragraphs of five sentences survive up to the cap.
+  EXPECT_EQ(doc.num_paragraphs(), (doc.num_sentences() + 4) / 5);
+}
+
 TEST(Prepare, DuplicateIdIsAnErrorNamingBothLines) {
   testing::ScratchDir dir("prepare");
   testing::WriteFile(dir.File("in.jsonl"), CleanDocuments() + JsonLine("d3", "Again."));
