@@ -23,5 +23,7 @@ Command AddEvalCommand(CLI::App* app);
 Command AddExportCommand(CLI::App* app);
 Command AddImportCommand(CLI::App* app);
 Command AddTokenizeCommand(CLI::App* app);
+Command AddSearchCommand(CLI::App* app);
+Command AddEncodeCommand(CLI::App* app);
 
 }  // namespace docmatch::cli

@@ -24,12 +24,14 @@ int main(int argc, char** argv) {
       "docmatch: distributed training of encoders that match long documents\n"
       "(SMITH, DocSplit, SMASH RNN / HAN, SDR, MatchBERT).\n\n"
       "A run goes: prepare a corpus into shards, then pretrain, finetune, embed\n"
-      "and eval. Every command reads an optional YAML config (--config) whose\n"
-      "section for the command holds its long options; flags override it, and\n"
-      "--dump-config prints the result.\n\n"
+      "and eval; search finds the documents nearest a document or a text, and\n"
+      "encode turns raw text into vectors. Every command reads an optional YAML\n"
+      "config (--config) whose section for the command holds its long options;\n"
+      "flags override it, and --dump-config prints the result.\n\n"
       "  docmatch prepare --input articles.jsonl --output corpora/wiki\n"
       "  docmatch inspect corpora/wiki --doc Absolute_zero\n"
-      "  docmatch prepare --config configs/prepare-wikispeedia.yaml --dump-config\n",
+      "  docmatch prepare --config configs/prepare-wikispeedia.yaml --dump-config\n"
+      "  docmatch search --embeddings runs/wiki/embeddings.h5 --text 'ice ages and glaciers'\n",
       "docmatch"};
   app.config_formatter(std::make_shared<docmatch::cli::YamlConfig>());
   app.set_config("--config", "", "YAML config with a section per command (see configs/)");
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
       docmatch::cli::AddFinetuneCommand(&app), docmatch::cli::AddEmbedCommand(&app),
       docmatch::cli::AddEvalCommand(&app),     docmatch::cli::AddExportCommand(&app),
       docmatch::cli::AddImportCommand(&app),   docmatch::cli::AddTokenizeCommand(&app),
+      docmatch::cli::AddEncodeCommand(&app),   docmatch::cli::AddSearchCommand(&app),
   };
   for (const auto& command : commands) command.app->fallthrough();
 

@@ -95,6 +95,16 @@ void CopyRows(hid_t source, const std::string& source_where, hid_t target, const
   }
 }
 
+// What makes a file an embeddings file: the format, its version and the
+// dimension, then the caller's attributes.
+void WriteAttributes(hid_t file, const std::string& where, int64_t dimension,
+                     const std::map<std::string, std::string>& attributes) {
+  hdf5::WriteAttribute(file, where, "docmatch_format", std::string(kFormat));
+  hdf5::WriteAttribute(file, where, "format_version", kVersion);
+  hdf5::WriteAttribute(file, where, "dimension", dimension);
+  for (const auto& [name, value] : attributes) hdf5::WriteAttribute(file, where, name.c_str(), value);
+}
+
 void JoinParts(const std::vector<std::string>& parts, const std::string& output, int64_t dimension, bool sentences,
                const std::map<std::string, std::string>& attributes) {
   const std::string tmp = output + ".tmp";
@@ -148,16 +158,61 @@ void JoinParts(const std::vector<std::string>& parts, const std::string& output,
       document_base += n;
     }
     hdf5::WriteStrings(f, where, "document_ids", ids, kChunkRows);
-    hdf5::WriteAttribute(f, where, "docmatch_format", std::string(kFormat));
-    hdf5::WriteAttribute(f, where, "format_version", kVersion);
-    hdf5::WriteAttribute(f, where, "dimension", dimension);
-    for (const auto& [name, value] : attributes) hdf5::WriteAttribute(f, where, name.c_str(), value);
+    WriteAttributes(f, where, dimension, attributes);
   }
   fs::rename(tmp, output);
   for (const auto& part : parts) fs::remove(part);
 }
 
 }  // namespace
+
+EmbeddingWriter::EmbeddingWriter(std::string path, int64_t dimension, bool sentences)
+    : path_(std::move(path)), dimension_(dimension), sentences_(sentences) {
+  file_ = std::make_unique<data::shard_format::Handle>(CreateFile(path_));
+  CreateDatasets(file_->get(), Where(path_), dimension, sentences);
+}
+
+EmbeddingWriter::~EmbeddingWriter() = default;
+
+torch::Tensor EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
+                                      const torch::Device& device) {
+  const hid_t f = file_->get();
+  const std::string where = Where(path_);
+  std::vector<std::string> ids;
+  for (const data::Document* d : documents) ids.push_back(d->id);
+  torch::Tensor vectors;
+  if (sentences_) {
+    // One pass: the sentence vectors, and the document vector from them.
+    std::vector<model::DocumentSentences> all = model.EmbedSentences(documents, device);
+    std::vector<torch::Tensor> means;
+    std::vector<int64_t> paragraph_offsets, document_offsets;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const torch::Tensor s = all[i].vectors.to(torch::kCPU, torch::kFloat).contiguous();
+      hdf5::AppendRows(f, where, "sentence_vectors", H5T_NATIVE_FLOAT, s.size(0), s.data_ptr<float>());
+      means.push_back(model::MeanSentenceVector({s, all[i].paragraph_offsets}));
+      for (size_t p = 1; p < all[i].paragraph_offsets.size(); ++p)
+        paragraph_offsets.push_back(sentence_count_ + all[i].paragraph_offsets[p]);
+      sentence_count_ += s.size(0);
+      paragraph_count_ += static_cast<int64_t>(all[i].paragraph_offsets.size()) - 1;
+      document_offsets.push_back(paragraph_count_);
+    }
+    hdf5::AppendRows(f, where, "paragraph_offsets", H5T_NATIVE_INT64, paragraph_offsets.size(),
+                     paragraph_offsets.data());
+    hdf5::AppendRows(f, where, "document_offsets", H5T_NATIVE_INT64, document_offsets.size(), document_offsets.data());
+    vectors = torch::stack(means);
+  } else {
+    vectors = model.Embed(documents, device).to(torch::kCPU, torch::kFloat).contiguous();
+  }
+  AppendStrings(f, where, "document_ids", ids);
+  hdf5::AppendRows(f, where, "vectors", H5T_NATIVE_FLOAT, vectors.size(0), vectors.data_ptr<float>());
+  return vectors;
+}
+
+void EmbeddingWriter::WriteAttributes(const std::map<std::string, std::string>& attributes) {
+  eval::WriteAttributes(file_->get(), Where(path_), dimension_, attributes);
+}
+
+void EmbeddingWriter::Close() { file_.reset(); }
 
 int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder, const data::Corpus& corpus,
                     const std::string& output, int64_t batch_size, bool progress, dist::Communicator& communicator,
@@ -171,46 +226,13 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
   torch::NoGradGuard no_grad;
   model.module().eval();
   {
-    hdf5::Handle file = CreateFile(part);
-    const hid_t f = file.get();
-    const std::string where = Where(part);
-    CreateDatasets(f, where, model.dimension(), sentences);
-    int64_t sentence_count = 0, paragraph_count = 0;
+    EmbeddingWriter writer(part, model.dimension(), sentences);
     console::ProgressBar bar("[embed]", end - begin, "docs", "", rank == 0 && progress);
     for (int64_t from = begin; from < end; from += batch_size) {
       const std::vector<data::Document> documents = ReadDocuments(corpus, from, std::min(end, from + batch_size));
       std::vector<const data::Document*> pointers;
-      std::vector<std::string> ids;
-      for (const auto& d : documents) {
-        pointers.push_back(&d);
-        ids.push_back(d.id);
-      }
-      AppendStrings(f, where, "document_ids", ids);
-      torch::Tensor vectors;
-      if (sentences) {
-        // One pass: the sentence vectors, and the document vector from them.
-        std::vector<model::DocumentSentences> all = model.EmbedSentences(pointers, device);
-        std::vector<torch::Tensor> means;
-        std::vector<int64_t> paragraph_offsets, document_offsets;
-        for (size_t i = 0; i < all.size(); ++i) {
-          const torch::Tensor s = all[i].vectors.to(torch::kCPU, torch::kFloat).contiguous();
-          hdf5::AppendRows(f, where, "sentence_vectors", H5T_NATIVE_FLOAT, s.size(0), s.data_ptr<float>());
-          means.push_back(model::MeanSentenceVector({s, all[i].paragraph_offsets}));
-          for (size_t p = 1; p < all[i].paragraph_offsets.size(); ++p)
-            paragraph_offsets.push_back(sentence_count + all[i].paragraph_offsets[p]);
-          sentence_count += s.size(0);
-          paragraph_count += static_cast<int64_t>(all[i].paragraph_offsets.size()) - 1;
-          document_offsets.push_back(paragraph_count);
-        }
-        hdf5::AppendRows(f, where, "paragraph_offsets", H5T_NATIVE_INT64, paragraph_offsets.size(),
-                         paragraph_offsets.data());
-        hdf5::AppendRows(f, where, "document_offsets", H5T_NATIVE_INT64, document_offsets.size(),
-                         document_offsets.data());
-        vectors = torch::stack(means);
-      } else {
-        vectors = model.Embed(pointers, device).to(torch::kCPU, torch::kFloat).contiguous();
-      }
-      hdf5::AppendRows(f, where, "vectors", H5T_NATIVE_FLOAT, vectors.size(0), vectors.data_ptr<float>());
+      for (const auto& d : documents) pointers.push_back(&d);
+      writer.Append(model, pointers, device);
       bar.Add(static_cast<int64_t>(documents.size()), static_cast<int64_t>(documents.size()));
     }
     bar.Finish();
@@ -219,9 +241,11 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
   if (rank == 0) {
     std::vector<std::string> parts;
     for (int r = 0; r < world; ++r) parts.push_back(output + ".part-" + std::to_string(r));
-    JoinParts(
-        parts, output, model.dimension(), sentences,
-        {{"kind", model.config().kind}, {"model", model_folder}, {"tokenizer_hash", corpus.manifest().tokenizer_hash}});
+    JoinParts(parts, output, model.dimension(), sentences,
+              {{"kind", model.config().kind},
+               {"model", model_folder},
+               {"corpus", corpus.directory()},
+               {"tokenizer_hash", corpus.manifest().tokenizer_hash}});
     LOG(INFO) << "[embed] " << N << " documents -> " << output;
   }
   communicator.Barrier();
@@ -248,6 +272,7 @@ EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {
     hdf5::Fail(where, "another embeddings format version");
   kind_ = hdf5::ReadStringAttribute(f, where, "kind");
   model_ = hdf5::ReadStringAttribute(f, where, "model");
+  if (H5Aexists(f, "corpus") > 0) corpus_ = hdf5::ReadStringAttribute(f, where, "corpus");
   dimension_ = hdf5::ReadIntAttribute(f, where, "dimension");
   const int64_t n = static_cast<int64_t>(hdf5::Dimensions(f, where, "document_ids")[0]);
   ids_ = hdf5::ReadStrings(f, where, "document_ids", 0, n);

@@ -8,7 +8,8 @@
 //   paragraph_offsets  int64 (paragraphs + 1,) into sentence_vectors
 //   document_offsets   int64 (N + 1,) into paragraphs
 //   attributes: docmatch_format = "docmatch-embeddings", format_version,
-//               kind, dimension, model (the folder), tokenizer_hash
+//               kind, dimension, model (the folder), corpus (the folder
+//               embedded; `encode` writes none), tokenizer_hash
 //
 // Each rank embeds a contiguous share of the corpus into <output>.part-<r>;
 // rank 0 then joins the parts in order, copying a block of rows at a time,
@@ -17,12 +18,18 @@
 
 #include <torch/torch.h>
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "data/corpus/corpus.h"
 #include "dist/communicator.h"
 #include "model/document_model.h"
+
+namespace docmatch::data::shard_format {
+class Handle;
+}
 
 namespace docmatch::eval {
 
@@ -32,6 +39,29 @@ struct EmbedOptions {
   std::string output;  // the .h5 file
   int64_t batch_size = 16;
   bool progress = true;
+};
+
+// Writes a new embeddings file (or one rank's part of one) a batch of
+// documents at a time; the file is complete when WriteAttributes has run and
+// the writer is closed.
+class EmbeddingWriter {
+ public:
+  EmbeddingWriter(std::string path, int64_t dimension, bool sentences);
+  ~EmbeddingWriter();
+  // Embeds `documents` with `model` (sentence vectors too when the file holds
+  // them) and appends them; returns their vectors (B, D) float32 on the CPU.
+  torch::Tensor Append(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
+                       const torch::Device& device);
+  // The format attributes plus `attributes` (kind, model, corpus, tokenizer_hash).
+  void WriteAttributes(const std::map<std::string, std::string>& attributes);
+  void Close();
+
+ private:
+  std::string path_;
+  int64_t dimension_;
+  bool sentences_;
+  int64_t sentence_count_ = 0, paragraph_count_ = 0;
+  std::unique_ptr<data::shard_format::Handle> file_;
 };
 
 // Collective. Returns the number of documents embedded.
@@ -51,6 +81,9 @@ class EmbeddingFile {
   int64_t dimension() const { return dimension_; }
   const std::string& kind() const { return kind_; }
   const std::string& model() const { return model_; }
+  // The corpus folder `embed` read ("" for files written elsewhere or before
+  // the attribute existed).
+  const std::string& corpus() const { return corpus_; }
   const std::vector<std::string>& ids() const { return ids_; }
   // Rows [begin, end) of the vectors, float32 (end - begin, D).
   torch::Tensor Vectors(int64_t begin, int64_t end) const;
@@ -59,7 +92,7 @@ class EmbeddingFile {
   std::vector<model::DocumentSentences> Sentences(int64_t begin, int64_t end) const;
 
  private:
-  std::string path_, kind_, model_;
+  std::string path_, kind_, model_, corpus_;
   int64_t dimension_ = 0;
   std::vector<std::string> ids_;
   std::vector<int64_t> paragraph_offsets_, document_offsets_;

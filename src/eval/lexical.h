@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "data/corpus/corpus.h"
@@ -33,11 +34,22 @@ class LexicalIndex {
   int64_t size() const { return static_cast<int64_t>(row_begin_.size()) - 1; }
   // Cosines (Q, N) float64 of documents `queries` against every document.
   torch::Tensor Scores(const std::vector<int64_t>& queries) const;
+  // Cosines (Q, N) float64 of token sequences that are not in the corpus (a
+  // text query, tokenized as the corpus was) against every document, with the
+  // corpus's idf.
+  torch::Tensor ScoresOfTokens(const std::vector<std::vector<int32_t>>& texts) const;
   // Cosine of documents a and b.
   double Score(int64_t a, int64_t b) const;
 
  private:
+  double Idf(int64_t token) const;
+  // Scores (Q, N) of Q sparse unit rows, row q given by query_row(q, put)
+  // calling put(token, weight) for each of its entries.
+  torch::Tensor Against(
+      int64_t Q, const std::function<void(int64_t, const std::function<void(int64_t, double)>&)>& query_row) const;
+
   int64_t vocab_ = 0;
+  std::vector<int64_t> df_;         // (V,) documents holding each token
   std::vector<int64_t> row_begin_;  // (N + 1,) CSR row offsets
   std::vector<int64_t> columns_;    // token ids, ascending within a row
   std::vector<double> values_;      // unit-row TF-IDF weights

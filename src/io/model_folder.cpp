@@ -77,4 +77,25 @@ void CheckTokenizer(const ModelFolderInfo& info, const data::Corpus& corpus, con
   }
 }
 
+data::Tokenizer LoadModelTokenizer(const std::string& folder, const ModelFolderInfo& info, const std::string& given) {
+  std::string path;
+  if (!given.empty()) {
+    path = std::filesystem::is_directory(given) ? data::Corpus(given).tokenizer_path() : given;
+  } else if (!info.tokenizer.empty()) {
+    path = (std::filesystem::path(folder) / info.tokenizer).string();
+  } else {
+    throw std::runtime_error("[model] '" + folder +
+                             "' carries no tokenizer (training checkpoints do not; imports and exports do): pass "
+                             "--tokenizer with the tokenizer.model of the corpus it was trained on, or that corpus "
+                             "folder");
+  }
+  data::Tokenizer tokenizer = data::Tokenizer::Load(path);
+  if (!info.tokenizer_hash.empty() && tokenizer.hash() != info.tokenizer_hash) {
+    throw std::runtime_error("[model] '" + folder + "' was trained with tokenizer " + info.tokenizer_hash + ", but '" +
+                             path + "' is " + tokenizer.hash() +
+                             ": give the tokenizer of the corpus it was trained on");
+  }
+  return tokenizer;
+}
+
 }  // namespace docmatch::io

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/corpus/corpus.h"
+#include "data/text/tokenizer.h"
 #include "model/document_model.h"
 
 namespace docmatch::io {
@@ -49,5 +50,12 @@ void LoadFolderWeights(torch::nn::Module& module, const std::string& folder, con
 // Throws when the folder's model was trained with another tokenizer than the
 // corpus's.
 void CheckTokenizer(const ModelFolderInfo& info, const data::Corpus& corpus, const std::string& folder);
+
+// The tokenizer that turns raw text into this model's ids, for `encode` and
+// `search --text`: `given` (a tokenizer.model file, or a corpus folder whose
+// tokenizer to use) when not empty, else the folder's own (imports and
+// exports carry one). Throws when there is none, or when its hash is not the
+// one the model was trained with, naming both.
+data::Tokenizer LoadModelTokenizer(const std::string& folder, const ModelFolderInfo& info, const std::string& given);
 
 }  // namespace docmatch::io

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "../data/test_corpus.h"
@@ -49,6 +50,24 @@ TEST(LexicalIndex, EqualsADenseTfIdfCosineInFloat64) {
   for (int64_t i = 0; i < 150; ++i) many.push_back(i % N);
   const torch::Tensor blocked = index.Scores(many);
   EXPECT_TRUE(torch::allclose(blocked[149], expected[149 % N], 0, 1e-12));
+
+  // A text query (token ids not in the index): a corpus document's own tokens
+  // score as the document does; a made-up text against the same dense
+  // formulation, its unseen token ignored and its repeated token's tf
+  // sublinear.
+  const std::vector<int32_t> own = corpus.Get(5).tokens;
+  const torch::Tensor unused = df.eq(0).nonzero();
+  ASSERT_GT(unused.size(0), 0) << "the synthetic corpus should leave some vocabulary pieces unused";
+  const auto unseen = static_cast<int32_t>(unused[0][0].item<int64_t>());
+  const std::vector<int32_t> made_up = {own[0], own[0], own[0], own[1], unseen};
+  const torch::Tensor text_scores = index.ScoresOfTokens({own, made_up});
+  EXPECT_TRUE(torch::allclose(text_scores[0], expected[5], 0, 1e-12));
+  torch::Tensor q = torch::zeros({V}, torch::kFloat64);
+  q[own[0]] += (1 + std::log(3.0)) * idf[own[0]].item<double>();
+  q[own[1]] += idf[own[1]].item<double>();
+  if (own[0] == own[1]) q[own[0]] = (1 + std::log(4.0)) * idf[own[0]].item<double>();
+  q = q / q.norm();
+  EXPECT_TRUE(torch::allclose(text_scores[1], torch::matmul(x, q), 0, 1e-12));
   std::filesystem::remove_all(dir);
 }
 

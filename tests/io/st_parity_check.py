@@ -9,7 +9,9 @@
   1e-4 for every article;
 - `docmatch eval --embeddings` without --model scores those vectors by
   cosine: its MRR equals one recomputed here with numpy;
-- vectors out of corpus order are refused naming the row.
+- vectors out of corpus order are refused naming the row;
+- `search --id` returns numpy's top 10 over the embed file (the article
+  itself first), and `encode` of the raw articles equals `embed`.
 
 Prints one JSON line of figures; exit 77 (skip) without the Wikispeedia
 plaintext (../shared/data/wikispeedia).
@@ -89,8 +91,26 @@ def main():
     proc = subprocess.run([docmatch, "eval", "--embeddings", swapped, "--corpus", corpus, "--relevance", relevance,
                            "--output", out], capture_output=True, text=True)
     assert proc.returncode != 0 and "row 0 is document" in proc.stderr, proc.stderr
+
+    # search and encode on the Wikispeedia articles: the imported model carries
+    # its tokenizer, the embed file names the corpus (titles) and the model.
+    mine_unit = a / np.linalg.norm(a, axis=1, keepdims=True)
+    for q in (0, 13, 27):
+        proc = subprocess.run([docmatch, "search", "--embeddings", mine, "--id", ids[q], "--format", "jsonl"],
+                              check=True, capture_output=True, text=True)
+        hits = json.loads(proc.stdout)["hits"]
+        scores = mine_unit @ mine_unit[q]
+        order = np.argsort(-scores, kind="stable")[:10]
+        assert [h["id"] for h in hits] == [ids[i] for i in order], (ids[q], hits, [ids[i] for i in order])
+        assert max(abs(h["score"] - scores[i]) for h, i in zip(hits, order)) < 1e-9
+        assert hits[0]["id"] == ids[q] and all(h["title"] for h in hits)
+    proc = subprocess.run([docmatch, "encode", "--model", model, "--input", articles], check=True,
+                          capture_output=True, text=True)
+    encoded = {line["id"]: np.array(line["vector"]) for line in map(json.loads, proc.stdout.splitlines())}
+    encode_diff = max(float(np.abs(encoded[i] - a[r]).max()) for r, i in enumerate(ids))
+    assert sorted(encoded) == sorted(ids) and encode_diff < 1e-6, encode_diff
     print(json.dumps({"articles": len(ids), "max_abs_vs_sentence_transformers": float(diff.max()),
-                      "mrr": mrr, "mrr_numpy": float(np.mean(reciprocal))}))
+                      "mrr": mrr, "mrr_numpy": float(np.mean(reciprocal)), "encode_max_abs_vs_embed": encode_diff}))
 
 
 if __name__ == "__main__":

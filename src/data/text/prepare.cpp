@@ -365,4 +365,21 @@ PrepareReport Prepare(const PrepareOptions& options) {
   return report;
 }
 
+TextEncoder::TextEncoder(const Tokenizer& tokenizer, const std::string& locale, int64_t max_tokens)
+    : tokenizer_(tokenizer), segmenter_(locale), max_tokens_(max_tokens) {
+  CHECK_GT(max_tokens, 0);
+}
+
+Document TextEncoder::Encode(RawDocument raw, bool* truncated) const {
+  if (raw.origin.empty()) raw.origin = raw.id;
+  if (const int invalid = CountInvalidUtf8(raw.text); invalid > 0) {  // repaired, as the corpus reader does
+    raw.invalid_utf8 += invalid;
+    raw.text = RepairUtf8(raw.text);
+  }
+  Encoded encoded = docmatch::data::Encode(Segment(std::move(raw), segmenter_, InvalidUtf8Policy::kRepair, max_tokens_),
+                                           tokenizer_, max_tokens_);
+  if (truncated) *truncated = encoded.truncated;
+  return std::move(encoded.document);
+}
+
 }  // namespace docmatch::data

@@ -22,6 +22,8 @@
 #include <nlohmann/json.hpp>
 
 #include "data/corpus/shard_writer.h"
+#include "data/text/corpus_reader.h"
+#include "data/text/text.h"
 #include "data/text/tokenizer.h"
 
 namespace docmatch::data {
@@ -65,5 +67,21 @@ struct PrepareReport {
 };
 
 PrepareReport Prepare(const PrepareOptions& options);
+
+// One document's text segmented and tokenized exactly as Prepare does it
+// (invalid UTF-8 repaired, paragraphs at blank lines, ICU sentences, cut at
+// `max_tokens`), without building a corpus: `encode` and `search --text`.
+class TextEncoder {
+ public:
+  TextEncoder(const Tokenizer& tokenizer, const std::string& locale = "en", int64_t max_tokens = 65536);
+  // The document (no tokens when the text has none); `truncated`, when given,
+  // says whether the cap cut it.
+  Document Encode(RawDocument raw, bool* truncated = nullptr) const;
+
+ private:
+  const Tokenizer& tokenizer_;
+  SentenceSegmenter segmenter_;
+  int64_t max_tokens_;
+};
 
 }  // namespace docmatch::data

@@ -1,0 +1,152 @@
+// `docmatch encode`: raw text in, vectors out, without preparing a corpus:
+// each document is segmented and tokenized exactly as `prepare` does it
+// (data/text/prepare.h TextEncoder), then embedded like `embed` embeds.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <glog/logging.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "console/progress.h"
+#include "data/text/corpus_reader.h"
+#include "data/text/prepare.h"
+#include "eval/embeddings.h"
+#include "io/model_folder.h"
+
+namespace docmatch::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct EncodeFlags {
+  std::string model, input = "-", output, tokenizer, locale = "en", device = "cpu";
+  int64_t batch_size = 16;
+  int64_t max_document_tokens = 65536;
+  bool overwrite = false;
+};
+
+int RunEncode(const EncodeFlags& flags) {
+  if (!flags.output.empty() && fs::exists(flags.output) && !flags.overwrite) {
+    throw std::invalid_argument("[encode] '" + flags.output + "' exists; pass --overwrite to replace it");
+  }
+  const torch::Device device = flags.device == "cuda" ? torch::Device(torch::kCUDA) : torch::kCPU;
+  io::ModelFolderInfo info;
+  std::unique_ptr<model::DocumentModel> model = io::LoadModelFolder(flags.model, &info);
+  model->module().to(device);
+  model->module().eval();
+  const data::Tokenizer tokenizer = io::LoadModelTokenizer(flags.model, info, flags.tokenizer);
+  const data::TextEncoder encoder(tokenizer, flags.locale, flags.max_document_tokens);
+  data::RawDocumentReader reader(flags.input == "-" ? "/dev/stdin" : flags.input);
+
+  // HDF5 goes to a temporary name, renamed when complete, like `embed`.
+  const std::string tmp = flags.output + ".tmp";
+  std::unique_ptr<eval::EmbeddingWriter> writer;
+  if (!flags.output.empty()) {
+    if (!fs::path(flags.output).parent_path().empty()) fs::create_directories(fs::path(flags.output).parent_path());
+    writer = std::make_unique<eval::EmbeddingWriter>(tmp, model->dimension(), model->has_sentences());
+  }
+  torch::NoGradGuard no_grad;
+  int64_t written = 0, empty = 0, truncated = 0;
+  std::vector<data::Document> batch;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    std::vector<const data::Document*> pointers;
+    for (const auto& d : batch) pointers.push_back(&d);
+    torch::Tensor vectors;
+    if (writer) {
+      vectors = writer->Append(*model, pointers, device);
+    } else if (model->has_sentences()) {
+      std::vector<torch::Tensor> means;
+      for (auto& s : model->EmbedSentences(pointers, device)) {
+        s.vectors = s.vectors.to(torch::kCPU, torch::kFloat);
+        means.push_back(model::MeanSentenceVector(s));
+      }
+      vectors = torch::stack(means);
+    } else {
+      vectors = model->Embed(pointers, device).to(torch::kCPU, torch::kFloat).contiguous();
+    }
+    if (!writer) {
+      for (size_t i = 0; i < batch.size(); ++i) {
+        const float* v = vectors[static_cast<int64_t>(i)].contiguous().data_ptr<float>();
+        nlohmann::json line = {{"id", batch[i].id}, {"vector", std::vector<float>(v, v + vectors.size(1))}};
+        std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+      }
+      std::cout << std::flush;
+    }
+    written += static_cast<int64_t>(batch.size());
+    batch.clear();
+  };
+  console::ProgressBar bar("[encode]", -1, "docs", "", !flags.output.empty());
+  data::RawDocument raw;
+  while (reader.Next(&raw)) {
+    const std::string origin = raw.origin;
+    bool cut = false;
+    data::Document document = encoder.Encode(std::move(raw), &cut);
+    if (document.num_tokens() == 0) {
+      LOG(WARNING) << "[encode] " << origin << ": document \"" << document.id << "\" has no text; no vector written";
+      ++empty;
+      continue;
+    }
+    truncated += cut ? 1 : 0;
+    batch.push_back(std::move(document));
+    if (static_cast<int64_t>(batch.size()) == flags.batch_size) {
+      flush();
+      bar.Add(flags.batch_size);
+    }
+  }
+  const int64_t last = static_cast<int64_t>(batch.size());
+  flush();
+  bar.Add(last);
+  bar.Finish();
+  if (writer) {
+    writer->WriteAttributes({{"kind", info.config.kind}, {"model", flags.model}, {"tokenizer_hash", tokenizer.hash()}});
+    writer->Close();
+    fs::rename(tmp, flags.output);
+  }
+  std::cerr << "[encode] " << written << " documents" << (flags.output.empty() ? "" : " -> " + flags.output)
+            << (empty ? ", " + std::to_string(empty) + " without text skipped" : "")
+            << (truncated ? ", " + std::to_string(truncated) + " cut at --max-document-tokens" : "") << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+Command AddEncodeCommand(CLI::App* app) {
+  auto flags = std::make_shared<EncodeFlags>();
+  CLI::App* sub = app->add_subcommand(
+      "encode",
+      "Turn raw text into vectors with a model folder, without preparing a corpus. Reads JSONL\n"
+      "({\"id\", \"text\", optional \"title\"} a line; standard input by default) or a folder of\n"
+      ".txt files; segments and tokenizes each document exactly as `prepare` does; writes JSON\n"
+      "lines {\"id\", \"vector\"} to standard output, or with --output an embeddings file that\n"
+      "`search` and `eval --embeddings` read.\n"
+      "  echo '{\"id\": \"q1\", \"text\": \"Glaciers advanced.\"}' | docmatch encode --model models/minilm\n"
+      "  docmatch encode --model checkpoints/run/best --tokenizer corpora/wiki --input new.jsonl --output new.h5");
+  sub->add_option("--model", flags->model, "model folder (a checkpoint, <run>/best, an import or an export)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--input", flags->input, "JSONL file or folder of .txt files ('-' = standard input)")
+      ->capture_default_str();
+  sub->add_option("--output", flags->output, "embeddings file (HDF5) instead of JSON lines on standard output");
+  sub->add_flag("--overwrite", flags->overwrite, "replace an existing --output");
+  sub->add_option("--tokenizer", flags->tokenizer,
+                  "tokenizer.model or the corpus folder the model was trained on, when the folder carries none "
+                  "(training checkpoints)");
+  sub->add_option("--locale", flags->locale, "ICU locale for sentence rules, as given to `prepare`")
+      ->capture_default_str();
+  sub->add_option("--max-document-tokens", flags->max_document_tokens, "longer documents are cut, as in `prepare`")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--batch-size", flags->batch_size, "documents per forward pass")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--device", flags->device, "cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  return {sub, [flags] { return RunEncode(*flags); }};
+}
+
+}  // namespace docmatch::cli

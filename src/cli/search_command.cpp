@@ -1,0 +1,263 @@
+// `docmatch search`: the documents nearest to a document or a text, from an
+// `embed` (or `encode`) file, as a table or JSON lines (eval/search.h).
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "data/corpus/corpus.h"
+#include "data/text/prepare.h"
+#include "eval/search.h"
+#include "io/model_folder.h"
+
+namespace docmatch::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct SearchFlags {
+  std::string embeddings, model, corpus, tokenizer, queries, text, format = "table", device = "cpu";
+  std::vector<std::string> ids;
+  eval::SearchOptions options;
+};
+
+// What the output shows of a query given as text: its first words.
+std::string Excerpt(const std::string& text) {
+  std::string out;
+  for (const char c : text) out += (c == '\n' || c == '\t') ? ' ' : c;
+  if (out.size() > 60) {
+    size_t cut = 57;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    out = out.substr(0, cut) + "...";
+  }
+  return "\"" + out + "\"";
+}
+
+class SearchCommand {
+ public:
+  explicit SearchCommand(const SearchFlags& flags) : flags_(flags), file_(flags.embeddings) {
+    for (int64_t i = 0; i < file_.size(); ++i) rows_.emplace(file_.ids()[i], i);
+    // The corpus the file was embedded from: titles, the lexical index, and
+    // the tokenizer of last resort.
+    const std::string corpus = !flags.corpus.empty() ? flags.corpus : file_.corpus();
+    if (!corpus.empty() && fs::exists(fs::path(corpus) / data::kManifestFile)) {
+      corpus_.emplace(corpus);
+    } else if (!flags.corpus.empty()) {
+      throw std::invalid_argument("[search] --corpus '" + flags.corpus + "' is not a prepared corpus");
+    }
+    // The model: for text queries (loaded when the first one is read), for
+    // SMASH's pair head, or when asked for.
+    if (!flags.text.empty() || file_.kind() == "smash" || !flags.model.empty()) LoadModel();
+    if (flags.options.lexical_weight > 0) {
+      if (!corpus_) throw std::invalid_argument("[search] --lexical-weight needs --corpus (the corpus embedded)");
+      for (int64_t i = 0; i < file_.size(); ++i) {
+        const std::optional<int64_t> index = corpus_->IndexOf(file_.ids()[i]);
+        if (!index || *index != i) {
+          throw std::invalid_argument("[search] '" + flags.embeddings + "' row " + std::to_string(i) + " (\"" +
+                                      file_.ids()[i] + "\") is not document " + std::to_string(i) + " of corpus '" +
+                                      corpus_->directory() + "': embed that corpus again for hybrid search");
+        }
+      }
+      lexical_ = std::make_unique<eval::LexicalIndex>(*corpus_, /*progress=*/false);
+    }
+  }
+
+  int Run() {
+    const std::vector<eval::SearchQuery> queries = Queries();
+    const eval::Searcher searcher(file_, model_.get(), lexical_.get(), flags_.options, Device());
+    const std::vector<std::vector<eval::SearchHit>> results = searcher.Search(queries);
+    for (size_t q = 0; q < queries.size(); ++q) Print(queries[q], results[q]);
+    return 0;
+  }
+
+ private:
+  torch::Device Device() const { return flags_.device == "cuda" ? torch::Device(torch::kCUDA) : torch::kCPU; }
+
+  void LoadModel() {
+    if (model_) return;
+    const std::string model = !flags_.model.empty() ? flags_.model : file_.model();
+    if (model.empty() || !fs::is_directory(model)) {
+      throw std::invalid_argument("[search] text queries (and SMASH's pair head) need the model that embedded '" +
+                                  flags_.embeddings + "': pass --model" +
+                                  (model.empty() ? "" : " (the file names '" + model + "', which is not a folder)"));
+    }
+    model_ = io::LoadModelFolder(model, &info_);
+    model_->module().to(Device());
+    model_->module().eval();
+    model_folder_ = model;
+  }
+
+  const data::TextEncoder& Encoder() {
+    LoadModel();
+    if (!encoder_) {
+      if (lexical_) io::CheckTokenizer(info_, *corpus_, model_folder_);  // text queries meet the corpus's TF-IDF
+      const std::string given = !flags_.tokenizer.empty()            ? flags_.tokenizer
+                                : info_.tokenizer.empty() && corpus_ ? corpus_->directory()
+                                                                     : "";
+      tokenizer_ = std::make_unique<data::Tokenizer>(io::LoadModelTokenizer(model_folder_, info_, given));
+      encoder_ = std::make_unique<data::TextEncoder>(*tokenizer_);
+    }
+    return *encoder_;
+  }
+
+  eval::SearchQuery ById(const std::string& id, const std::string& where) const {
+    const auto it = rows_.find(id);
+    if (it == rows_.end()) {
+      throw std::invalid_argument("[search] " + where + "no document \"" + id + "\" in '" + flags_.embeddings + "' (" +
+                                  std::to_string(file_.size()) + " documents)");
+    }
+    return {id, it->second, {}};
+  }
+
+  eval::SearchQuery ByText(const std::string& label, std::string text) {
+    data::RawDocument raw;
+    raw.id = label;
+    raw.text = std::move(text);
+    return {label, -1, Encoder().Encode(std::move(raw))};
+  }
+
+  std::vector<eval::SearchQuery> Queries() {
+    std::vector<eval::SearchQuery> queries;
+    for (const std::string& id : flags_.ids) queries.push_back(ById(id, ""));
+    if (!flags_.text.empty()) {
+      std::string text = flags_.text;
+      if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      queries.push_back(ByText(Excerpt(text), text));
+    }
+    if (!flags_.queries.empty()) {
+      std::ifstream in(flags_.queries);
+      if (!in) throw std::invalid_argument("[search] cannot read --queries '" + flags_.queries + "'");
+      std::string line;
+      for (int64_t number = 1; std::getline(in, line); ++number) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const std::string where = flags_.queries + ":" + std::to_string(number) + ": ";
+        nlohmann::json record;
+        try {
+          record = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::parse_error& e) {
+          throw std::invalid_argument("[search] " + where + "not a JSON object (" + e.what() + ")");
+        }
+        const bool has_text = record.is_object() && record.contains("text") && record["text"].is_string();
+        const bool has_id = record.is_object() && record.contains("id") && record["id"].is_string();
+        if (has_text) {
+          queries.push_back(ByText(has_id ? record["id"].get<std::string>() : Excerpt(record["text"]),
+                                   record["text"].get<std::string>()));
+        } else if (has_id) {
+          queries.push_back(ById(record["id"].get<std::string>(), where));
+        } else {
+          throw std::invalid_argument("[search] " + where +
+                                      "expected {\"text\": ...} (a text query) or {\"id\": ...} (a document)");
+        }
+      }
+    }
+    if (queries.empty()) throw std::invalid_argument("[search] no query: give --id, --text or --queries");
+    return queries;
+  }
+
+  std::string Title(int64_t row) const {
+    if (!corpus_) return "";
+    const std::optional<int64_t> index = corpus_->IndexOf(file_.ids()[row]);
+    return index ? corpus_->Get(*index).title : "";
+  }
+
+  void Print(const eval::SearchQuery& query, const std::vector<eval::SearchHit>& hits) const {
+    if (flags_.format == "jsonl") {
+      nlohmann::ordered_json out = {{"query", query.label}, {"hits", nlohmann::ordered_json::array()}};
+      for (size_t i = 0; i < hits.size(); ++i) {
+        out["hits"].push_back({{"rank", i + 1},
+                               {"id", file_.ids()[hits[i].row]},
+                               {"title", Title(hits[i].row)},
+                               {"score", hits[i].score}});
+      }
+      std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      return;
+    }
+    std::cout << "query: " << query.label << "\n";
+    size_t width = 2;
+    for (const auto& hit : hits) width = std::max(width, file_.ids()[hit.row].size());
+    std::cout << "  rank   score  " << std::left << std::setw(static_cast<int>(width)) << "id"
+              << (corpus_ ? "  title" : "") << "\n";
+    for (size_t i = 0; i < hits.size(); ++i) {
+      std::ostringstream line;
+      line << "  " << std::right << std::setw(4) << i + 1 << "  " << std::fixed << std::setprecision(4) << std::setw(6)
+           << hits[i].score << "  " << std::left << std::setw(static_cast<int>(width)) << file_.ids()[hits[i].row];
+      if (corpus_) line << "  " << Title(hits[i].row);
+      std::cout << line.str() << "\n";
+    }
+    std::cout << std::flush;
+  }
+
+  const SearchFlags& flags_;
+  eval::EmbeddingFile file_;
+  std::unordered_map<std::string, int64_t> rows_;
+  std::optional<data::Corpus> corpus_;
+  io::ModelFolderInfo info_;
+  std::unique_ptr<model::DocumentModel> model_;
+  std::string model_folder_;
+  std::unique_ptr<eval::LexicalIndex> lexical_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::unique_ptr<data::TextEncoder> encoder_;
+};
+
+}  // namespace
+
+Command AddSearchCommand(CLI::App* app) {
+  auto flags = std::make_shared<SearchFlags>();
+  CLI::App* sub = app->add_subcommand(
+      "search",
+      "Find the documents most like a query in an `embed` (or `encode`) file: a document of the\n"
+      "file (--id), a text (--text, '-' reads standard input) or a JSONL of queries (--queries:\n"
+      "{\"id\"} lines are documents, {\"text\"} lines texts). Exact search: every query against\n"
+      "every vector, a block at a time, with the score `eval` ranks by (cosine; SMASH's pair\n"
+      "head; SDR re-ranks the best --rerank by its hierarchical score). Titles come from the\n"
+      "corpus the file was embedded from; texts are tokenized as `prepare` does, with the\n"
+      "model's tokenizer.\n"
+      "  docmatch search --embeddings runs/wiki/embeddings.h5 --id Absolute_zero\n"
+      "  docmatch search --embeddings runs/wiki/embeddings.h5 --text 'glaciers of the last ice age' --top 5\n"
+      "  docmatch search --embeddings vectors.h5 --queries queries.jsonl --format jsonl > hits.jsonl");
+  sub->add_option("--embeddings", flags->embeddings, "HDF5 file written by `embed`, `eval` or `encode`")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--id", flags->ids, "a document of the file to find neighbours of (repeatable)");
+  sub->add_option("--text", flags->text, "a text query ('-': read it from standard input)");
+  sub->add_option("--queries", flags->queries, "JSONL of queries: {\"id\": ...} or {\"text\": ..., \"id\": label}")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--top", flags->options.top, "hits per query")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_flag("--exclude-self", flags->options.exclude_self, "a document query leaves itself out of its hits");
+  sub->add_option("--model", flags->model,
+                  "model folder for text queries (default: the folder the file names, when it exists)")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--corpus", flags->corpus, "corpus for titles and hybrid scores (default: the one the file names)")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--tokenizer", flags->tokenizer,
+                  "tokenizer.model (or corpus folder) for text queries when the model folder carries none");
+  sub->add_option("--lexical-weight", flags->options.lexical_weight,
+                  "hybrid: (1 - w) x cosine + w x TF-IDF cosine over the corpus's tokens, as in `eval`")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--rerank", flags->options.rerank, "SDR: candidates its hierarchical score re-orders")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--sdr-normalize", flags->options.sdr_normalize, "SDR: z-score over the candidates (the paper's step)");
+  sub->add_option("--block-rows", flags->options.block_rows, "vectors scored at a time (bounds the memory)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--format", flags->format, "table, or jsonl: {\"query\", \"hits\": [{rank, id, title, score}]}")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "jsonl"}));
+  sub->add_option("--device", flags->device, "where text queries are embedded")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  return {sub, [flags] { return SearchCommand(*flags).Run(); }};
+}
+
+}  // namespace docmatch::cli

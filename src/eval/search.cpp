@@ -1,0 +1,165 @@
+// Exact top-k search over an embeddings file, a block of rows at a time
+// (search.h).
+#include "eval/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "eval/sdr_scoring.h"
+
+namespace docmatch::eval {
+namespace {
+
+constexpr int64_t kQueriesPerPass = 64;
+
+torch::Tensor Unit(const torch::Tensor& x) {
+  namespace F = torch::nn::functional;
+  return F::normalize(x.to(torch::kFloat64), F::NormalizeFuncOptions().dim(-1));
+}
+
+}  // namespace
+
+Searcher::Searcher(const EmbeddingFile& file, model::DocumentModel* model, const LexicalIndex* lexical,
+                   SearchOptions options, torch::Device device)
+    : file_(file), model_(model), lexical_(lexical), options_(options), device_(device) {
+  if (options_.top < 1) throw std::invalid_argument("[search] --top must be at least 1");
+  if (!model_ && file_.kind() == "smash") {
+    throw std::invalid_argument("[search] '" + file_.path() +
+                                "' holds SMASH vectors, scored by the model's pair head: pass --model");
+  }
+  if (model_ && model_->config().kind != file_.kind() && !file_.kind().empty()) {
+    throw std::invalid_argument("[search] '" + file_.path() + "' holds " + file_.kind() +
+                                " vectors, but the model is " + model_->config().kind +
+                                ": search with the model that embedded them");
+  }
+  if (model_ && model_->dimension() != file_.dimension()) {
+    throw std::invalid_argument("[search] '" + file_.path() + "' holds " + std::to_string(file_.dimension()) +
+                                "-d vectors, but the model makes " + std::to_string(model_->dimension()) + "-d ones");
+  }
+  cosine_ = !model_ || model_->cosine();
+  if (options_.lexical_weight > 0) {
+    if (!lexical_) throw std::invalid_argument("[search] --lexical-weight needs the corpus's TF-IDF index");
+    if (!cosine_ || file_.has_sentences()) {
+      throw std::invalid_argument(
+          "[search] --lexical-weight fuses TF-IDF with a cosine of document vectors; this model's score is not one");
+    }
+    if (lexical_->size() != file_.size()) {
+      throw std::invalid_argument("[search] the corpus holds " + std::to_string(lexical_->size()) + " documents and '" +
+                                  file_.path() + "' " + std::to_string(file_.size()) +
+                                  " vectors: give the corpus the file was embedded from");
+    }
+  }
+}
+
+torch::Tensor Searcher::QueryVectors(const std::vector<SearchQuery>& queries,
+                                     std::vector<model::DocumentSentences>* sentences) const {
+  std::vector<torch::Tensor> rows;
+  for (const SearchQuery& q : queries) {
+    if (q.row >= 0) {
+      rows.push_back(file_.Vectors(q.row, q.row + 1)[0]);
+      if (file_.has_sentences()) sentences->push_back(file_.Sentences(q.row, q.row + 1)[0]);
+      continue;
+    }
+    if (!model_) throw std::invalid_argument("[search] a text query needs the model that embedded the file: --model");
+    if (q.text.num_tokens() == 0) throw std::invalid_argument("[search] query '" + q.label + "' has no text");
+    torch::NoGradGuard no_grad;
+    const std::vector<const data::Document*> one = {&q.text};
+    if (file_.has_sentences()) {
+      model::DocumentSentences s = model_->EmbedSentences(one, device_)[0];
+      s.vectors = s.vectors.to(torch::kCPU, torch::kFloat);
+      rows.push_back(model::MeanSentenceVector(s));
+      sentences->push_back(std::move(s));
+    } else {
+      rows.push_back(model_->Embed(one, device_).to(torch::kCPU, torch::kFloat)[0]);
+    }
+  }
+  const torch::Tensor vectors = torch::stack(rows);
+  return cosine_ ? Unit(vectors) : vectors;
+}
+
+torch::Tensor Searcher::BlockScores(const torch::Tensor& queries, const torch::Tensor& lexical, int64_t begin,
+                                    int64_t end) const {
+  const torch::Tensor rows = file_.Vectors(begin, end);
+  torch::Tensor scores;
+  if (cosine_) {
+    scores = torch::matmul(queries, Unit(rows).t());
+  } else {
+    torch::NoGradGuard no_grad;
+    scores = model_->ScoreMatrix(queries, rows).to(torch::kFloat64);
+  }
+  if (lexical.defined()) {
+    const double w = options_.lexical_weight;
+    scores = (1 - w) * scores + w * lexical.slice(1, begin, end);
+  }
+  return scores;
+}
+
+std::vector<std::vector<SearchHit>> Searcher::Search(const std::vector<SearchQuery>& queries) const {
+  const int64_t N = file_.size();
+  const bool sdr = file_.has_sentences();
+  const int64_t pool = sdr ? std::max(options_.top, options_.rerank) : options_.top;
+  std::vector<std::vector<SearchHit>> results;
+  for (size_t first = 0; first < queries.size(); first += kQueriesPerPass) {
+    const std::vector<SearchQuery> batch(queries.begin() + first,
+                                         queries.begin() + std::min(queries.size(), first + kQueriesPerPass));
+    const int64_t Q = static_cast<int64_t>(batch.size());
+    std::vector<model::DocumentSentences> sentences;
+    const torch::Tensor vectors = QueryVectors(batch, &sentences);
+    torch::Tensor lexical;
+    if (options_.lexical_weight > 0) {
+      lexical = torch::empty({Q, N}, torch::kFloat64);
+      for (int64_t q = 0; q < Q; ++q) {
+        const SearchQuery& query = batch[q];
+        lexical[q] =
+            query.row >= 0 ? lexical_->Scores({query.row})[0] : lexical_->ScoresOfTokens({query.text.tokens})[0];
+      }
+    }
+    // The running best `pool` of every query, merged with each block's best.
+    torch::Tensor best_scores = torch::empty({Q, 0}, torch::kFloat64);
+    torch::Tensor best_rows = torch::empty({Q, 0}, torch::kLong);
+    for (int64_t begin = 0; begin < N; begin += options_.block_rows) {
+      const int64_t end = std::min(N, begin + options_.block_rows);
+      torch::Tensor scores = BlockScores(vectors, lexical, begin, end);
+      if (options_.exclude_self) {
+        for (int64_t q = 0; q < Q; ++q) {
+          const int64_t row = batch[q].row;
+          if (row >= begin && row < end) scores[q][row - begin] = -std::numeric_limits<double>::infinity();
+        }
+      }
+      auto [block_scores, block_rows] = scores.topk(std::min(pool, end - begin), 1);
+      best_scores = torch::cat({best_scores, block_scores}, 1);
+      best_rows = torch::cat({best_rows, block_rows + begin}, 1);
+      auto [kept, order] = best_scores.topk(std::min(pool, best_scores.size(1)), 1);
+      best_scores = kept;
+      best_rows = best_rows.gather(1, order);
+    }
+    for (int64_t q = 0; q < Q; ++q) {
+      std::vector<SearchHit> hits;
+      const torch::Tensor query_scores = best_scores[q].contiguous(), query_rows = best_rows[q].contiguous();
+      const auto* s = query_scores.data_ptr<double>();
+      const auto* rows = query_rows.data_ptr<int64_t>();
+      for (int64_t i = 0; i < best_scores.size(1); ++i) {
+        if (std::isfinite(s[i])) hits.push_back({rows[i], s[i]});
+      }
+      if (sdr && !hits.empty()) {
+        std::vector<model::DocumentSentences> candidates;
+        for (const SearchHit& hit : hits) candidates.push_back(file_.Sentences(hit.row, hit.row + 1)[0]);
+        const torch::Tensor hierarchical =
+            SdrScores(sentences[q], candidates, options_.sdr_normalize).to(torch::kFloat64).contiguous();
+        for (size_t i = 0; i < hits.size(); ++i) hits[i].score = hierarchical.data_ptr<double>()[i];
+      }
+      // Best first; exact ties (duplicate documents) in file order, as a
+      // stable sort of the scores would give them.
+      std::sort(hits.begin(), hits.end(), [](const SearchHit& a, const SearchHit& b) {
+        return a.score != b.score ? a.score > b.score : a.row < b.row;
+      });
+      if (static_cast<int64_t>(hits.size()) > options_.top) hits.resize(options_.top);
+      results.push_back(std::move(hits));
+    }
+  }
+  return results;
+}
+
+}  // namespace docmatch::eval

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""`docmatch search` and `docmatch encode` on the tiny real corpus
+(tiny_manpages.py), against numpy over the vectors `embed` wrote:
+
+  * search by id puts the document itself first (score 1) and returns the
+    same top 10, with the same scores, as a float64 numpy cosine ranking;
+    --exclude-self returns numpy's next 10; scoring 7 rows at a time
+    (--block-rows 7, so the top-k is merged across 35 blocks) changes nothing;
+  * --queries mixes document ids and texts; a document's own text, encoded
+    as `prepare` would, finds that document first;
+  * `encode` of the corpus's raw JSONL equals `embed`'s vectors (JSON lines
+    and --output HDF5), and search reads the encode file;
+  * hybrid search at --lexical-weight 0.5 scores (cosine + TF-IDF cosine) / 2,
+    with the TF-IDF recomputed here from the shards' token ids;
+  * SDR re-ranks with its hierarchical score: a document finds itself first;
+  * an unknown id, a query line without text or id, and a text query against
+    a model folder without a tokenizer are errors naming what is wrong.
+
+usage: search_check.py DOCMATCH FIXTURE SCRATCH
+"""
+import glob
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+
+import h5py
+import numpy as np
+
+# A flat encoder: its vectors spread after 2 steps (a tiny SMITH's are all
+# within 1e-5 of one another then, which would make every ranking a near-tie).
+TINY = """model: {kind: match_bert, hidden: 32, heads: 2, intermediate: 64, layers: 1, max_tokens: 128, dropout: 0.1}
+"""
+SDR = """model: {kind: sdr, hidden: 32, heads: 2, intermediate: 64, layers: 1, max_tokens: 32, dropout: 0.1}
+"""
+
+
+def check(condition, message):
+    if not condition:
+        sys.exit("FAILED: " + message)
+
+
+class Runner:
+    def __init__(self, docmatch):
+        self.docmatch = docmatch
+
+    def __call__(self, *args, stdin=None, fail=False):
+        result = subprocess.run([self.docmatch, *args], input=stdin, capture_output=True, text=True)
+        if fail:
+            check(result.returncode != 0, f"{args[0]} {args[1:4]} should have failed")
+        elif result.returncode != 0:
+            sys.exit(f"FAILED: docmatch {' '.join(args)}\n{result.stdout}\n{result.stderr}")
+        return result
+
+
+def read_vectors(path):
+    with h5py.File(path, "r") as f:
+        return [i.decode() for i in f["document_ids"][:]], f["vectors"][:].astype(np.float64)
+
+
+def hits(output):
+    return [json.loads(line) for line in output.splitlines() if line.strip()]
+
+
+def cosine_top(vectors, row, k, exclude_self=False):
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    scores = unit @ unit[row]
+    if exclude_self:
+        scores[row] = -np.inf
+    order = np.argsort(-scores, kind="stable")[:k]
+    return order, scores[order]
+
+
+def same_ranking(got, order, scores, ids, what):
+    """Ids equal up to exact ties, scores equal to 1e-9."""
+    check(len(got) == len(order), f"{what}: {len(got)} hits, numpy {len(order)}")
+    for hit, row, score in zip(got, order, scores):
+        check(abs(hit["score"] - score) < 1e-9, f"{what}: score {hit['score']} against numpy {score}")
+        if hit["id"] != ids[row]:
+            check(abs(scores[list(order).index(row)] - hit["score"]) < 1e-12, f"{what}: {hit['id']} vs {ids[row]}")
+
+
+def tfidf(corpus):
+    """sklearn's TfidfVectorizer(sublinear_tf=True) over the shards' token ids, unit rows."""
+    docs = []
+    for shard in sorted(glob.glob(os.path.join(corpus, "shard-*.h5"))):
+        with h5py.File(shard, "r") as f:
+            tokens, sentences = f["tokens"][:], f["sentence_offsets"][:]
+            paragraphs, documents = f["paragraph_offsets"][:], f["document_offsets"][:]
+            for d in range(len(documents) - 1):
+                first = sentences[paragraphs[documents[d]]]
+                last = sentences[paragraphs[documents[d + 1]]]
+                docs.append(tokens[first:last].tolist())
+    n = len(docs)
+    df = Counter(t for d in docs for t in set(d))
+    rows = []
+    for d in docs:
+        counts = Counter(d)
+        row = {t: (1 + math.log(c)) * (math.log((1 + n) / (1 + df[t])) + 1) for t, c in counts.items()}
+        norm = math.sqrt(sum(v * v for v in row.values()))
+        rows.append({t: v / norm for t, v in row.items()})
+    return rows
+
+
+def main():
+    docmatch, fixture, scratch = sys.argv[1:4]
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch)
+    run = Runner(docmatch)
+    corpus = os.path.join(fixture, "corpus")
+    articles = os.path.join(fixture, "articles.jsonl")
+    for name, text in (("tiny.yaml", TINY), ("sdr.yaml", SDR)):
+        with open(os.path.join(scratch, name), "w") as f:
+            f.write(text)
+
+    # A model folder with a few steps behind it, and its embed file.
+    model_run = os.path.join(scratch, "match-bert")
+    run("pretrain", "--corpus", corpus, "--model", os.path.join(scratch, "tiny.yaml"), "--objective", "wp",
+        "--run", model_run, "--steps", "2", "--batch-size", "4", "--warmup-steps", "1", "--decay-steps", "2",
+        "--no-progress")
+    model = os.path.join(model_run, "latest")
+    embeddings = os.path.join(scratch, "match-bert.h5")
+    run("embed", "--model", model, "--corpus", corpus, "--output", embeddings, "--no-progress")
+    ids, vectors = read_vectors(embeddings)
+    figures = {"documents": len(ids)}
+
+    # By id: itself first, then numpy's order; the same with 7-row blocks.
+    for row in (0, 17, len(ids) - 1):
+        got = hits(run("search", "--embeddings", embeddings, "--id", ids[row], "--format", "jsonl").stdout)
+        check(len(got) == 1 and got[0]["query"] == ids[row], f"one result line per query: {got}")
+        first = got[0]["hits"][0]
+        check(first["id"] == ids[row] and abs(first["score"] - 1) < 1e-9, f"{ids[row]} found {first} first")
+        order, scores = cosine_top(vectors, row, 10)
+        same_ranking(got[0]["hits"], order, scores, ids, f"search --id {ids[row]}")
+        check([h["rank"] for h in got[0]["hits"]] == list(range(1, 11)), "ranks 1..10")
+        check(all(h["title"] for h in got[0]["hits"]), "titles come from the corpus the file names")
+        blocked = hits(run("search", "--embeddings", embeddings, "--id", ids[row], "--format", "jsonl",
+                           "--block-rows", "7").stdout)
+        check([h["id"] for h in blocked[0]["hits"]] == [h["id"] for h in got[0]["hits"]] and
+              all(abs(a["score"] - b["score"]) < 1e-12 for a, b in zip(blocked[0]["hits"], got[0]["hits"])),
+              f"--block-rows 7 changed the hits of {ids[row]}")
+        order, scores = cosine_top(vectors, row, 10, exclude_self=True)
+        others = hits(run("search", "--embeddings", embeddings, "--id", ids[row], "--format", "jsonl",
+                          "--exclude-self").stdout)[0]["hits"]
+        check(ids[row] not in [h["id"] for h in others], "--exclude-self left the query in")
+        same_ranking(others, order, scores, ids, f"search --id {ids[row]} --exclude-self")
+    table = run("search", "--embeddings", embeddings, "--id", ids[3], "--top", "3").stdout
+    check(table.startswith(f"query: {ids[3]}") and len(table.splitlines()) == 5, f"the table:\n{table}")
+
+    # Texts: a document's raw text finds it (tokenized as prepare does).
+    raw = [json.loads(line) for line in open(articles)]
+    by_id = {a["id"]: a for a in raw}
+    queries = os.path.join(scratch, "queries.jsonl")
+    with open(queries, "w") as f:
+        f.write(json.dumps({"id": ids[5]}) + "\n\n")
+        f.write(json.dumps({"id": "as-text", "text": by_id[ids[9]]["text"]}) + "\n")
+    got = hits(run("search", "--embeddings", embeddings, "--queries", queries, "--tokenizer", corpus,
+                   "--format", "jsonl", "--top", "3").stdout)
+    check([g["query"] for g in got] == [ids[5], "as-text"], f"queries in order: {[g['query'] for g in got]}")
+    check(got[0]["hits"][0]["id"] == ids[5], "an id line is a document query")
+    check(got[1]["hits"][0]["id"] == ids[9] and abs(got[1]["hits"][0]["score"] - 1) < 1e-5,
+          f"the text of {ids[9]} found {got[1]['hits'][0]}")
+    stdin = run("search", "--embeddings", embeddings, "--text", "-", "--tokenizer", corpus, "--format", "jsonl",
+                stdin=by_id[ids[9]]["text"])
+    check(hits(stdin.stdout)[0]["hits"][0]["id"] == ids[9], "--text - reads standard input")
+
+    # encode: the corpus's raw JSONL gives embed's vectors.
+    lines = hits(run("encode", "--model", model, "--tokenizer", corpus, "--input", articles).stdout)
+    encoded = {line["id"]: np.array(line["vector"]) for line in lines}
+    check(sorted(encoded) == sorted(ids), f"encode wrote {len(encoded)} of {len(ids)} documents")
+    figures["encode_max_abs_diff"] = max(float(np.abs(encoded[i] - vectors[r]).max()) for r, i in enumerate(ids))
+    check(figures["encode_max_abs_diff"] < 1e-6, f"encode differs from embed by {figures['encode_max_abs_diff']}")
+    encoded_h5 = os.path.join(scratch, "encoded.h5")
+    run("encode", "--model", model, "--tokenizer", corpus, "--input", articles, "--output", encoded_h5)
+    run("encode", "--model", model, "--tokenizer", corpus, "--input", articles, "--output", encoded_h5, fail=True)
+    h5_ids, h5_vectors = read_vectors(encoded_h5)
+    check(h5_ids == [a["id"] for a in raw] and np.abs(h5_vectors - np.stack([encoded[i] for i in h5_ids])).max() < 1e-6,
+          "encode --output holds the JSON lines' vectors in input order")
+    from_encode = hits(run("search", "--embeddings", encoded_h5, "--id", ids[2], "--format", "jsonl").stdout)
+    check(from_encode[0]["hits"][0]["id"] == ids[2], "search reads an encode file")
+
+    # Hybrid: (cosine + TF-IDF cosine) / 2, the TF-IDF recomputed here.
+    rows = tfidf(corpus)
+    check(len(rows) == len(ids), f"{len(rows)} shard documents, {len(ids)} vectors")
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    q = 17
+    lexical = np.array([sum(v * r.get(t, 0.0) for t, v in rows[q].items()) for r in rows])
+    fused = 0.5 * (unit @ unit[q]) + 0.5 * lexical
+    order = np.argsort(-fused, kind="stable")[:10]
+    got = hits(run("search", "--embeddings", embeddings, "--id", ids[q], "--format", "jsonl",
+                   "--lexical-weight", "0.5").stdout)[0]["hits"]
+    same_ranking(got, order, fused[order], ids, "hybrid search")
+
+    # SDR: the hierarchical score re-ranks; a document is its own best match.
+    sdr_run = os.path.join(scratch, "sdr")
+    run("pretrain", "--corpus", corpus, "--model", os.path.join(scratch, "sdr.yaml"), "--objective", "sdr",
+        "--run", sdr_run, "--steps", "2", "--batch-size", "4", "--warmup-steps", "1", "--decay-steps", "2",
+        "--no-progress")
+    sdr_embeddings = os.path.join(scratch, "sdr.h5")
+    run("embed", "--model", os.path.join(sdr_run, "latest"), "--corpus", corpus, "--output", sdr_embeddings,
+        "--no-progress")
+    got = hits(run("search", "--embeddings", sdr_embeddings, "--id", ids[4], "--format", "jsonl",
+                   "--rerank", str(len(ids))).stdout)[0]["hits"]
+    check(got[0]["id"] == ids[4] and abs(got[0]["score"] - 1) < 1e-5, f"SDR: {ids[4]} found {got[0]} first")
+    check(all(a["score"] >= b["score"] for a, b in zip(got, got[1:])), "SDR hits in score order")
+
+    # Errors name what is wrong.
+    bad = run("search", "--embeddings", embeddings, "--id", "no-such-page", fail=True)
+    check('no document "no-such-page"' in bad.stderr, f"unknown id: {bad.stderr}")
+    with open(queries, "w") as f:
+        f.write(json.dumps({"id": ids[1]}) + "\n" + json.dumps({"title": "x"}) + "\n")
+    bad = run("search", "--embeddings", embeddings, "--queries", queries, fail=True)
+    check(f"{queries}:2:" in bad.stderr, f"a bad query line: {bad.stderr}")
+    bad = run("search", "--embeddings", encoded_h5, "--text", "man pages", fail=True)
+    check("carries no tokenizer" in bad.stderr and "--tokenizer" in bad.stderr,
+          f"a text query against a checkpoint without a tokenizer: {bad.stderr}")
+    bad = run("search", "--embeddings", embeddings, "--text", "man pages", "--tokenizer",
+              os.path.join(scratch, "tiny.yaml"), fail=True)
+    check("tiny.yaml" in bad.stderr, f"a file that is not a tokenizer is named: {bad.stderr}")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
