@@ -21,6 +21,14 @@ std::string HumanCount(double value) {
   return text;
 }
 
+std::string HumanRate(double per_second) {
+  if (!std::isfinite(per_second) || per_second <= 0) return "--";
+  if (per_second >= 10) return HumanCount(per_second);
+  char text[32];
+  std::snprintf(text, sizeof(text), per_second >= 0.01 ? "%.2f" : "%.1e", per_second);
+  return text;
+}
+
 std::string HumanDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--:--";
   const long total = std::lround(seconds);
@@ -61,6 +69,12 @@ void ProgressBar::Add(int64_t count, int64_t extra) {
   }
 }
 
+void ProgressBar::Resume(int64_t done) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  count_ += done;
+  resumed_ += done;
+}
+
 void ProgressBar::SetStatus(std::string status) {
   std::lock_guard<std::mutex> lock(mutex_);
   status_ = std::move(status);
@@ -76,7 +90,9 @@ void ProgressBar::Finish() {
 void ProgressBar::Draw(bool final) {
   if (!enabled_) return;
   const double elapsed = std::max(seconds(), 1e-9);
-  const double rate = count_ / elapsed;
+  // Rates count only this process's work: a resumed run's earlier steps
+  // (Resume) took no time here.
+  const double rate = static_cast<double>(count_ - resumed_) / elapsed;
   std::string line = label_ + " ";
   if (total_ > 0) {
     constexpr int kWidth = 24;
@@ -89,8 +105,8 @@ void ProgressBar::Draw(bool final) {
   } else {
     line += std::to_string(count_) + " " + unit_;
   }
-  line += "  " + HumanCount(rate) + " " + unit_ + "/s";
-  if (!extra_unit_.empty()) line += "  " + HumanCount(extra_ / elapsed) + " " + extra_unit_ + "/s";
+  line += "  " + HumanRate(rate) + " " + unit_ + "/s";
+  if (!extra_unit_.empty()) line += "  " + HumanRate(extra_ / elapsed) + " " + extra_unit_ + "/s";
   if (!status_.empty()) line += "  " + status_;
   if (final) {
     line += "  in " + HumanDuration(elapsed);

@@ -21,6 +21,9 @@ class ProgressBar {
   ~ProgressBar();
 
   void Add(int64_t count, int64_t extra = 0);
+  // Work a resumed run did before this process: counts toward the bar and
+  // the ETA's remainder, not toward the rates.
+  void Resume(int64_t done);
   // Free text shown after the rates, e.g. "loss 2.31  41.2K tokens/s".
   void SetStatus(std::string status);
   // Draws the final state and ends the line.
@@ -37,10 +40,14 @@ class ProgressBar {
   int64_t total_;
   bool enabled_, interactive_;
   bool finished_ = false;
-  int64_t count_ = 0, extra_ = 0;
+  int64_t count_ = 0, extra_ = 0, resumed_ = 0;
   std::chrono::steady_clock::time_point start_, last_draw_;
   std::mutex mutex_;
 };
+
+// A rate for the bar: "12.3K", "45", "0.07" (two decimals below 10, so a
+// slow step never reads as 0/s).
+std::string HumanRate(double per_second);
 
 // "12.3K", "4.56M": short human numbers for logs.
 std::string HumanCount(double value);

@@ -301,7 +301,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   std::vector<int64_t> order = EpochOrder(training.size(), options.seed, epoch);
 
   console::ProgressBar bar("[finetune] step", options.steps, "steps", "pairs", rank == 0 && options.progress);
-  bar.Add(step);
+  bar.Resume(step);
   model->module().train();
   PhaseTimer timer(options.time_split, device);  // pair batches are built inside "forward"
   int64_t timed_from = step;

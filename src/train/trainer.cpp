@@ -154,7 +154,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
                                                            /*drop_last=*/true, options.loader_threads);
 
   console::ProgressBar bar("[train] step", options.steps, "steps", "docs", rank == 0 && options.progress);
-  bar.Add(step);
+  bar.Resume(step);
   int64_t tokens = 0, documents_seen = 0;  // this process's, all ranks (ranks hold batches of similar size)
   double flops = 0;                        // this rank's model FLOPs since the last log
   // Throughput over the last log interval (not since the start, so that a
