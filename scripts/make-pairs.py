@@ -10,7 +10,10 @@ lines (e.g. data/manpages/related.jsonl: SEE ALSO references), and writes into
   * negatives: one per positive, the same source with a document drawn
     uniformly among those it is not related to (either direction);
   * the split goes by source document (a stable hash of its id), so no source
-    of a test pair is a source in training: 80 / 10 / 10 by default.
+    of a test pair is a source in training: 80 / 10 / 10 by default;
+  * relevance.{valid,test}.jsonl: each source of that split with the targets
+    of its positive pairs ({"query", "relevant"}, what `eval --relevance`
+    reads): ranking lists whose links are not training pairs.
 
 Deterministic for a given --seed.
 """
@@ -76,6 +79,17 @@ def main():
         with open(os.path.join(args.output, f"pairs.{name}.jsonl"), "w", encoding="utf-8") as out:
             for p in pairs:
                 out.write(json.dumps(p) + "\n")
+    # Ranking lists that training never saw: each valid/test source with the
+    # targets of its positive pairs in that split (every related pair is in
+    # exactly one split, so none of these links is a training pair).
+    for name in ("valid", "test"):
+        lists = {}
+        for p in splits[name]:
+            if p["label"] == 1:
+                lists.setdefault(p["source"], []).append(p["target"])
+        with open(os.path.join(args.output, f"relevance.{name}.jsonl"), "w", encoding="utf-8") as out:
+            for source in sorted(lists):
+                out.write(json.dumps({"query": source, "relevant": sorted(lists[source])}) + "\n")
     print(json.dumps({name: len(pairs) for name, pairs in splits.items()}))
 
 
