@@ -67,6 +67,32 @@ model::MatchBertConfig MatchBertTiny() {
   return c;
 }
 
+// A holder that shares `m` without owning it, for the objectives, which
+// take module holders; `m` is the Make's module, alive for the whole test.
+template <typename ModuleHolder>
+ModuleHolder Borrow(torch::nn::Module& m) {
+  using Impl = typename ModuleHolder::ContainedType;
+  return ModuleHolder(std::shared_ptr<Impl>(&dynamic_cast<Impl&>(m), [](Impl*) {}));
+}
+
+// Tiny models from seed 0: SMITH's encoder, the encoder with its
+// pre-training heads, and the flat encoder with its word-LM head.
+std::shared_ptr<torch::nn::Module> SeededSmithEncoder() {
+  torch::manual_seed(0);
+  return model::SmithEncoder(SmithTiny()).ptr();
+}
+std::shared_ptr<torch::nn::Module> SeededSmithPretraining() {
+  torch::manual_seed(0);
+  return model::SmithPretraining(model::SmithEncoder(SmithTiny()), SmithTiny()).ptr();
+}
+// The flat encoder of `c` with its word-LM head, from seed 0.
+Make SeededFlatPretraining(const model::MatchBertConfig& c) {
+  return [c] {
+    torch::manual_seed(0);
+    return model::FlatPretraining(model::FlatEncoder(c), c).ptr();
+  };
+}
+
 data::MaskOptions Masks() {
   data::MaskOptions m;
   m.vocab_size = 1005;
@@ -145,34 +171,23 @@ void ExpectInvariant(const std::string& name, const Make& make, const Loss& loss
 }
 
 TEST(WorldSizeInvariance, SmithMaskedWordsAndSentenceBlocks) {
-  ExpectInvariant(
-      "smith-wp+sp",
-      [] {
-        torch::manual_seed(0);
-        return model::SmithPretraining(model::SmithEncoder(SmithTiny()), SmithTiny()).ptr();
-      },
-      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
-        auto& model = dynamic_cast<model::SmithPretrainingImpl&>(m);
-        const data::MaskOptions masks = Masks();
-        const auto batch = data::BuildBlockBatch(Range(begin, end), {8, 12}, &masks, /*epoch=*/0);
-        model::SmithPretraining holder(std::shared_ptr<model::SmithPretrainingImpl>(&model, [](auto*) {}));
-        return train::SmithPretraining(holder, model::ToTensors(batch, torch::kCPU), true, comm);
-      });
+  ExpectInvariant("smith-wp+sp", SeededSmithPretraining,
+                  [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+                    const data::MaskOptions masks = Masks();
+                    const auto batch = data::BuildBlockBatch(Range(begin, end), {8, 12}, &masks, /*epoch=*/0);
+                    auto holder = Borrow<model::SmithPretraining>(m);
+                    return train::SmithPretraining(holder, model::ToTensors(batch, torch::kCPU), true, comm);
+                  });
 }
 
 TEST(WorldSizeInvariance, DocSplit) {
   ExpectInvariant(
-      "docsplit",
-      [] {
-        torch::manual_seed(0);
-        return model::SmithPretraining(model::SmithEncoder(SmithTiny()), SmithTiny()).ptr();
-      },
+      "docsplit", SeededSmithPretraining,
       [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
-        auto& model = dynamic_cast<model::SmithPretrainingImpl&>(m);
         data::MaskOptions masks = Masks();
         masks.masked_blocks = 0;
         const auto batch = data::BuildDocSplitBatch(Range(begin, end), {8, 12}, &masks, /*seed=*/3, /*epoch=*/0);
-        model::SmithPretraining holder(std::shared_ptr<model::SmithPretrainingImpl>(&model, [](auto*) {}));
+        auto holder = Borrow<model::SmithPretraining>(m);
         return train::DocSplit(holder, model::ToTensors(batch, torch::kCPU), comm);
       });
 }
@@ -181,19 +196,14 @@ TEST(WorldSizeInvariance, DocSplit) {
 // over up to two windows per half, with the word LM term.
 TEST(WorldSizeInvariance, FlatDocSplit) {
   const model::MatchBertConfig c = MatchBertTiny();
-  ExpectInvariant(
-      "flat-docsplit",
-      [c] {
-        torch::manual_seed(0);
-        return model::FlatPretraining(model::FlatEncoder(c), c).ptr();
-      },
-      [c](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
-        auto& model = dynamic_cast<model::FlatPretrainingImpl&>(m);
-        const data::MaskOptions masks = Masks();
-        const auto batch = data::BuildFlatDocSplitBatch(Range(begin, end), c.Flat(), &masks, /*seed=*/3, /*epoch=*/0);
-        model::FlatPretraining holder(std::shared_ptr<model::FlatPretrainingImpl>(&model, [](auto*) {}));
-        return train::DocSplit(holder, batch, torch::kCPU, comm, 0.05, 0.1);
-      });
+  ExpectInvariant("flat-docsplit", SeededFlatPretraining(c),
+                  [c](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+                    const data::MaskOptions masks = Masks();
+                    const auto batch =
+                        data::BuildFlatDocSplitBatch(Range(begin, end), c.Flat(), &masks, /*seed=*/3, /*epoch=*/0);
+                    auto holder = Borrow<model::FlatPretraining>(m);
+                    return train::DocSplit(holder, batch, torch::kCPU, comm, 0.05, 0.1);
+                  });
 }
 
 TEST(WorldSizeInvariance, Sdr) {
@@ -212,11 +222,10 @@ TEST(WorldSizeInvariance, Sdr) {
         return model::SentenceEncoder(c).ptr();
       },
       [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
-        auto& model = dynamic_cast<model::SentenceEncoderImpl&>(m);
         const data::MaskOptions masks = Masks();
         const int64_t global = comm.size() * (end - begin);  // every rank holds end - begin documents
         const auto batch = data::BuildSdrBatch(Range(begin, end), {16}, &masks, 0, begin, global);
-        model::SentenceEncoder holder(std::shared_ptr<model::SentenceEncoderImpl>(&model, [](auto*) {}));
+        auto holder = Borrow<model::SentenceEncoder>(m);
         return train::Sdr(holder, model::ToTensors(batch, torch::kCPU), comm);
       });
 }
@@ -228,21 +237,15 @@ torch::Tensor PairLogits(model::SmithEncoder& e, const data::BlockBatch& a, cons
 }
 
 TEST(WorldSizeInvariance, SiameseFineTuning) {
-  ExpectInvariant(
-      "siamese",
-      [] {
-        torch::manual_seed(0);
-        return model::SmithEncoder(SmithTiny()).ptr();
-      },
-      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
-        auto& encoder = dynamic_cast<model::SmithEncoderImpl&>(m);
-        const auto a = data::BuildBlockBatch(Range(begin, end), {8, 12}, nullptr, 0);
-        const auto b = data::BuildBlockBatch(Range(begin, end, /*shift=*/32), {8, 12}, nullptr, 0);
-        std::vector<double> labels;
-        for (int64_t i = begin; i < end; ++i) labels.push_back(i % 2);
-        model::SmithEncoder holder(std::shared_ptr<model::SmithEncoderImpl>(&encoder, [](auto*) {}));
-        return train::Siamese(PairLogits(holder, a, b), torch::tensor(labels, torch::kFloat64), comm);
-      });
+  ExpectInvariant("siamese", SeededSmithEncoder,
+                  [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+                    const auto a = data::BuildBlockBatch(Range(begin, end), {8, 12}, nullptr, 0);
+                    const auto b = data::BuildBlockBatch(Range(begin, end, /*shift=*/32), {8, 12}, nullptr, 0);
+                    std::vector<double> labels;
+                    for (int64_t i = begin; i < end; ++i) labels.push_back(i % 2);
+                    auto holder = Borrow<model::SmithEncoder>(m);
+                    return train::Siamese(PairLogits(holder, a, b), torch::tensor(labels, torch::kFloat64), comm);
+                  });
 }
 
 // Runs of `size` documents of [begin, end), each built by `build`.
@@ -259,28 +262,21 @@ std::vector<Batch> InChunks(int64_t begin, int64_t end, int64_t size,
 TEST(WorldSizeInvariance, CachedDocSplitEqualsThePlainGlobalBatch) {
   const auto loss = [](int64_t chunk) {
     return [chunk](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
-      auto& model = dynamic_cast<model::SmithPretrainingImpl&>(m);
       data::MaskOptions masks = Masks();
       masks.masked_blocks = 0;
       const auto chunks = InChunks<data::BlockBatch>(begin, end, chunk, [&](const auto& docs) {
         return data::BuildDocSplitBatch(docs, {8, 12}, &masks, /*seed=*/3, /*epoch=*/0);
       });
-      model::SmithPretraining holder(std::shared_ptr<model::SmithPretrainingImpl>(&model, [](auto*) {}));
+      auto holder = Borrow<model::SmithPretraining>(m);
       return train::DocSplit(holder, chunks, torch::kCPU, comm, 0.05, 0.1);
     };
   };
-  ExpectInvariant(
-      "cached-docsplit",
-      [] {
-        torch::manual_seed(0);
-        return model::SmithPretraining(model::SmithEncoder(SmithTiny()), SmithTiny()).ptr();
-      },
-      loss(2), /*steps=*/4,
-      // Measured at np 1: chunks pad to their own longest document, so sums
-      // run in another order; by step 3 Adam has grown that to parameter
-      // differences of 1e-11 and gradient differences of 2e-10 (gradients up
-      // to 0.2). A lost chunk or a wrong scale is off by 1e-2 or more.
-      /*parameter_atol=*/1e-9, loss(1 << 20), /*gradient_atol=*/1e-9);
+  ExpectInvariant("cached-docsplit", SeededSmithPretraining, loss(2), /*steps=*/4,
+                  // Measured at np 1: chunks pad to their own longest document, so sums
+                  // run in another order; by step 3 Adam has grown that to parameter
+                  // differences of 1e-11 and gradient differences of 2e-10 (gradients up
+                  // to 0.2). A lost chunk or a wrong scale is off by 1e-2 or more.
+                  /*parameter_atol=*/1e-9, loss(1 << 20), /*gradient_atol=*/1e-9);
 }
 
 // The same on the flat encoder, with the word LM's masks, in chunks of one document.
@@ -288,22 +284,16 @@ TEST(WorldSizeInvariance, CachedFlatDocSplitEqualsThePlainGlobalBatch) {
   const model::MatchBertConfig c = MatchBertTiny();
   const auto loss = [c](int64_t chunk) {
     return [c, chunk](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
-      auto& model = dynamic_cast<model::FlatPretrainingImpl&>(m);
       const data::MaskOptions masks = Masks();
       const auto chunks = InChunks<data::FlatBatch>(begin, end, chunk, [&](const auto& docs) {
         return data::BuildFlatDocSplitBatch(docs, c.Flat(), &masks, /*seed=*/3, /*epoch=*/0);
       });
-      model::FlatPretraining holder(std::shared_ptr<model::FlatPretrainingImpl>(&model, [](auto*) {}));
+      auto holder = Borrow<model::FlatPretraining>(m);
       return train::DocSplit(holder, chunks, torch::kCPU, comm, 0.05, 0.1);
     };
   };
-  ExpectInvariant(
-      "cached-flat-docsplit",
-      [c] {
-        torch::manual_seed(0);
-        return model::FlatPretraining(model::FlatEncoder(c), c).ptr();
-      },
-      loss(1), /*steps=*/4, /*parameter_atol=*/1e-10, loss(1 << 20));
+  ExpectInvariant("cached-flat-docsplit", SeededFlatPretraining(c), loss(1), /*steps=*/4, /*parameter_atol=*/1e-10,
+                  loss(1 << 20));
 }
 
 // Contrastive fine-tuning: pair i is (document i, document 32 + i % 5), so
@@ -328,28 +318,17 @@ train::ContrastivePairs EmbedContrastivePairs(model::SmithEncoder& encoder, int6
   return {embed(sources), embed(targets), ids(sources), ids(targets), embed(negatives), ids(negatives)};
 }
 
-model::SmithEncoder Holder(torch::nn::Module& m) {
-  auto& encoder = dynamic_cast<model::SmithEncoderImpl&>(m);
-  return model::SmithEncoder(std::shared_ptr<model::SmithEncoderImpl>(&encoder, [](auto*) {}));
-}
-
 train::Objective PlainContrastive(torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
-  model::SmithEncoder holder = Holder(m);
+  model::SmithEncoder holder = Borrow<model::SmithEncoder>(m);
   return train::Contrastive(EmbedContrastivePairs(holder, begin, end), /*temperature=*/0.1, comm);
 }
 
 TEST(WorldSizeInvariance, ContrastiveFineTuning) {
-  ExpectInvariant(
-      "contrastive",
-      [] {
-        torch::manual_seed(0);
-        return model::SmithEncoder(SmithTiny()).ptr();
-      },
-      PlainContrastive,
-      /*steps=*/4,
-      // Measured: gradients agree to 1e-13 or better, but some of the document
-      // encoder's are 1e-9 (under Adam's eps), so parameters drift to 3e-10.
-      /*parameter_atol=*/1e-9);
+  ExpectInvariant("contrastive", SeededSmithEncoder, PlainContrastive,
+                  /*steps=*/4,
+                  // Measured: gradients agree to 1e-13 or better, but some of the document
+                  // encoder's are 1e-9 (under Adam's eps), so parameters drift to 3e-10.
+                  /*parameter_atol=*/1e-9);
 }
 
 // Gradient caching on contrastive fine-tuning as finetune --grad-cache runs
@@ -357,17 +336,13 @@ TEST(WorldSizeInvariance, ContrastiveFineTuning) {
 // objective (duplicates masked across ranks) runs over all chunks at once.
 TEST(WorldSizeInvariance, CachedContrastiveEqualsThePlainGlobalBatch) {
   ExpectInvariant(
-      "cached-contrastive",
-      [] {
-        torch::manual_seed(0);
-        return model::SmithEncoder(SmithTiny()).ptr();
-      },
+      "cached-contrastive", SeededSmithEncoder,
       [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
         constexpr int64_t kChunk = 2;
         return train::CachedObjective(
             (end - begin + kChunk - 1) / kChunk,
             [&m, begin, end](int64_t i) {
-              model::SmithEncoder holder = Holder(m);
+              model::SmithEncoder holder = Borrow<model::SmithEncoder>(m);
               const auto p = EmbedContrastivePairs(holder, begin + i * kChunk, std::min(end, begin + (i + 1) * kChunk));
               return train::ChunkOutputs{
                   {p.sources, p.targets, p.negatives, p.source_ids, p.target_ids, p.negative_ids}, {}, {}};
