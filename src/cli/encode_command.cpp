@@ -11,9 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/training_flags.h"
 #include "console/progress.h"
 #include "data/text/corpus_reader.h"
 #include "data/text/prepare.h"
+#include "dist/runtime.h"
 #include "eval/embeddings.h"
 #include "io/model_folder.h"
 
@@ -32,7 +34,7 @@ int RunEncode(const EncodeFlags& flags) {
   if (!flags.output.empty() && fs::exists(flags.output) && !flags.overwrite) {
     throw std::invalid_argument("[encode] '" + flags.output + "' exists; pass --overwrite to replace it");
   }
-  const torch::Device device = flags.device == "cuda" ? torch::Device(torch::kCUDA) : torch::kCPU;
+  const torch::Device device = dist::ProcessDevice(flags.device);
   io::ModelFolderInfo info;
   std::unique_ptr<model::DocumentModel> model = io::LoadModelFolder(flags.model, &info);
   model->module().to(device);
@@ -48,30 +50,20 @@ int RunEncode(const EncodeFlags& flags) {
     if (!fs::path(flags.output).parent_path().empty()) fs::create_directories(fs::path(flags.output).parent_path());
     writer = std::make_unique<eval::EmbeddingWriter>(tmp, model->dimension(), model->has_sentences());
   }
-  torch::NoGradGuard no_grad;
   int64_t written = 0, empty = 0, truncated = 0;
   std::vector<data::Document> batch;
   auto flush = [&] {
     if (batch.empty()) return;
     std::vector<const data::Document*> pointers;
     for (const auto& d : batch) pointers.push_back(&d);
-    torch::Tensor vectors;
     if (writer) {
-      vectors = writer->Append(*model, pointers, device);
-    } else if (model->has_sentences()) {
-      std::vector<torch::Tensor> means;
-      for (auto& s : model->EmbedSentences(pointers, device)) {
-        s.vectors = s.vectors.to(torch::kCPU, torch::kFloat);
-        means.push_back(model::MeanSentenceVector(s));
-      }
-      vectors = torch::stack(means);
+      writer->Append(*model, pointers, device);
     } else {
-      vectors = model->Embed(pointers, device).to(torch::kCPU, torch::kFloat).contiguous();
-    }
-    if (!writer) {
+      const torch::Tensor vectors = eval::DocumentVectors(*model, pointers, device);  // (B, D), contiguous
+      const int64_t D = vectors.size(1);
       for (size_t i = 0; i < batch.size(); ++i) {
-        const float* v = vectors[static_cast<int64_t>(i)].contiguous().data_ptr<float>();
-        nlohmann::json line = {{"id", batch[i].id}, {"vector", std::vector<float>(v, v + vectors.size(1))}};
+        const float* v = vectors.data_ptr<float>() + static_cast<int64_t>(i) * D;
+        nlohmann::json line = {{"id", batch[i].id}, {"vector", std::vector<float>(v, v + D)}};
         std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
       }
       std::cout << std::flush;
@@ -143,9 +135,7 @@ Command AddEncodeCommand(CLI::App* app) {
   sub->add_option("--batch-size", flags->batch_size, "documents per forward pass")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  sub->add_option("--device", flags->device, "cpu or cuda")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  AddDeviceFlag(sub, &flags->device);
   return {sub, [flags] { return RunEncode(*flags); }};
 }
 

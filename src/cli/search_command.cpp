@@ -15,8 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/training_flags.h"
 #include "data/corpus/corpus.h"
 #include "data/text/prepare.h"
+#include "dist/runtime.h"
 #include "eval/search.h"
 #include "io/model_folder.h"
 
@@ -44,7 +46,8 @@ std::string Excerpt(const std::string& text) {
 
 class SearchCommand {
  public:
-  explicit SearchCommand(const SearchFlags& flags) : flags_(flags), file_(flags.embeddings) {
+  explicit SearchCommand(const SearchFlags& flags)
+      : flags_(flags), device_(dist::ProcessDevice(flags.device)), file_(flags.embeddings) {
     for (int64_t i = 0; i < file_.size(); ++i) rows_.emplace(file_.ids()[i], i);
     // The corpus the file was embedded from: titles, the lexical index, and
     // the tokenizer of last resort.
@@ -59,29 +62,20 @@ class SearchCommand {
     if (!flags.text.empty() || file_.kind() == "smash" || !flags.model.empty()) LoadModel();
     if (flags.options.lexical_weight > 0) {
       if (!corpus_) throw std::invalid_argument("[search] --lexical-weight needs --corpus (the corpus embedded)");
-      for (int64_t i = 0; i < file_.size(); ++i) {
-        const std::optional<int64_t> index = corpus_->IndexOf(file_.ids()[i]);
-        if (!index || *index != i) {
-          throw std::invalid_argument("[search] '" + flags.embeddings + "' row " + std::to_string(i) + " (\"" +
-                                      file_.ids()[i] + "\") is not document " + std::to_string(i) + " of corpus '" +
-                                      corpus_->directory() + "': embed that corpus again for hybrid search");
-        }
-      }
+      file_.CheckCorpusOrder(*corpus_, "search", "embed that corpus again for hybrid search");
       lexical_ = std::make_unique<eval::LexicalIndex>(*corpus_, /*progress=*/false);
     }
   }
 
   int Run() {
     const std::vector<eval::SearchQuery> queries = Queries();
-    const eval::Searcher searcher(file_, model_.get(), lexical_.get(), flags_.options, Device());
+    const eval::Searcher searcher(file_, model_.get(), lexical_.get(), flags_.options, device_);
     const std::vector<std::vector<eval::SearchHit>> results = searcher.Search(queries);
     for (size_t q = 0; q < queries.size(); ++q) Print(queries[q], results[q]);
     return 0;
   }
 
  private:
-  torch::Device Device() const { return flags_.device == "cuda" ? torch::Device(torch::kCUDA) : torch::kCPU; }
-
   void LoadModel() {
     if (model_) return;
     const std::string model = !flags_.model.empty() ? flags_.model : file_.model();
@@ -91,7 +85,7 @@ class SearchCommand {
                                   (model.empty() ? "" : " (the file names '" + model + "', which is not a folder)"));
     }
     model_ = io::LoadModelFolder(model, &info_);
-    model_->module().to(Device());
+    model_->module().to(device_);
     model_->module().eval();
     model_folder_ = model;
   }
@@ -197,6 +191,7 @@ class SearchCommand {
   }
 
   const SearchFlags& flags_;
+  const torch::Device device_;
   eval::EmbeddingFile file_;
   std::unordered_map<std::string, int64_t> rows_;
   std::optional<data::Corpus> corpus_;
@@ -254,9 +249,7 @@ Command AddSearchCommand(CLI::App* app) {
   sub->add_option("--format", flags->format, "table, or jsonl: {\"query\", \"hits\": [{rank, id, title, score}]}")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "jsonl"}));
-  sub->add_option("--device", flags->device, "where text queries are embedded")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  AddDeviceFlag(sub, &flags->device);
   return {sub, [flags] { return SearchCommand(*flags).Run(); }};
 }
 

@@ -8,8 +8,14 @@
 
 namespace docmatch::cli {
 
+void AddDeviceFlag(CLI::App* app, std::string* device) {
+  app->add_option("--device", *device, "cpu, cuda or auto (cuda when a GPU is visible)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+}
+
 void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
-  app->add_option("--device", flags->device, "cpu, cuda or auto")->capture_default_str();
+  AddDeviceFlag(app, &flags->device);
   app->add_option("--backend", flags->backend, "auto, mpi or nccl")->capture_default_str();
   app->add_option("--log-dir", flags->log_dir, "every rank also writes its whole log to <dir>/rank-<r>.log.*");
 }

@@ -18,6 +18,9 @@ struct DistributedFlags {
   std::string log_dir;
 };
 void AddDistributedFlags(CLI::App* app, DistributedFlags* flags);
+// --device alone, for the single-process commands (encode, search); resolve
+// it with dist::ProcessDevice.
+void AddDeviceFlag(CLI::App* app, std::string* device);
 
 // Starts MPI (one process or mpirun's ranks), places this rank and runs
 // `body` on every rank; a failing rank ends the job (dist/runtime.h).

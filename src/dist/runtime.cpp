@@ -56,6 +56,18 @@ MpiRuntime::~MpiRuntime() {
   if (!finalised) MPI_Finalize();
 }
 
+torch::Device ProcessDevice(const std::string& device) {
+  // Plain exceptions: these are the user's mistakes, not worth a c10 backtrace.
+  if (device != "cpu" && device != "cuda" && device != "auto") {
+    throw std::invalid_argument("[dist] unknown device '" + device + "' (cpu, cuda, auto)");
+  }
+  if (device == "cpu" || (device == "auto" && !torch::cuda::is_available())) return torch::kCPU;
+  if (torch::cuda::device_count() == 0) {
+    throw std::invalid_argument("[dist] --device cuda, but no CUDA device is visible");
+  }
+  return torch::Device(torch::kCUDA, 0);
+}
+
 Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
   Placement p;
   MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
@@ -80,12 +92,8 @@ Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
     p.local_rank_source = "SLURM_LOCALID";
   }
 
-  const bool want_cuda = device == "cuda" || (device == "auto" && torch::cuda::is_available());
-  TORCH_CHECK(device == "cpu" || device == "cuda" || device == "auto", "[dist] unknown device '", device,
-              "' (cpu, cuda, auto)");
-  if (want_cuda) {
+  if (ProcessDevice(device).is_cuda()) {
     const int gpus = static_cast<int>(torch::cuda::device_count());
-    TORCH_CHECK(gpus > 0, "[dist] rank ", p.rank, ": --device cuda, but no CUDA device is visible");
     if (gpus == 1 && p.local_rank > 0 && std::getenv("CUDA_VISIBLE_DEVICES")) {
       // The launcher bound one GPU to this rank (srun --gpus-per-task=1 sets
       // CUDA_VISIBLE_DEVICES per rank); ranks that share it anyway are

@@ -33,6 +33,11 @@ struct Placement {
   torch::Device device = torch::kCPU;
 };
 
+// One process's device (encode, search): "cpu", "cuda" (the first visible
+// GPU) or "auto" (cuda when one is visible); an unknown name or cuda without
+// a GPU is an error saying so.
+torch::Device ProcessDevice(const std::string& device);
+
 // `device`: "cpu", "cuda" (one GPU per local rank) or "auto" (cuda when one is
 // visible). With `share_gpus` false, more local ranks than GPUs is an error
 // that says what to do; with it true (MPI backend), ranks share GPUs round-robin.

@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "console/progress.h"
 #include "data/corpus/hdf5_util.h"
@@ -174,38 +175,44 @@ EmbeddingWriter::EmbeddingWriter(std::string path, int64_t dimension, bool sente
 
 EmbeddingWriter::~EmbeddingWriter() = default;
 
-torch::Tensor EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
-                                      const torch::Device& device) {
+torch::Tensor DocumentVectors(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
+                              const torch::Device& device, std::vector<model::DocumentSentences>* sentences) {
+  torch::NoGradGuard no_grad;
+  if (!model.has_sentences()) return model.Embed(documents, device).to(torch::kCPU, torch::kFloat).contiguous();
+  // One pass: the sentence vectors, and the document vector from them.
+  std::vector<torch::Tensor> means;
+  for (model::DocumentSentences& s : model.EmbedSentences(documents, device)) {
+    s.vectors = s.vectors.to(torch::kCPU, torch::kFloat).contiguous();
+    means.push_back(model::MeanSentenceVector(s));
+    if (sentences) sentences->push_back(std::move(s));
+  }
+  return torch::stack(means).contiguous();
+}
+
+void EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
+                             const torch::Device& device) {
   const hid_t f = file_->get();
   const std::string where = Where(path_);
-  std::vector<std::string> ids;
-  for (const data::Document* d : documents) ids.push_back(d->id);
-  torch::Tensor vectors;
+  std::vector<model::DocumentSentences> all;
+  const torch::Tensor vectors = DocumentVectors(model, documents, device, sentences_ ? &all : nullptr);
   if (sentences_) {
-    // One pass: the sentence vectors, and the document vector from them.
-    std::vector<model::DocumentSentences> all = model.EmbedSentences(documents, device);
-    std::vector<torch::Tensor> means;
     std::vector<int64_t> paragraph_offsets, document_offsets;
-    for (size_t i = 0; i < all.size(); ++i) {
-      const torch::Tensor s = all[i].vectors.to(torch::kCPU, torch::kFloat).contiguous();
-      hdf5::AppendRows(f, where, "sentence_vectors", H5T_NATIVE_FLOAT, s.size(0), s.data_ptr<float>());
-      means.push_back(model::MeanSentenceVector({s, all[i].paragraph_offsets}));
-      for (size_t p = 1; p < all[i].paragraph_offsets.size(); ++p)
-        paragraph_offsets.push_back(sentence_count_ + all[i].paragraph_offsets[p]);
-      sentence_count_ += s.size(0);
-      paragraph_count_ += static_cast<int64_t>(all[i].paragraph_offsets.size()) - 1;
+    for (const model::DocumentSentences& s : all) {
+      hdf5::AppendRows(f, where, "sentence_vectors", H5T_NATIVE_FLOAT, s.vectors.size(0), s.vectors.data_ptr<float>());
+      for (size_t p = 1; p < s.paragraph_offsets.size(); ++p)
+        paragraph_offsets.push_back(sentence_count_ + s.paragraph_offsets[p]);
+      sentence_count_ += s.vectors.size(0);
+      paragraph_count_ += static_cast<int64_t>(s.paragraph_offsets.size()) - 1;
       document_offsets.push_back(paragraph_count_);
     }
     hdf5::AppendRows(f, where, "paragraph_offsets", H5T_NATIVE_INT64, paragraph_offsets.size(),
                      paragraph_offsets.data());
     hdf5::AppendRows(f, where, "document_offsets", H5T_NATIVE_INT64, document_offsets.size(), document_offsets.data());
-    vectors = torch::stack(means);
-  } else {
-    vectors = model.Embed(documents, device).to(torch::kCPU, torch::kFloat).contiguous();
   }
+  std::vector<std::string> ids;
+  for (const data::Document* d : documents) ids.push_back(d->id);
   AppendStrings(f, where, "document_ids", ids);
   hdf5::AppendRows(f, where, "vectors", H5T_NATIVE_FLOAT, vectors.size(0), vectors.data_ptr<float>());
-  return vectors;
 }
 
 void EmbeddingWriter::WriteAttributes(const std::map<std::string, std::string>& attributes) {
@@ -285,6 +292,24 @@ EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {
     const int64_t p = static_cast<int64_t>(hdf5::Dimensions(f, where, "paragraph_offsets")[0]);
     paragraph_offsets_.resize(p);
     hdf5::ReadRows(f, where, "paragraph_offsets", H5T_NATIVE_INT64, 0, p, paragraph_offsets_.data());
+  }
+}
+
+void EmbeddingFile::CheckCorpusOrder(const data::Corpus& corpus, const std::string& stage,
+                                     const std::string& fix) const {
+  if (size() != corpus.num_documents()) {
+    throw std::runtime_error("[" + stage + "] " + path_ + " holds " + std::to_string(size()) + " vectors; corpus '" +
+                             corpus.directory() + "' has " + std::to_string(corpus.num_documents()) +
+                             " documents: " + fix);
+  }
+  for (int64_t i = 0; i < size(); ++i) {
+    const std::optional<int64_t> index = corpus.IndexOf(ids_[i]);
+    if (!index || *index != i) {
+      throw std::runtime_error(
+          "[" + stage + "] " + path_ + ": row " + std::to_string(i) + " is document '" + ids_[i] + "', " +
+          (index ? "row " + std::to_string(*index) + " of the corpus" : std::string("which the corpus does not have")) +
+          ": " + fix);
+    }
   }
 }
 

@@ -41,6 +41,12 @@ struct EmbedOptions {
   bool progress = true;
 };
 
+// Vectors (B, D) float32 on the CPU of `documents`, as embed writes them:
+// the model's, or for SDR the mean of each document's sentence vectors,
+// which `sentences` (when given) receives, on the CPU. No graph.
+torch::Tensor DocumentVectors(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
+                              const torch::Device& device, std::vector<model::DocumentSentences>* sentences = nullptr);
+
 // Writes a new embeddings file (or one rank's part of one) a batch of
 // documents at a time; the file is complete when WriteAttributes has run and
 // the writer is closed.
@@ -49,9 +55,9 @@ class EmbeddingWriter {
   EmbeddingWriter(std::string path, int64_t dimension, bool sentences);
   ~EmbeddingWriter();
   // Embeds `documents` with `model` (sentence vectors too when the file holds
-  // them) and appends them; returns their vectors (B, D) float32 on the CPU.
-  torch::Tensor Append(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
-                       const torch::Device& device);
+  // them) and appends them.
+  void Append(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
+              const torch::Device& device);
   // The format attributes plus `attributes` (kind, model, corpus, tokenizer_hash).
   void WriteAttributes(const std::map<std::string, std::string>& attributes);
   void Close();
@@ -85,6 +91,10 @@ class EmbeddingFile {
   // the attribute existed).
   const std::string& corpus() const { return corpus_; }
   const std::vector<std::string>& ids() const { return ids_; }
+  // Throws unless row i holds document i of `corpus` for every i (what eval
+  // and hybrid search need), naming the first row that does not; the message
+  // starts with "[<stage>]" and ends with `fix`.
+  void CheckCorpusOrder(const data::Corpus& corpus, const std::string& stage, const std::string& fix) const;
   // Rows [begin, end) of the vectors, float32 (end - begin, D).
   torch::Tensor Vectors(int64_t begin, int64_t end) const;
   bool has_sentences() const { return !document_offsets_.empty(); }

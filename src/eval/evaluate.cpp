@@ -223,20 +223,7 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
     throw std::runtime_error("[eval] give --model, or --embeddings holding vectors made elsewhere (scored by cosine)");
   }
   const EmbeddingFile file(options.embeddings);
-  if (file.size() != corpus.num_documents()) {
-    throw std::runtime_error("[eval] " + options.embeddings + " holds " + std::to_string(file.size()) +
-                             " vectors; corpus '" + options.corpus + "' has " + std::to_string(corpus.num_documents()) +
-                             " documents");
-  }
-  for (int64_t i = 0; i < file.size(); ++i) {
-    const std::optional<int64_t> index = corpus.IndexOf(file.ids()[i]);
-    if (!index || *index != i) {
-      throw std::runtime_error(
-          "[eval] " + options.embeddings + ": row " + std::to_string(i) + " is document '" + file.ids()[i] + "', " +
-          (index ? "row " + std::to_string(*index) + " of the corpus" : std::string("which the corpus does not have")) +
-          ": write the vectors in corpus order");
-    }
-  }
+  file.CheckCorpusOrder(corpus, "eval", "write the vectors in corpus order");
   Scorer scorer{nullptr, file.Vectors(0, file.size()).to(torch::kFloat64), {}, false};
   std::string score = "cosine";
   const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, communicator.rank(), &score);

@@ -12,7 +12,7 @@
 namespace docmatch::eval {
 namespace {
 
-constexpr int64_t kQueriesPerPass = 64;
+constexpr int64_t kScoresPerPass = int64_t{1} << 24;  // float64: 128 MB
 
 torch::Tensor Unit(const torch::Tensor& x) {
   namespace F = torch::nn::functional;
@@ -64,19 +64,29 @@ torch::Tensor Searcher::QueryVectors(const std::vector<SearchQuery>& queries,
     }
     if (!model_) throw std::invalid_argument("[search] a text query needs the model that embedded the file: --model");
     if (q.text.num_tokens() == 0) throw std::invalid_argument("[search] query '" + q.label + "' has no text");
-    torch::NoGradGuard no_grad;
-    const std::vector<const data::Document*> one = {&q.text};
-    if (file_.has_sentences()) {
-      model::DocumentSentences s = model_->EmbedSentences(one, device_)[0];
-      s.vectors = s.vectors.to(torch::kCPU, torch::kFloat);
-      rows.push_back(model::MeanSentenceVector(s));
-      sentences->push_back(std::move(s));
-    } else {
-      rows.push_back(model_->Embed(one, device_).to(torch::kCPU, torch::kFloat)[0]);
-    }
+    rows.push_back(DocumentVectors(*model_, {&q.text}, device_, file_.has_sentences() ? sentences : nullptr)[0]);
   }
   const torch::Tensor vectors = torch::stack(rows);
   return cosine_ ? Unit(vectors) : vectors;
+}
+
+torch::Tensor Searcher::LexicalScores(const std::vector<SearchQuery>& queries) const {
+  // One pass over the index for the document queries, one for the texts.
+  std::vector<int64_t> rows, row_at, text_at;
+  std::vector<std::vector<int32_t>> texts;
+  for (int64_t q = 0; q < static_cast<int64_t>(queries.size()); ++q) {
+    if (queries[q].row >= 0) {
+      rows.push_back(queries[q].row);
+      row_at.push_back(q);
+    } else {
+      texts.push_back(queries[q].text.tokens);
+      text_at.push_back(q);
+    }
+  }
+  torch::Tensor scores = torch::empty({static_cast<int64_t>(queries.size()), lexical_->size()}, torch::kFloat64);
+  if (!rows.empty()) scores.index_copy_(0, torch::tensor(row_at), lexical_->Scores(rows));
+  if (!texts.empty()) scores.index_copy_(0, torch::tensor(text_at), lexical_->ScoresOfTokens(texts));
+  return scores;
 }
 
 torch::Tensor Searcher::BlockScores(const torch::Tensor& queries, const torch::Tensor& lexical, int64_t begin,
@@ -101,21 +111,18 @@ std::vector<std::vector<SearchHit>> Searcher::Search(const std::vector<SearchQue
   const bool sdr = file_.has_sentences();
   const int64_t pool = sdr ? std::max(options_.top, options_.rerank) : options_.top;
   std::vector<std::vector<SearchHit>> results;
-  for (size_t first = 0; first < queries.size(); first += kQueriesPerPass) {
+  // Queries per pass over the file: their scores against a block (or, when
+  // hybrid, their TF-IDF cosines against the corpus) stay near kScoresPerPass
+  // numbers, so a long query list reads the vectors few times.
+  const int64_t columns = options_.lexical_weight > 0 ? N : std::min(N, options_.block_rows);
+  const int64_t per_pass = std::max<int64_t>(1, kScoresPerPass / std::max<int64_t>(1, columns));
+  for (size_t first = 0; first < queries.size(); first += per_pass) {
     const std::vector<SearchQuery> batch(queries.begin() + first,
-                                         queries.begin() + std::min(queries.size(), first + kQueriesPerPass));
+                                         queries.begin() + std::min<size_t>(queries.size(), first + per_pass));
     const int64_t Q = static_cast<int64_t>(batch.size());
     std::vector<model::DocumentSentences> sentences;
     const torch::Tensor vectors = QueryVectors(batch, &sentences);
-    torch::Tensor lexical;
-    if (options_.lexical_weight > 0) {
-      lexical = torch::empty({Q, N}, torch::kFloat64);
-      for (int64_t q = 0; q < Q; ++q) {
-        const SearchQuery& query = batch[q];
-        lexical[q] =
-            query.row >= 0 ? lexical_->Scores({query.row})[0] : lexical_->ScoresOfTokens({query.text.tokens})[0];
-      }
-    }
+    const torch::Tensor lexical = options_.lexical_weight > 0 ? LexicalScores(batch) : torch::Tensor();
     // The running best `pool` of every query, merged with each block's best.
     torch::Tensor best_scores = torch::empty({Q, 0}, torch::kFloat64);
     torch::Tensor best_rows = torch::empty({Q, 0}, torch::kLong);

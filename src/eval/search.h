@@ -59,6 +59,8 @@ class Searcher {
   // (Q, D) vectors of a batch of queries, and (SDR) their sentence vectors.
   torch::Tensor QueryVectors(const std::vector<SearchQuery>& queries,
                              std::vector<model::DocumentSentences>* sentences) const;
+  // (Q, N) TF-IDF cosines of the queries against every document.
+  torch::Tensor LexicalScores(const std::vector<SearchQuery>& queries) const;
   // (Q, B) scores of the queries against rows [begin, end).
   torch::Tensor BlockScores(const torch::Tensor& queries, const torch::Tensor& lexical, int64_t begin,
                             int64_t end) const;

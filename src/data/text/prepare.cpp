@@ -371,11 +371,8 @@ TextEncoder::TextEncoder(const Tokenizer& tokenizer, const std::string& locale, 
 }
 
 Document TextEncoder::Encode(RawDocument raw, bool* truncated) const {
-  if (raw.origin.empty()) raw.origin = raw.id;
-  if (const int invalid = CountInvalidUtf8(raw.text); invalid > 0) {  // repaired, as the corpus reader does
-    raw.invalid_utf8 += invalid;
-    raw.text = RepairUtf8(raw.text);
-  }
+  // Repaired, as the corpus reader does (a document from the reader already is).
+  if (CountInvalidUtf8(raw.text) > 0) raw.text = RepairUtf8(raw.text);
   Encoded encoded = docmatch::data::Encode(Segment(std::move(raw), segmenter_, InvalidUtf8Policy::kRepair, max_tokens_),
                                            tokenizer_, max_tokens_);
   if (truncated) *truncated = encoded.truncated;
