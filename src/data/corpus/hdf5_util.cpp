@@ -49,6 +49,7 @@ void Fail(const std::string& where, const std::string& what) { throw std::runtim
 
 void CreateArray(hid_t file, const std::string& where, const char* name, hid_t type, const std::vector<hsize_t>& dims,
                  hsize_t chunk_rows) {
+  SilenceErrors();  // failures become one error naming the file, not HDF5's stack
   const int rank = static_cast<int>(dims.size());
   // Unlimited rows: any chunk size is legal, even for 0 rows.
   const hsize_t max_dims[2] = {H5S_UNLIMITED, rank > 1 ? dims[1] : 0};
@@ -56,6 +57,10 @@ void CreateArray(hid_t file, const std::string& where, const char* name, hid_t t
   Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   const hsize_t chunk[2] = {std::max<hsize_t>(chunk_rows, 1), rank > 1 ? std::max<hsize_t>(dims[1], 1) : 0};
   Check(H5Pset_chunk(properties.get(), rank, chunk), where, name);
+  // HDF5's own checksum per chunk: a damaged chunk fails its read instead of
+  // returning wrong numbers (files written before it simply have none).
+  // Variable-length strings live outside the chunks, and the filter refuses them.
+  if (H5Tis_variable_str(type) <= 0) Check(H5Pset_fletcher32(properties.get()), where, name);
   Handle dataset(H5Dcreate2(file, name, type, space.get(), H5P_DEFAULT, properties.get(), H5P_DEFAULT), H5Dclose);
   if (!dataset.valid()) Check(-1, where, name);
 }
@@ -86,11 +91,15 @@ void WriteArray(hid_t file, const std::string& where, const char* name, hid_t ty
 
 void WriteStrings(hid_t file, const std::string& where, const char* name, const std::vector<std::string>& values,
                   hsize_t chunk_rows) {
-  std::vector<const char*> pointers;
-  pointers.reserve(values.size());
-  for (const auto& value : values) pointers.push_back(value.c_str());
-  Handle type = shard_format::VariableStringType();
-  WriteArray(file, where, name, type.get(), pointers.data(), {pointers.size()}, chunk_rows);
+  size_t width = 1;
+  for (const auto& value : values) width = std::max(width, value.size());
+  std::string packed(values.size() * width, '\0');
+  for (size_t i = 0; i < values.size(); ++i) packed.replace(i * width, values[i].size(), values[i]);
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), width);
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  WriteArray(file, where, name, type.get(), packed.data(), {values.size()}, chunk_rows);
 }
 
 void WriteAttribute(hid_t file, const std::string& where, const char* name, int64_t value) {
@@ -145,21 +154,49 @@ void ReadRows(hid_t file, const std::string& where, const char* name, hid_t type
               void* out) {
   Selection s = Select(file, where, name, begin, rows);
   if (rows > 0 && H5Dread(s.dataset.get(), type, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, out) < 0) {
-    Fail(where, std::string("reading '") + name + "' failed (truncated or damaged file)");
+    Fail(where, std::string("reading '") + name + "' rows [" + std::to_string(begin) + ", " +
+                    std::to_string(begin + rows) + ") failed: the data does not match its checksum or the file is " +
+                    "truncated (damaged file)");
   }
 }
 
 std::vector<std::string> ReadStrings(hid_t file, const std::string& where, const char* name, int64_t begin,
                                      int64_t rows) {
   Selection s = Select(file, where, name, begin, rows);
-  std::vector<char*> pointers(rows, nullptr);
-  Handle type = shard_format::VariableStringType();
-  if (rows > 0 && H5Dread(s.dataset.get(), type.get(), s.memory_space.get(), s.file_space.get(), H5P_DEFAULT,
-                          pointers.data()) < 0) {
-    Fail(where, std::string("reading '") + name + "' failed (truncated or damaged file)");
+  const auto failed = [&] {
+    Fail(where, std::string("reading '") + name + "' rows [" + std::to_string(begin) + ", " +
+                    std::to_string(begin + rows) + ") failed: the data does not match its checksum or the file is " +
+                    "truncated (damaged file)");
+  };
+  Handle stored(H5Dget_type(s.dataset.get()), H5Tclose);
+  if (H5Tget_class(stored.get()) != H5T_STRING) Fail(where, std::string("dataset '") + name + "' is not strings");
+  std::vector<std::string> values(rows);
+  if (rows == 0) return values;
+  if (H5Tis_variable_str(stored.get()) > 0) {  // shards of format version 1, embedding files
+    std::vector<char*> pointers(rows, nullptr);
+    Handle type = shard_format::VariableStringType();
+    if (H5Dread(s.dataset.get(), type.get(), s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, pointers.data()) <
+        0) {
+      failed();
+    }
+    for (int64_t i = 0; i < rows; ++i) values[i] = pointers[i] ? pointers[i] : "";
+    H5Dvlen_reclaim(type.get(), s.memory_space.get(), H5P_DEFAULT, pointers.data());
+    return values;
   }
-  std::vector<std::string> values(pointers.begin(), pointers.end());
-  if (rows > 0) H5Dvlen_reclaim(type.get(), s.memory_space.get(), H5P_DEFAULT, pointers.data());
+  const size_t width = H5Tget_size(stored.get());
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), width);
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  std::string packed(static_cast<size_t>(rows) * width, '\0');
+  if (H5Dread(s.dataset.get(), type.get(), s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, packed.data()) < 0) {
+    failed();
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    std::string value = packed.substr(static_cast<size_t>(i) * width, width);
+    value.resize(value.find('\0') == std::string::npos ? value.size() : value.find('\0'));
+    values[i] = std::move(value);
+  }
   return values;
 }
 

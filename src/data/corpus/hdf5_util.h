@@ -32,6 +32,9 @@ void WriteRows(hid_t file, const std::string& where, const char* name, hid_t typ
                const void* data);
 // Grows an (unlimited-rows) dataset by `rows` rows holding `data`.
 void AppendRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t rows, const void* data);
+// Fixed-size UTF-8 strings, NUL-padded to the longest: unlike variable-length
+// strings (kept in HDF5's global heap, outside any checksum, whose damaged
+// records crash HDF5 1.10's reader), they live in the chunks, under Fletcher-32.
 void WriteStrings(hid_t file, const std::string& where, const char* name, const std::vector<std::string>& values,
                   hsize_t chunk_rows);
 void WriteAttribute(hid_t file, const std::string& where, const char* name, int64_t value);
@@ -47,6 +50,7 @@ std::vector<hsize_t> Dimensions(hid_t file, const std::string& where, const char
 // memory type `type` into `out` (room for rows x columns elements).
 void ReadRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t begin, int64_t rows,
               void* out);
+// Strings of a fixed-size (WriteStrings) or variable-length string dataset.
 std::vector<std::string> ReadStrings(hid_t file, const std::string& where, const char* name, int64_t begin,
                                      int64_t rows);
 

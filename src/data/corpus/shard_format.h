@@ -7,8 +7,8 @@
 //   sentence_offsets   int64  (sentences + 1,)   into tokens
 //   paragraph_offsets  int64  (paragraphs + 1,)  into sentences
 //   document_offsets   int64  (documents + 1,)   into paragraphs
-//   document_ids       variable-length UTF-8 strings (documents,)
-//   document_titles    variable-length UTF-8 strings (documents,), "" when none
+//   document_ids       UTF-8 strings (documents,), fixed size, NUL-padded
+//   document_titles    UTF-8 strings (documents,), fixed size, NUL-padded; "" when none
 // Root attributes: docmatch_format ("docmatch-shard"), format_version,
 // tokenizer_hash, vocab_size, num_documents, num_paragraphs, num_sentences,
 // num_tokens. h5ls/h5dump show all of it.
@@ -21,7 +21,10 @@
 
 namespace docmatch::data::shard_format {
 
-constexpr int kVersion = 1;
+// Version 2 stores ids and titles as fixed-size strings (under the chunks'
+// checksums); version 1 (variable-length strings) is still read.
+constexpr int kVersion = 2;
+constexpr int kOldestVersion = 1;
 constexpr const char* kFormatName = "docmatch-shard";
 
 constexpr const char* kTokens = "tokens";

@@ -131,7 +131,7 @@ ShardReader::ShardReader(std::string path) : path_(std::move(path)), key_(OpenFi
                     "' attribute); make shards with `docmatch prepare`");
   }
   header_.format_version = ReadIntAttribute(f, path_, sf::kAttrVersion);
-  if (header_.format_version != sf::kVersion) {
+  if (header_.format_version < sf::kOldestVersion || header_.format_version > sf::kVersion) {
     Fail(path_, "format version " + std::to_string(header_.format_version) + ", this docmatch reads version " +
                     std::to_string(sf::kVersion));
   }
@@ -169,7 +169,10 @@ std::vector<DocumentLength> ShardReader::ReadLengths() const {
   const std::shared_ptr<const sf::Handle> file = File();
   const std::vector<int64_t> paragraphs = ReadInt64(file->get(), shard_format::kParagraphOffsets, 0, c.paragraphs + 1);
   const std::vector<int64_t> sentences = ReadInt64(file->get(), shard_format::kSentenceOffsets, 0, c.sentences + 1);
-  if (paragraphs.back() != c.sentences || sentences.back() != c.tokens) {
+  CheckNonDecreasing(paragraphs, path_, sf::kParagraphOffsets);
+  CheckNonDecreasing(sentences, path_, sf::kSentenceOffsets);
+  if (paragraphs.front() != 0 || sentences.front() != 0 || paragraphs.back() != c.sentences ||
+      sentences.back() != c.tokens) {
     Fail(path_, "offsets disagree with the counts in the header (corrupt shard)");
   }
   std::vector<DocumentLength> lengths(c.documents);
@@ -213,6 +216,15 @@ std::vector<Document> ShardReader::Read(int64_t begin, int64_t end) const {
     const int64_t sa = paragraphs[pa] - s0, sb = paragraphs[pb] - s0;
     const int64_t ta = sentences[sa] - t0, tb = sentences[sb] - t0;
     doc.tokens.assign(tokens.begin() + ta, tokens.begin() + tb);
+    // A token outside the vocabulary would index past the embedding table
+    // later, far from here; name the shard and the document now.
+    for (const int32_t token : doc.tokens) {
+      if (token < 0 || token >= header_.vocab_size) {
+        Fail(path_, "document \"" + doc.id + "\" (index " + std::to_string(doc.index) + ") holds token id " +
+                        std::to_string(token) + ", outside the vocabulary of " + std::to_string(header_.vocab_size) +
+                        " (corrupt shard); rebuild it with `docmatch prepare`");
+      }
+    }
     doc.sentence_offsets.resize(sb - sa + 1);
     for (int64_t s = sa; s <= sb; ++s) doc.sentence_offsets[s - sa] = sentences[s] - sentences[sa];
     doc.paragraph_offsets.resize(pb - pa + 1);
