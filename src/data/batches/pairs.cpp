@@ -2,6 +2,8 @@
 // corpus and every error naming the file and line (pairs.h).
 #include "data/batches/pairs.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -69,6 +71,7 @@ std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpu
     pair.label = record["label"].get<float>();
     pairs.push_back(pair);
   });
+  if (pairs.empty()) throw InputError("pair file '" + path + "' holds no pairs");
   return pairs;
 }
 
@@ -92,6 +95,8 @@ std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, c
       throw InputError(where + ": expected {\"query\": id, \"relevant\": [ids]} or {\"source\": id, \"target\": id}");
     }
   });
+  const bool any = std::any_of(relevant.begin(), relevant.end(), [](const auto& q) { return !q.second.empty(); });
+  if (!any) throw InputError("relevance file '" + path + "' holds no query with a relevant document");
   return relevant;
 }
 

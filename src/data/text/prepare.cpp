@@ -131,20 +131,35 @@ class IdRegistry {
   std::unordered_map<std::string, int64_t> lines_;
 };
 
-void PrepareOutputFolder(const PrepareOptions& options) {
+// Prepare writes into <output>/.incoming/ and moves the result into <output>
+// only when it is complete: bad input, a crash or a full disk part-way leave
+// an existing corpus as it was.
+constexpr const char* kStagingFolder = ".incoming";
+
+// Refuses to replace a corpus without --overwrite; returns an empty staging folder.
+std::string StartOutput(const PrepareOptions& options) {
   fs::create_directories(options.output);
-  const fs::path manifest = fs::path(options.output) / kManifestFile;
-  if (fs::exists(manifest)) {
-    if (!options.overwrite) {
-      throw InputError("output '" + options.output +
-                       "' already holds a prepared corpus; pass --overwrite to replace it");
-    }
-    fs::remove(manifest);  // first: a half-replaced folder must not look complete
+  if (fs::exists(fs::path(options.output) / kManifestFile) && !options.overwrite) {
+    throw InputError("output '" + options.output + "' already holds a prepared corpus; pass --overwrite to replace it");
   }
-  for (const auto& entry : fs::directory_iterator(options.output)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("shard-", 0) == 0) fs::remove(entry.path());
+  const fs::path staging = fs::path(options.output) / kStagingFolder;
+  fs::remove_all(staging);  // a crashed run's leftovers
+  fs::create_directories(staging);
+  return staging.string();
+}
+
+// The staged corpus replaces the old one: its manifest goes first (a
+// half-replaced folder must not look complete), the new manifest comes last.
+void InstallStaged(const std::string& staging, const std::string& output) {
+  fs::remove(fs::path(output) / kManifestFile);
+  for (const auto& entry : fs::directory_iterator(output)) {
+    if (entry.path().filename().string().rfind("shard-", 0) == 0) fs::remove(entry.path());
   }
+  for (const auto& entry : fs::directory_iterator(staging)) {
+    if (entry.path().filename() != kManifestFile) fs::rename(entry.path(), fs::path(output) / entry.path().filename());
+  }
+  fs::rename(fs::path(staging) / kManifestFile, fs::path(output) / kManifestFile);
+  fs::remove_all(staging);
 }
 
 std::string ShardName(int64_t index) {
@@ -246,20 +261,20 @@ std::string PrepareReport::ToText() const {
       {"truncated", "kept: truncated to --max-document-tokens"}};
   if (tallies.empty()) out << "skipped     none\n";
   for (const auto& [reason, tally] : tallies) {
-    out << std::left << std::setw(12) << reason << tally.count << "  " << kMeaning.at(reason) << "; e.g.";
+    out << std::left << std::setw(14) << reason << tally.count << "  " << kMeaning.at(reason) << "; e.g.";
     for (const auto& id : tally.sample_ids) out << " \"" << id << "\"";
     out << "\n";
   }
   return out.str();
 }
 
-PrepareReport Prepare(const PrepareOptions& options) {
-  CHECK_GT(options.documents_per_shard, 0);
-  CHECK_GT(options.max_document_tokens, 0);
+namespace {
+
+// Prepare into options.output, which exists and is empty.
+PrepareReport PrepareInto(const PrepareOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   PrepareReport report;
-  RawDocumentReader reader(options.input);  // checks the input exists before touching the output
-  PrepareOutputFolder(options);
+  RawDocumentReader reader(options.input);
   const int64_t total_documents = reader.CountDocuments();
 
   std::unique_ptr<Tokenizer> tokenizer;
@@ -362,6 +377,26 @@ PrepareReport Prepare(const PrepareOptions& options) {
   manifest.totals = report.totals;
   manifest.report = report.ToJson();
   manifest.Save(options.output);  // last: now the folder is a corpus
+  return report;
+}
+
+}  // namespace
+
+PrepareReport Prepare(const PrepareOptions& options) {
+  CHECK_GT(options.documents_per_shard, 0);
+  CHECK_GT(options.max_document_tokens, 0);
+  RawDocumentReader check(options.input);  // the input exists before the output is touched
+  PrepareOptions staged = options;
+  staged.output = StartOutput(options);
+  PrepareReport report;
+  try {
+    report = PrepareInto(staged);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(staged.output, ignored);
+    throw;
+  }
+  InstallStaged(staged.output, options.output);
   return report;
 }
 
