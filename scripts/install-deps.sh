@@ -29,7 +29,7 @@ log() { printf '[install-deps] %s\n' "$*"; }
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config git python3-venv
   libopenmpi-dev openmpi-bin
-  libhdf5-dev hdf5-tools
+  libhdf5-dev hdf5-tools zlib1g-dev
   libgoogle-glog-dev libgtest-dev libgmock-dev
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   libicu-dev libsentencepiece-dev sentencepiece

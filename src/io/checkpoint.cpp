@@ -2,6 +2,8 @@
 // their .tmp-then-rename writes, `latest` link and pruning (checkpoint.h).
 #include "io/checkpoint.h"
 
+#include "io/checksums.h"
+
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -105,6 +107,7 @@ std::string CheckpointDirectory::Save(int64_t step, const std::function<void(con
   fs::create_directories(temporary);
   try {
     write(temporary.string());
+    WriteChecksums(temporary.string());
   } catch (...) {
     fs::remove_all(temporary);
     throw;
@@ -126,6 +129,20 @@ std::string CheckpointDirectory::Save(int64_t step, const std::function<void(con
   for (size_t i = 0; i + keep_last_ < steps.size(); ++i) fs::remove_all(steps[i].second);
   LOG(INFO) << "[ckpt] saved " << final_folder.string();
   return final_folder.string();
+}
+
+std::vector<std::string> CheckpointDirectory::Steps() const {
+  std::vector<std::pair<int64_t, std::string>> steps;
+  if (fs::exists(root_)) {
+    for (const auto& entry : fs::directory_iterator(root_)) {
+      const int64_t n = StepOf(entry.path());
+      if (n >= 0 && entry.is_directory()) steps.emplace_back(n, entry.path().string());
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  std::vector<std::string> folders;
+  for (auto& [n, folder] : steps) folders.push_back(std::move(folder));
+  return folders;
 }
 
 std::optional<std::string> CheckpointDirectory::Latest() const {

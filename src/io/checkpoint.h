@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace docmatch::io {
 
@@ -41,6 +42,8 @@ class CheckpointDirectory {
   std::string Save(int64_t step, const std::function<void(const std::string& folder)>& write);
   // The folder `latest` names; without it, the highest complete step-<N>.
   std::optional<std::string> Latest() const;
+  // Every complete step-<N> folder, oldest first.
+  std::vector<std::string> Steps() const;
   const std::string& root() const { return root_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "data/corpus/corpus.h"
+#include "io/checksums.h"
 #include "io/model_folder.h"
 #include "io/safetensors.h"
 
@@ -44,6 +45,7 @@ void ExportModel(const std::string& model_folder, const std::string& corpus_fold
   info.stage = "export";
   info.tokenizer = "tokenizer.model";
   WriteModelFolderInfo(tmp, info);
+  WriteChecksums(tmp);
   fs::remove_all(output);
   fs::rename(tmp, output);
   LOG(INFO) << "[export] " << info.config.kind << " (" << tensors.size() << " tensors) -> " << output;

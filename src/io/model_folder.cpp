@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "io/checkpoint.h"
+#include "io/checksums.h"
 #include "io/safetensors.h"
 
 namespace docmatch::io {
@@ -50,6 +51,7 @@ ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
 
 void LoadFolderWeights(torch::nn::Module& module, const std::string& folder, const ModelFolderInfo& info) {
   const std::string path = folder + "/" + info.weights;
+  VerifyChecksum(folder, info.weights);
   if (fs::path(info.weights).extension() == ".safetensors") {
     LoadState(module, ReadSafetensors(path).tensors, path, info.prefix);
   } else {

@@ -8,7 +8,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
+#include <optional>
 #include <stdexcept>
+#include <vector>
 
 namespace docmatch::io {
 namespace {
@@ -49,6 +52,46 @@ void LengthDelimited(int field, const std::string& bytes, std::string* out) {
   out->append(bytes);
 }
 
+// Reads a varint at data[*at]; false past `end` or on an over-long one.
+bool ReadVarint(const std::string& data, size_t* at, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 64 && *at < data.size(); shift += 7) {
+    const auto byte = static_cast<uint8_t>(data[(*at)++]);
+    *value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// An Event's step (field 2; 0 when absent), or nullopt for malformed bytes.
+std::optional<int64_t> EventStep(const std::string& event) {
+  int64_t step = 0;
+  for (size_t at = 0; at < event.size();) {
+    uint64_t key = 0, value = 0;
+    if (!ReadVarint(event, &at, &key)) return std::nullopt;
+    switch (key & 7) {
+      case 0:
+        if (!ReadVarint(event, &at, &value)) return std::nullopt;
+        if ((key >> 3) == 2) step = static_cast<int64_t>(value);
+        break;
+      case 1:
+        at += 8;
+        break;
+      case 2:
+        if (!ReadVarint(event, &at, &value)) return std::nullopt;
+        at += value;
+        break;
+      case 5:
+        at += 4;
+        break;
+      default:
+        return std::nullopt;
+    }
+    if (at > event.size()) return std::nullopt;
+  }
+  return step;
+}
+
 double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string EventHeader(double wall_time, int64_t step) {
@@ -67,6 +110,54 @@ uint32_t Crc32c(const char* data, size_t size) {
   uint32_t crc = 0xffffffffu;
   for (size_t i = 0; i < size; ++i) crc = table[(crc ^ static_cast<uint8_t>(data[i])) & 0xff] ^ (crc >> 8);
   return crc ^ 0xffffffffu;
+}
+
+void TrimEvents(const std::string& directory, int64_t step) {
+  if (!std::filesystem::is_directory(directory)) return;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("events.out.tfevents.", 0) == 0 && entry.path().extension() != ".tmp" && entry.is_regular_file()) {
+      files.push_back(entry.path());
+    }
+  }
+  for (const std::filesystem::path& file : files) {
+    std::string data;
+    {
+      std::ifstream in(file, std::ios::binary);
+      data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::string kept;
+    bool dropped = false;
+    size_t at = 0;
+    while (at + 12 <= data.size()) {
+      uint64_t length = 0;
+      uint32_t length_crc = 0, data_crc = 0;
+      std::memcpy(&length, data.data() + at, 8);
+      std::memcpy(&length_crc, data.data() + at + 8, 4);
+      if (length_crc != MaskedCrc(data.data() + at, 8) || at + 16 + length > data.size()) break;
+      std::memcpy(&data_crc, data.data() + at + 12 + length, 4);
+      const std::string event = data.substr(at + 12, length);
+      if (data_crc != MaskedCrc(event.data(), event.size())) break;
+      const std::optional<int64_t> event_step = EventStep(event);
+      if (event_step && *event_step <= step) {
+        kept.append(data, at, 16 + length);
+      } else {
+        dropped = true;
+      }
+      at += 16 + length;
+    }
+    dropped = dropped || at != data.size();
+    if (!dropped) continue;
+    const std::string staged = file.string() + ".tmp";
+    {
+      std::ofstream out(staged, std::ios::binary | std::ios::trunc);
+      out.write(kept.data(), static_cast<std::streamsize>(kept.size()));
+      out.close();
+      if (!out) throw std::runtime_error("[train] writing '" + staged + "' failed");
+    }
+    std::filesystem::rename(staged, file);
+  }
 }
 
 EventWriter::EventWriter(const std::string& directory) {

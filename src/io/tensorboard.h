@@ -18,6 +18,12 @@ namespace docmatch::io {
 // C++ library for it.
 uint32_t Crc32c(const char* data, size_t size);
 
+// Rewrites every event file in `directory` keeping only the events of steps
+// up to `step` (and a file's version record), so that a run resumed from
+// `step` does not show the steps after it twice. A torn last record (a crash
+// mid-write) goes too.
+void TrimEvents(const std::string& directory, int64_t step);
+
 class EventWriter {
  public:
   // Creates <directory>/events.out.tfevents.<unix time>.<host>.<pid>.

@@ -6,10 +6,18 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <glog/logging.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+
+#include "io/checksums.h"
 
 namespace docmatch::train {
 namespace {
@@ -37,6 +45,74 @@ void InstallStopHandlers() {
 // A CUDA run's dropout draws come from the device's generator; everything
 // else (and CPU runs' dropout) from the CPU one, saved in any case.
 at::Generator CudaGenerator(const torch::Device& device) { return at::globalContext().defaultGenerator(device); }
+
+// An exclusive advisory lock on <run>/.lock, held until the descriptor
+// closes (the process ends, however it ends). The file names the holder.
+int LockRunFolder(const std::string& run) {
+  const std::string path = run + "/.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("[train] cannot open '" + path + "': " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    std::string holder;
+    std::ifstream in(path);
+    std::getline(in, holder);
+    ::close(fd);
+    if (error == EWOULDBLOCK) {
+      throw std::runtime_error("[train] run folder '" + run + "' is in use by another docmatch run (" +
+                               (holder.empty() ? std::string("holder unknown") : holder) +
+                               "): wait for it to finish, stop it, or give this run another --run");
+    }
+    throw std::runtime_error("[train] cannot lock '" + path + "': " + std::strerror(error));
+  }
+  char host[256] = "localhost";
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string holder = "pid " + std::to_string(::getpid()) + " on host " + host;
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, holder.data(), holder.size(), 0) < 0) {
+    LOG(WARNING) << "[train] cannot record the lock holder in '" << path << "': " << std::strerror(errno);
+  }
+  return fd;
+}
+
+// Keeps the lines of a metrics.jsonl whose step is at most `step` (a run
+// resumed there logs the later ones again); an unparsable line (a crash
+// mid-write) goes too.
+void TrimMetrics(const std::string& path, int64_t step) {
+  if (!std::filesystem::exists(path)) return;
+  std::ifstream in(path);
+  std::vector<std::string> kept;
+  size_t dropped = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (json.is_object() && json.contains("step") && json["step"].is_number_integer() &&
+        json["step"].get<int64_t>() <= step) {
+      kept.push_back(line);
+    } else {
+      ++dropped;
+    }
+  }
+  if (dropped == 0) return;
+  const std::string staged = path + ".tmp";
+  {
+    std::ofstream out(staged, std::ios::trunc);
+    for (const std::string& line : kept) out << line << "\n";
+    out.close();
+    if (!out) throw std::runtime_error("[train] writing '" + staged + "' failed");
+  }
+  std::filesystem::rename(staged, path);
+  LOG(INFO) << "[train] " << path << ": dropped " << dropped << " lines logged after step " << step;
+}
+
+// torch::load of one checkpoint file, its failure naming the file.
+void LoadTorchFile(const std::string& path, const std::function<void(const std::string&)>& load) {
+  if (!std::filesystem::exists(path)) throw std::runtime_error("[ckpt] '" + path + "' is missing");
+  try {
+    load(path);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("[ckpt] '" + path +
+                             "' is unreadable (truncated or damaged): " + e.what_without_backtrace());
+  }
+}
 
 }  // namespace
 
@@ -93,6 +169,7 @@ bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, con
       fs::create_directories(tmp);
       io::SaveModule(module, tmp + "/model.pt");
       io::WriteModelFolderInfo(tmp, info);
+      io::WriteChecksums(tmp);
       fs::remove_all(old);
       if (fs::exists(best)) fs::rename(best, old);
       fs::rename(tmp, best);
@@ -127,39 +204,57 @@ nlohmann::json LoopOptionsJson(const LoopOptions& o) {
 
 TrainingRun::TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator,
                          const torch::Device& device)
-    : communicator_(communicator), device_(device), checkpoints_(run, keep_last) {
+    : communicator_(communicator), device_(device), run_(run), checkpoints_(run, keep_last) {
   InstallStopHandlers();
-  if (communicator.rank() == 0) {
-    events_ = std::make_unique<io::EventWriter>(run + "/tensorboard");
-    metrics_.open(run + "/metrics.jsonl", std::ios::app);
-  }
+  if (communicator.rank() == 0) lock_ = LockRunFolder(run);
 }
 
-std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& module,
-                                                torch::optim::Optimizer& optimizer) {
-  const auto latest = resume ? checkpoints_.Latest() : std::nullopt;
-  if (!latest) return std::nullopt;
+TrainingRun::~TrainingRun() {
+  if (lock_ >= 0) ::close(lock_);  // releases the flock
+}
+
+void TrainingRun::OpenLogs(int64_t step) {
+  if (communicator_.rank() != 0) return;
+  TrimMetrics(run_ + "/metrics.jsonl", step);
+  io::TrimEvents(run_ + "/tensorboard", step);
+  events_ = std::make_unique<io::EventWriter>(run_ + "/tensorboard");
+  metrics_.open(run_ + "/metrics.jsonl", std::ios::app);
+}
+
+void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+                       ResumedState* state) {
   const int rank = communicator_.rank(), world = communicator_.size();
-  ResumedState state;
-  state.folder = *latest;
-  io::LoadModule(module, *latest + "/model.pt");
-  torch::load(optimizer, *latest + "/optimizer.pt");
-  std::ifstream(*latest + "/trainer.json") >> state.trainer;
-  state.step = state.trainer.at("step").get<int64_t>();
-  state.epoch = state.trainer.at("epoch").get<int64_t>();
-  const auto positions = state.trainer.at("positions").get<std::vector<int64_t>>();
+  io::VerifyChecksums(folder);
+  io::LoadModule(module, folder + "/model.pt");
+  const std::string trainer = folder + "/trainer.json";
+  try {
+    std::ifstream in(trainer);
+    if (!in) throw std::runtime_error("cannot open it");
+    state->trainer = nlohmann::json::parse(in);
+    state->step = state->trainer.at("step").get<int64_t>();
+    state->epoch = state->trainer.at("epoch").get<int64_t>();
+    state->trainer.at("positions").get<std::vector<int64_t>>();
+  } catch (const std::exception& e) {
+    throw std::runtime_error("[ckpt] '" + trainer + "' is unreadable: " + e.what());
+  }
+  LoadTorchFile(folder + "/optimizer.pt", [&](const std::string& path) { torch::load(optimizer, path); });
+  const auto positions = state->trainer["positions"].get<std::vector<int64_t>>();
   if (static_cast<int>(positions.size()) == world) {
-    state.position = positions[rank];
+    state->position = positions[rank];
     std::vector<torch::Tensor> generators;
-    torch::load(generators, *latest + "/rng.pt");
+    LoadTorchFile(folder + "/rng.pt", [&](const std::string& path) { torch::load(generators, path); });
+    if (static_cast<int>(generators.size()) != world) {
+      throw std::runtime_error("[ckpt] '" + folder + "/rng.pt' holds " + std::to_string(generators.size()) +
+                               " generator states for a " + std::to_string(world) + "-rank run");
+    }
     at::Generator cpu = at::detail::getDefaultCPUGenerator();
     cpu.set_state(generators.at(rank));
     if (device_.is_cuda()) {
-      if (std::filesystem::exists(*latest + "/rng-cuda.pt")) {
-        torch::load(generators, *latest + "/rng-cuda.pt");
+      if (std::filesystem::exists(folder + "/rng-cuda.pt")) {
+        LoadTorchFile(folder + "/rng-cuda.pt", [&](const std::string& path) { torch::load(generators, path); });
         CudaGenerator(device_).set_state(generators.at(rank));
       } else if (rank == 0) {
-        LOG(WARNING) << "[ckpt] " << *latest << " holds no CUDA generator state (written on CPU): "
+        LOG(WARNING) << "[ckpt] " << folder << " holds no CUDA generator state (written on CPU): "
                      << "dropout draws differ from an uninterrupted run";
       }
     }
@@ -168,13 +263,39 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
     // were on average; the data sequence changes from here on.
     int64_t consumed = 0;
     for (int64_t p : positions) consumed += p;
-    state.position = consumed / world;
+    state->position = consumed / world;
     if (rank == 0) {
       LOG(WARNING) << "[ckpt] resuming a " << positions.size() << "-rank run on " << world
                    << " ranks: cursors re-sharded, the data sequence differs from an uninterrupted run";
     }
   }
-  if (rank == 0) LOG(INFO) << "[ckpt] resumed from " << *latest << " at step " << state.step;
+}
+
+std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& module,
+                                                torch::optim::Optimizer& optimizer) {
+  const auto latest = resume ? checkpoints_.Latest() : std::nullopt;
+  if (!latest) {
+    OpenLogs(0);
+    return std::nullopt;
+  }
+  ResumedState state;
+  state.folder = *latest;
+  try {
+    Load(*latest, module, optimizer, &state);
+  } catch (const std::exception& e) {
+    // Offer the newest complete checkpoint before this one.
+    const std::vector<std::string> steps = checkpoints_.Steps();
+    const auto it = std::find(steps.begin(), steps.end(), std::filesystem::path(*latest).string());
+    std::string offer = "no earlier checkpoint is kept: start over with --fresh";
+    if (it != steps.begin() && it != steps.end()) {
+      offer = "the previous checkpoint is " + *std::prev(it) + ": remove " + *latest + " to resume from it";
+    } else if (it == steps.end() && !steps.empty() && steps.back() != *latest) {
+      offer = "the newest other checkpoint is " + steps.back();
+    }
+    throw std::runtime_error(std::string(e.what()) + "\n" + offer);
+  }
+  OpenLogs(state.step);
+  if (communicator_.rank() == 0) LOG(INFO) << "[ckpt] resumed from " << *latest << " at step " << state.step;
   return state;
 }
 

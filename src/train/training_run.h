@@ -118,10 +118,21 @@ class PhaseTimer {
 
 class TrainingRun {
  public:
+  // Rank 0 locks the run folder for the life of this object (an advisory
+  // flock on <run>/.lock): a second run on the same folder is refused at
+  // once, naming the holder's pid and host, instead of the two overwriting
+  // each other's checkpoints and logs.
   TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator, const torch::Device& device);
+  ~TrainingRun();
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
 
-  // With `resume` and a checkpoint in the run: loads the module, the
-  // optimizer and (same world size) this rank's generator; otherwise nullopt.
+  // With `resume` and a checkpoint in the run: checks the checkpoint's files
+  // against their checksums, then loads the module, the optimizer and (same
+  // world size) this rank's generator; otherwise nullopt. A damaged or
+  // unreadable file is named, with the previous checkpoint to fall back on.
+  // Either way rank 0 then drops the metrics and TensorBoard events logged
+  // after the step it starts from, so the logs hold each step once.
   std::optional<ResumedState> Resume(bool resume, torch::nn::Module& module, torch::optim::Optimizer& optimizer);
 
   // Collective: every rank calls it. Rank 0 writes step-<step>/ with the
@@ -156,8 +167,16 @@ class TrainingRun {
                           const std::vector<int64_t>& documents);
 
  private:
+  // Rank 0: trims the logs to steps <= `step` and opens them for appending.
+  void OpenLogs(int64_t step);
+  // Everything Resume loads, from `folder`.
+  void Load(const std::string& folder, torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+            ResumedState* state);
+
   dist::Communicator& communicator_;
   torch::Device device_;
+  std::string run_;
+  int lock_ = -1;  // rank 0's descriptor of <run>/.lock
   io::CheckpointDirectory checkpoints_;
   std::unique_ptr<io::EventWriter> events_;
   std::ofstream metrics_;

@@ -1,0 +1,91 @@
+// CRC-32 records of a folder's files (checksums.h).
+#include "io/checksums.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace docmatch::io {
+namespace fs = std::filesystem;
+namespace {
+
+std::string Crc32Of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("[ckpt] cannot read '" + path.string() + "'");
+  std::vector<char> buffer(1 << 20);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const std::streamsize n = in.gcount();
+    if (n > 0) crc = crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<uInt>(n));
+  }
+  if (in.bad()) throw std::runtime_error("[ckpt] reading '" + path.string() + "' failed");
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08lx", crc);
+  return hex;
+}
+
+// The record, or null when the folder has none.
+nlohmann::json ReadRecord(const std::string& folder) {
+  const fs::path path = fs::path(folder) / kChecksumFile;
+  if (!fs::exists(path)) return nullptr;
+  try {
+    std::ifstream in(path);
+    nlohmann::json record = nlohmann::json::parse(in);
+    record.at("files").get<nlohmann::json::object_t>();
+    return record;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("[ckpt] '" + path.string() + "' is damaged (" + e.what() +
+                             "): the folder's files cannot be checked");
+  }
+}
+
+}  // namespace
+
+void WriteChecksums(const std::string& folder) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    if (!entry.is_regular_file() || entry.path().filename() == kChecksumFile) continue;
+    files[entry.path().filename().string()] = {{"bytes", entry.file_size()}, {"crc32", Crc32Of(entry.path())}};
+  }
+  const fs::path path = fs::path(folder) / kChecksumFile;
+  std::ofstream out(path);
+  out << nlohmann::json{{"algorithm", "crc32"}, {"files", files}}.dump(2) << "\n";
+  out.close();
+  if (!out) throw std::runtime_error("[ckpt] writing '" + path.string() + "' failed");
+}
+
+void VerifyChecksum(const std::string& folder, const std::string& name) {
+  const nlohmann::json record = ReadRecord(folder);
+  if (record.is_null() || !record["files"].contains(name)) return;
+  const nlohmann::json& expected = record["files"][name];
+  const fs::path path = fs::path(folder) / name;
+  if (!fs::exists(path)) {
+    throw std::runtime_error("[ckpt] '" + path.string() + "' is missing, though " + kChecksumFile + " lists it");
+  }
+  const auto bytes = static_cast<int64_t>(fs::file_size(path));
+  const auto expected_bytes = expected.at("bytes").get<int64_t>();
+  if (bytes != expected_bytes) {
+    throw std::runtime_error("[ckpt] '" + path.string() + "' is damaged: " + std::to_string(bytes) +
+                             " bytes, but it was written with " + std::to_string(expected_bytes) + " (truncated?)");
+  }
+  const std::string crc = Crc32Of(path), expected_crc = expected.at("crc32").get<std::string>();
+  if (crc != expected_crc) {
+    throw std::runtime_error("[ckpt] '" + path.string() + "' is damaged: its CRC-32 is " + crc +
+                             ", but it was written with " + expected_crc);
+  }
+}
+
+void VerifyChecksums(const std::string& folder) {
+  const nlohmann::json record = ReadRecord(folder);
+  if (record.is_null()) return;
+  for (const auto& [name, unused] : record["files"].items()) VerifyChecksum(folder, name);
+}
+
+}  // namespace docmatch::io

@@ -1,0 +1,30 @@
+// Checksums of the files in a folder: recorded when a checkpoint, a best
+// model, an export or an import is written, verified when it is read, so a
+// damaged file is named instead of loaded.
+//
+//   checksums.json  {"algorithm": "crc32",
+//                    "files": {"model.pt": {"bytes": 1234, "crc32": "89abcdef"}, ...}}
+//
+// CRC-32 (zlib's) finds the damage disks and copies do (flipped or overwritten
+// bytes, truncation); it is not a defence against deliberate tampering.
+#pragma once
+
+#include <string>
+
+namespace docmatch::io {
+
+constexpr const char* kChecksumFile = "checksums.json";
+
+// Records every regular file directly in `folder` (the record itself aside).
+void WriteChecksums(const std::string& folder);
+
+// Throws std::runtime_error naming folder/name when the file's size or CRC
+// differs from the record, or when the record lists it and it is gone. A
+// folder without a record, or a file it does not list (written by an older
+// docmatch), passes.
+void VerifyChecksum(const std::string& folder, const std::string& name);
+
+// VerifyChecksum for every file the record lists.
+void VerifyChecksums(const std::string& folder);
+
+}  // namespace docmatch::io
