@@ -18,6 +18,12 @@ void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
   AddDeviceFlag(app, &flags->device);
   app->add_option("--backend", flags->backend, "auto, mpi or nccl")->capture_default_str();
   app->add_option("--log-dir", flags->log_dir, "every rank also writes its whole log to <dir>/rank-<r>.log.*");
+  app->add_option("--collective-timeout", flags->collective_timeout,
+                  "seconds a rank waits in one collective before it names the operation and ends the job (a\n"
+                  "peer that died, hangs or was stopped); raise it when ranks legitimately wait longer, e.g.\n"
+                  "rank 0 writing very large checkpoints to slow storage")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 }
 
 int RunDistributed(const DistributedFlags& flags,
@@ -27,6 +33,7 @@ int RunDistributed(const DistributedFlags& flags,
   return dist::RunOnAllRanks([&] {
     const dist::Placement placement = dist::DiscoverPlacement(flags.device);
     std::unique_ptr<dist::Communicator> communicator = dist::MakeCommunicator(flags.backend, placement.device);
+    communicator->set_timeout(std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout * 1000)));
     return body(*communicator, placement.device);
   });
 }

@@ -16,6 +16,7 @@ struct DistributedFlags {
   std::string device = "cpu";  // cpu, cuda or auto
   std::string backend = "auto";
   std::string log_dir;
+  double collective_timeout = 300;  // seconds
 };
 void AddDistributedFlags(CLI::App* app, DistributedFlags* flags);
 // --device alone, for the single-process commands (encode, search); resolve

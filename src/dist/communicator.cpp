@@ -4,6 +4,9 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "dist/mpi_communicator.h"
 #include "dist/runtime.h"
 #ifdef DOCMATCH_HAS_NCCL
@@ -11,6 +14,17 @@
 #endif
 
 namespace docmatch::dist {
+
+void PollBackoff::Pause() {
+  constexpr auto kHot = std::chrono::milliseconds(5);
+  constexpr auto kLongest = std::chrono::microseconds(1000);
+  if (std::chrono::steady_clock::now() - start_ < kHot) {
+    std::this_thread::yield();
+    return;
+  }
+  std::this_thread::sleep_for(sleep_);
+  sleep_ = std::min(kLongest, sleep_ * 2);
+}
 
 torch::Tensor Communicator::AllGather(const torch::Tensor& input) {
   std::vector<int64_t> shape = input.sizes().vec();

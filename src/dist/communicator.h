@@ -31,6 +31,19 @@ class Work {
 };
 using WorkHandle = std::shared_ptr<Work>;
 
+// How a Wait() polls: hot for the first few milliseconds (a collective
+// usually completes soon after its last peer arrives), then sleeping, with
+// the sleep doubling up to a millisecond, so a rank that waits minutes on a
+// stalled peer uses a few percent of a core instead of all of it.
+class PollBackoff {
+ public:
+  void Pause();
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::microseconds sleep_{10};
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -64,7 +77,7 @@ class Communicator {
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
  protected:
-  std::chrono::milliseconds timeout_{std::chrono::minutes(10)};
+  std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
 };
 
 // "mpi", "nccl", or "auto" (NCCL for CUDA devices when compiled in, else MPI).

@@ -79,6 +79,7 @@ class MpiWork : public Work {
   void Wait() override {
     if (done_) return;
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    PollBackoff backoff;
     for (;;) {
       Progress();
       if (complete_) break;
@@ -89,7 +90,7 @@ class MpiWork : public Work {
         google::FlushLogFiles(google::GLOG_INFO);
         MPI_Abort(MPI_COMM_WORLD, 3);
       }
-      std::this_thread::yield();
+      backoff.Pause();
     }
     done_ = true;
     if (finish_) finish_();

@@ -54,6 +54,7 @@ class NcclWork : public Work {
   void Wait() override {
     // Poll so that a dead peer ends the job instead of hanging it.
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    PollBackoff backoff;
     while (!done_.query()) {
       if (std::chrono::steady_clock::now() > deadline) {
         LOG(ERROR) << "[dist] rank " << rank_ << ": " << what_ << " did not complete within "
@@ -62,7 +63,7 @@ class NcclWork : public Work {
         ncclCommAbort(comm_);
         MPI_Abort(MPI_COMM_WORLD, 3);
       }
-      std::this_thread::yield();
+      backoff.Pause();
     }
     // The caller's stream may now use the results.
     c10::cuda::CUDAGuard guard(device_);

@@ -129,20 +129,26 @@ void SetUpRankLogging(int rank, const std::string& log_dir) {
 }
 
 int RunOnAllRanks(const std::function<int()>& body) {
-  int rank = 0;
+  int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::string message;
   try {
     return body();
   } catch (const std::exception& e) {
     // libtorch's checks append a C++ backtrace to what(); users get the message.
     const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-    std::cerr << "[dist] rank " << rank
-              << " failed: " << (torch_error ? torch_error->what_without_backtrace() : e.what())
-              << "\n[dist] ending every rank of the job" << std::endl;
+    message = torch_error ? torch_error->what_without_backtrace() : e.what();
   } catch (...) {
-    std::cerr << "[dist] rank " << rank << " failed with an unknown exception; ending every rank of the job"
-              << std::endl;
+    message = "an unknown exception";
   }
+  if (size == 1) {
+    // Nobody else to stop: the message alone, and MPI finalises as usual
+    // (no MPI_ABORT banner for a user error).
+    std::cerr << "error: " << message << std::endl;
+    return 1;
+  }
+  std::cerr << "[dist] rank " << rank << " failed: " << message << "\n[dist] ending every rank of the job" << std::endl;
   MPI_Abort(MPI_COMM_WORLD, 1);
   return 1;
 }

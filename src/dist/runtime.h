@@ -58,7 +58,9 @@ std::string HostAllocator();
 void SetUpRankLogging(int rank, const std::string& log_dir = "");
 
 // Runs `body`; an exception on this rank is logged with the rank and ends every
-// rank of the job (MPI_Abort, exit code 1). Returns body's exit code otherwise.
+// rank of the job (MPI_Abort, exit code 1). A job of one rank prints the
+// message alone ("error: ...") and returns 1, without MPI_Abort's banner.
+// Returns body's exit code otherwise.
 int RunOnAllRanks(const std::function<int()>& body);
 
 }  // namespace docmatch::dist
