@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""What a hostile user does to a run, on the tiny real corpus (tiny_manpages.py),
+through the real commands; each case asserts what the README's reliability
+table promises:
+
+  * a second run on a run folder in use is refused at once, naming the
+    holder's pid and host; the first goes on, and once it ends the folder is
+    free again;
+  * a run resumed from an earlier checkpoint (a crash between a metrics line
+    and its checkpoint) logs every step once, in metrics.jsonl and in
+    TensorBoard (read back with the tensorboard package), and the lines before
+    the checkpoint are the original ones; --fresh starts the logs over;
+  * 1,000 random bytes in the middle of a checkpoint's model.pt: resume and
+    embed refuse it naming the file, and resume offers the previous
+    checkpoint; truncated trainer.json, optimizer.pt and rng.pt are named,
+    with and without their checksums;
+  * prepare --overwrite with a bad new input (a duplicate id) leaves the old
+    corpus whole; a good one replaces it;
+  * a shard with a token id outside the vocabulary (written through h5py, so
+    its checksums are right) and a shard with 4 KB overwritten in its token
+    chunk: inspect --verify, inspect --index and embed fail naming the shard
+    (and the document), with no glog check failure;
+  * eval with an empty test-pair file and an empty relevance file fails;
+  * prepare's report of repaired UTF-8 keeps its count apart from its name;
+  * every error above (one rank, no mpirun) comes without MPI's abort banner;
+  * a rank stopped with SIGSTOP under mpirun: rank 0 waits without spinning
+    a core (its CPU time is measured while it waits) and, after
+    --collective-timeout, ends the job naming the rank and the operation.
+
+usage: reliability_check.py DOCMATCH FIXTURE SCRATCH MPIEXEC [MPIEXEC FLAGS...]
+"""
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+
+TINY = """model: {kind: smith, hidden: 32, heads: 2, intermediate: 64, sentence_layers: 1,
+  document_layers: 1, block_length: 16, max_blocks: 8, dropout: 0.1, amplifier: 6.0}
+"""
+
+
+def check(condition, message):
+    if not condition:
+        sys.exit("FAILED: " + message)
+
+
+class Case:
+    def __init__(self, docmatch, fixture, scratch):
+        self.docmatch, self.fixture, self.scratch = docmatch, fixture, scratch
+        shutil.rmtree(scratch, ignore_errors=True)
+        os.makedirs(scratch)
+        self.corpus = os.path.join(fixture, "corpus")
+        self.model = self.path("tiny.yaml")
+        with open(self.model, "w") as f:
+            f.write(TINY)
+
+    def path(self, *parts):
+        return os.path.join(self.scratch, *parts)
+
+    def run(self, args, fail=False, stdout=False):
+        """stdout and stderr together, or stdout alone (JSON a command prints)."""
+        result = subprocess.run([self.docmatch] + args, capture_output=True, text=True)
+        output = result.stdout + result.stderr
+        if fail:
+            check(result.returncode != 0, f"{' '.join(args[:3])} should have failed:\n{output[-1500:]}")
+            check("Check failed" not in output and "*** " not in output,
+                  f"{args[0]} ended in a check failure or a crash instead of an error:\n{output[-1500:]}")
+            check("MPI_ABORT" not in output and "ORTE_ERROR_LOG" not in output,
+                  f"a one-rank {args[0]} error printed MPI's abort banner:\n{output[-1500:]}")
+        else:
+            check(result.returncode == 0, f"{' '.join(args)} failed:\n{output[-3000:]}")
+        return result.stdout if stdout else output
+
+    def pretrain(self, run, steps, *extra):
+        return ["pretrain", "--corpus", self.corpus, "--model", self.model, "--run", run, "--steps", str(steps),
+                "--batch-size", "4", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "20",
+                "--checkpoint-every", "2", "--keep-last", "10", "--log-every", "1", "--no-progress", *extra]
+
+
+def metrics(run):
+    return [json.loads(l) for l in open(os.path.join(run, "metrics.jsonl")) if l.strip()]
+
+
+def tensorboard_steps(run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(os.path.join(run, "tensorboard"), purge_orphaned_data=False)
+    events.Reload()
+    return {tag: [e.step for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def run_lock(c):
+    run = c.path("locked")
+    log = open(c.path("locked.log"), "w")
+    first = subprocess.Popen([c.docmatch] + c.pretrain(run, 100000), stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    lock = os.path.join(run, ".lock")
+    while time.time() < deadline and first.poll() is None and not (
+            os.path.exists(lock) and open(lock).read().startswith("pid")):
+        time.sleep(0.05)
+    if first.poll() is not None:
+        sys.exit("FAILED: the first run ended early:\n" + open(c.path("locked.log")).read()[-2000:])
+    started = time.time()
+    output = c.run(c.pretrain(run, 100000, "--seed", "7"), fail=True)
+    refused_in = time.time() - started
+    host = os.uname().nodename
+    check(f"in use by another docmatch run (pid {first.pid} on host {host})" in output,
+          "the refusal does not name the holder:\n" + output[-1500:])
+    check(first.poll() is None, "the second run stopped the first")
+    first.send_signal(signal.SIGTERM)  # checkpoints and stops (exit 75)
+    code = first.wait(timeout=120)
+    check(code == 75, f"the first run exited {code} on SIGTERM, not 75")
+    step = int(os.path.basename(os.path.realpath(os.path.join(run, "latest"))).split("-")[1])
+    c.run(c.pretrain(run, step + 1))  # the folder is free again: resumes
+    return refused_in
+
+
+def resumed_logs(c):
+    run = c.path("resumed")
+    c.run(c.pretrain(run, 6))
+    before = metrics(run)
+    # A crash after step 6's metrics line and before its checkpoint: the run
+    # resumes from step 4 and logs steps 5 and 6 again.
+    shutil.rmtree(os.path.join(run, "step-6"))
+    os.remove(os.path.join(run, "latest"))
+    c.run(c.pretrain(run, 8))
+    after = metrics(run)
+    steps = [l["step"] for l in after]
+    check(steps == list(range(1, 9)), f"metrics.jsonl steps after resume: {steps}")
+    check(after[:4] == before[:4], "the lines before the checkpoint changed")
+    tags = tensorboard_steps(run)
+    check(tags, "no TensorBoard scalars")
+    for tag, tag_steps in tags.items():
+        check(tag_steps == sorted(set(tag_steps)), f"TensorBoard {tag} steps twice or out of order: {tag_steps}")
+    check(tags["train/loss"] == list(range(1, 9)), f"TensorBoard train/loss steps {tags['train/loss']}")
+    fresh = c.path("fresh")
+    shutil.copytree(run, fresh, symlinks=True)
+    c.run(c.pretrain(fresh, 2, "--fresh"))
+    check([l["step"] for l in metrics(fresh)] == [1, 2], "--fresh kept the old run's metrics")
+    check(tensorboard_steps(fresh)["train/loss"] == [1, 2], "--fresh kept the old run's TensorBoard steps")
+    return len(before) + 2
+
+
+def damaged_checkpoints(c):
+    run = c.path("resumed")
+    cases = 0
+    damaged = c.path("damaged")
+    shutil.copytree(run, damaged, symlinks=True)
+    model = os.path.join(damaged, "step-8", "model.pt")
+    size = os.path.getsize(model)
+    with open(model, "r+b") as f:
+        f.seek(size // 2)
+        f.write(random.Random(1).randbytes(1000))
+    output = c.run(c.pretrain(damaged, 10), fail=True)
+    check(re.search(r"step-8/model\.pt' is damaged: its CRC-32 is [0-9a-f]{8}, but it was written with", output),
+          "resume did not name the damaged model.pt:\n" + output[-1500:])
+    check("the previous checkpoint is " + os.path.join(damaged, "step-6") in output,
+          "resume did not offer step-6:\n" + output[-1500:])
+    output = c.run(["embed", "--model", os.path.join(damaged, "step-8"), "--corpus", c.corpus, "--output",
+                    c.path("damaged.h5"), "--no-progress"], fail=True)
+    check("step-8/model.pt' is damaged" in output, "embed loaded a damaged model.pt:\n" + output[-1500:])
+    check(not os.path.exists(c.path("damaged.h5")), "embed left an output behind")
+    cases += 2
+    # Truncated files, with their checksums (the record names the size) and
+    # without (a checkpoint written before checksums: the reader names it).
+    for name, expected in (("trainer.json", "trainer.json' is unreadable"),
+                           ("optimizer.pt", "optimizer.pt' is unreadable"), ("rng.pt", "rng.pt' is unreadable")):
+        for checksums in (True, False):
+            folder = c.path(f"truncated-{name}-{checksums}")
+            shutil.copytree(run, folder, symlinks=True)
+            path = os.path.join(folder, "step-8", name)
+            with open(path, "r+b") as f:
+                f.truncate(os.path.getsize(path) // 2)
+            if not checksums:
+                os.remove(os.path.join(folder, "step-8", "checksums.json"))
+            output = c.run(c.pretrain(folder, 10), fail=True)
+            want = f"step-8/{name}' is damaged: " if checksums else f"step-8/{expected}"
+            check(want in output, f"truncated {name} (checksums {checksums}) not named:\n" + output[-1500:])
+            cases += 1
+    return cases
+
+
+def prepare_overwrite(c):
+    articles = [json.loads(l) for l in open(os.path.join(c.fixture, "articles.jsonl"))]
+    good = c.path("good.jsonl")
+    with open(good, "w") as f:
+        for a in articles[:30]:
+            f.write(json.dumps(a) + "\n")
+    corpus = c.path("prepared")
+    tokenizer = os.path.join(c.corpus, "tokenizer.model")
+    prepare = ["prepare", "--tokenizer", tokenizer, "--output", corpus, "--no-progress"]
+    c.run(prepare + ["--input", good])
+    before = json.loads(c.run(["inspect", corpus]))
+    bad = c.path("bad.jsonl")
+    with open(bad, "w") as f:
+        for a in articles[:20] + [articles[3]]:
+            f.write(json.dumps(a) + "\n")
+    output = c.run(prepare + ["--input", bad, "--overwrite"], fail=True)
+    check("duplicate" in output.lower(), "prepare did not name the duplicate id:\n" + output[-1500:])
+    kept = json.loads(c.run(["inspect", corpus]))
+    check(kept["documents"] == before["documents"] == 30 and kept["shards"] == before["shards"],
+          f"the old corpus changed: {before['documents']} -> {kept['documents']} documents")
+    check(not os.path.exists(os.path.join(corpus, ".incoming")), "prepare left its staging folder")
+    smaller = c.path("smaller.jsonl")
+    with open(smaller, "w") as f:
+        for a in articles[:12]:
+            f.write(json.dumps(a) + "\n")
+    c.run(prepare + ["--input", smaller, "--overwrite"])
+    check(json.loads(c.run(["inspect", corpus]))["documents"] == 12, "a good --overwrite did not replace it")
+    return kept["documents"]
+
+
+def damaged_shards(c):
+    # A token id outside the vocabulary, written through HDF5 (checksums right).
+    out_of_range = c.path("corpus-token")
+    shutil.copytree(c.corpus, out_of_range)
+    shard = os.path.join(out_of_range, "shard-00001.h5")
+    with h5py.File(shard, "r+") as h:
+        check(h["tokens"].fletcher32, "shards are written without Fletcher-32 checksums")
+        offsets = h["document_offsets"][:]
+        paragraphs = h["paragraph_offsets"][:]
+        sentences = h["sentence_offsets"][:]
+        victim = 2
+        token = sentences[paragraphs[offsets[victim]]] + 1
+        vocab = int(h.attrs["vocab_size"])
+        h["tokens"][token] = vocab + 5
+        victim_id = h["document_ids"][victim].decode()
+    named = f"shard-00001.h5': document \"{victim_id}\" (index {victim}) holds token id {vocab + 5}"
+    output = c.run(["inspect", out_of_range, "--verify"], fail=True)
+    check(named in output, "inspect --verify did not name the document:\n" + output[-1500:])
+    output = c.run(["inspect", shard, "--index", str(victim)], fail=True)
+    check(named in output, "inspect --index did not name the document:\n" + output[-1500:])
+    output = c.run(["embed", "--model", os.path.join(c.path("resumed"), "latest"), "--corpus", out_of_range,
+                    "--output", c.path("token.h5"), "--no-progress"], fail=True)
+    check(named in output, "embed did not name the document:\n" + output[-1500:])
+
+    # 4 KB overwritten inside the token chunk: Fletcher-32 fails the read.
+    overwritten = c.path("corpus-bytes")
+    shutil.copytree(c.corpus, overwritten)
+    shard = os.path.join(overwritten, "shard-00000.h5")
+    with h5py.File(shard, "r") as h:
+        info = h["tokens"].id.get_chunk_info(0)
+    check(info.size > 8192, f"the token chunk is only {info.size} bytes")
+    with open(shard, "r+b") as f:
+        f.seek(info.byte_offset + info.size // 2 - 2048)
+        f.write(random.Random(2).randbytes(4096))
+    output = c.run(["inspect", overwritten, "--verify"], fail=True)
+    check("shard-00000.h5': reading 'tokens'" in output and "does not match its checksum" in output,
+          "inspect --verify did not name the damaged chunk:\n" + output[-1500:])
+    verified = json.loads(c.run(["inspect", c.corpus, "--verify"], stdout=True))
+    check(verified["verified_documents"] == json.loads(c.run(["inspect", c.corpus]))["documents"],
+          f"inspect --verify of the intact corpus: {verified}")
+    return verified["verified_documents"]
+
+
+def empty_inputs(c):
+    empty = c.path("empty.jsonl")
+    open(empty, "w").close()
+    model = os.path.join(c.path("resumed"), "latest")
+    output = c.run(["eval", "--model", model, "--corpus", c.corpus, "--test-pairs", empty, "--output",
+                    c.path("eval-empty"), "--no-progress"], fail=True)
+    check(f"pair file '{empty}' holds no pairs" in output, "eval on no pairs:\n" + output[-1500:])
+    output = c.run(["eval", "--model", model, "--corpus", c.corpus, "--relevance", empty, "--output",
+                    c.path("eval-empty"), "--no-progress"], fail=True)
+    check(f"relevance file '{empty}' holds no query" in output, "eval on no queries:\n" + output[-1500:])
+    check(not os.path.exists(c.path("eval-empty", "metrics.json")), "eval wrote metrics of nothing")
+
+
+def repaired_report(c):
+    raw = c.path("invalid.jsonl")
+    with open(raw, "wb") as f:
+        f.write(b'{"id": "a", "text": "Bad bytes \xff\xfe here. And a second sentence."}\n')
+        f.write(b'{"id": "b", "text": "A clean document with words."}\n')
+    output = c.run(["prepare", "--input", raw, "--tokenizer", os.path.join(c.corpus, "tokenizer.model"), "--output",
+                    c.path("invalid-corpus"), "--no-progress"])
+    check(re.search(r"repaired_utf8 +1 ", output), "the repaired count runs into its name:\n" + output)
+
+
+def rank_pids(marker):
+    """{rank: pid} of the processes whose command line holds `marker`."""
+    pids = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker not in open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace"):
+                continue
+            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        for entry in environ:
+            if entry.startswith(b"OMPI_COMM_WORLD_RANK="):
+                pids[int(entry.split(b"=")[1])] = int(pid)
+    return pids
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stalled_rank(c, mpiexec):
+    run = c.path("stalled")
+    timeout = 8
+    job = subprocess.Popen(mpiexec + ["-np", "2", c.docmatch] +
+                           c.pretrain(run, 100000, "--collective-timeout", str(timeout)),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and job.poll() is None and not os.path.isdir(os.path.join(run, "step-2")):
+        time.sleep(0.05)
+    pids = rank_pids(run)
+    check(job.poll() is None and set(pids) == {0, 1}, f"the 2-rank run is not running: {pids}")
+    os.kill(pids[1], signal.SIGSTOP)
+    stopped = time.time()
+    time.sleep(1.0)
+    before = cpu_seconds(pids[0])
+    time.sleep(3.0)
+    busy = (cpu_seconds(pids[0]) - before) / 3.0
+    try:
+        output, _ = job.communicate(timeout=timeout + 60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+        try:
+            os.kill(pids[1], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    ended = time.time() - stopped
+    check(job.returncode != 0, "the job with a stopped rank exited 0")
+    check(re.search(rf"rank 0: \S.* did not complete within {timeout} s", output),
+          "the timeout does not name rank 0 and the operation:\n" + output[-2000:])
+    check(timeout <= ended <= timeout + 30, f"the job ended {ended:.1f} s after the stop, timeout {timeout} s")
+    check(busy < 0.3, f"rank 0 used {busy:.0%} of a core while waiting")
+    return busy, ended
+
+
+def main():
+    docmatch, fixture, scratch = sys.argv[1:4]
+    mpiexec = sys.argv[4:]
+    c = Case(docmatch, fixture, scratch)
+    refused = run_lock(c)
+    lines = resumed_logs(c)
+    damaged = damaged_checkpoints(c)
+    documents = prepare_overwrite(c)
+    verified = damaged_shards(c)
+    empty_inputs(c)
+    repaired_report(c)
+    busy, ended = stalled_rank(c, mpiexec)
+    print(json.dumps({"stalled_rank_waiter_cpu": round(busy, 3), "stalled_job_ended_after_s": round(ended, 1),
+                      "lock_refused_seconds": round(refused, 2), "metrics_lines_before_resume": lines,
+                      "damaged_checkpoint_cases": damaged, "corpus_kept_documents": documents,
+                      "verified_documents": verified}))
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()
