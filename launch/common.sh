@@ -104,7 +104,23 @@ launch_run() {
   echo "[launch] $(printf '%q ' "${LAUNCH_CMD[@]}")" | sed 's/ $//'
   [ "$LAUNCH_DRY_RUN" = 1 ] && return 0
   [ -x "$DOCMATCH_BIN" ] || launch_fail "$DOCMATCH_BIN is not built (scripts/build.sh, or set DOCMATCH_BIN)"
-  "${LAUNCH_CMD[@]}"
+  # mpirun forwards SIGUSR1 to every rank, but answers SIGTERM by tearing the
+  # job down and exiting 1. So TERM, INT (Ctrl-C) and USR1 sent to this script
+  # reach mpirun as USR1: every rank finishes its step, checkpoints and exits
+  # 75, and so does this script. (mpirun runs in the background, where a
+  # script's Ctrl-C does not reach it directly.)
+  "${LAUNCH_CMD[@]}" &
+  local pid=$! status=0 last
+  trap 'kill -USR1 "$pid" 2>/dev/null' TERM INT USR1
+  while kill -0 "$pid" 2>/dev/null; do
+    status=0
+    wait "$pid" || status=$?  # 128+N when a trapped signal interrupts the wait
+  done
+  last=0
+  wait "$pid" 2>/dev/null || last=$?
+  [ "$last" = 127 ] || status=$last
+  trap - TERM INT USR1
+  return "$status"
 }
 
 # launch_stage_main STAGE "$@": the whole of pretrain.sh / finetune.sh / eval.sh.

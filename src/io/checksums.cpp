@@ -1,6 +1,8 @@
 // CRC-32 records of a folder's files (checksums.h).
 #include "io/checksums.h"
 
+#include "io/file_writer.h"
+
 #include <zlib.h>
 
 #include <cstdio>
@@ -54,11 +56,8 @@ void WriteChecksums(const std::string& folder) {
     if (!entry.is_regular_file() || entry.path().filename() == kChecksumFile) continue;
     files[entry.path().filename().string()] = {{"bytes", entry.file_size()}, {"crc32", Crc32Of(entry.path())}};
   }
-  const fs::path path = fs::path(folder) / kChecksumFile;
-  std::ofstream out(path);
-  out << nlohmann::json{{"algorithm", "crc32"}, {"files", files}}.dump(2) << "\n";
-  out.close();
-  if (!out) throw std::runtime_error("[ckpt] writing '" + path.string() + "' failed");
+  WriteTextFile((fs::path(folder) / kChecksumFile).string(),
+                nlohmann::json{{"algorithm", "crc32"}, {"files", files}}.dump(2) + "\n");
 }
 
 void VerifyChecksum(const std::string& folder, const std::string& name) {

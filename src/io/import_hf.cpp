@@ -14,6 +14,7 @@
 #include "data/text/tokenizer.h"
 #include "data/text/wordpiece.h"
 #include "io/checksums.h"
+#include "io/file_writer.h"
 #include "io/model_folder.h"
 #include "io/safetensors.h"
 #include "model/document_model.h"
@@ -319,7 +320,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   info.tokenizer_hash = tokenizer.hash();
   info.tokenizer = data::kTokenizerFile;
   WriteModelFolderInfo(tmp, info);
-  std::ofstream(tmp + "/import.json") << report.ToJson().dump(2) << "\n";
+  WriteTextFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
   WriteChecksums(tmp);
   fs::remove_all(options.output);
   fs::rename(tmp, options.output);

@@ -7,6 +7,7 @@
 
 #include "io/checkpoint.h"
 #include "io/checksums.h"
+#include "io/file_writer.h"
 #include "io/safetensors.h"
 
 namespace docmatch::io {
@@ -21,7 +22,7 @@ void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info
                          {"stage", info.stage},
                          {"tokenizer_hash", info.tokenizer_hash}};
   if (!info.tokenizer.empty()) json["tokenizer"] = info.tokenizer;
-  std::ofstream(folder + "/" + kModelConfigFile) << json.dump(2) << "\n";
+  WriteTextFile(folder + "/" + kModelConfigFile, json.dump(2) + "\n");
 }
 
 ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {

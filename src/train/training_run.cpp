@@ -18,6 +18,7 @@
 #include <functional>
 
 #include "io/checksums.h"
+#include "io/file_writer.h"
 
 namespace docmatch::train {
 namespace {
@@ -320,15 +321,15 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
     written = checkpoints_.Save(step, [&](const std::string& folder) {
       io::SaveModule(module, folder + "/model.pt");
       io::WriteModelFolderInfo(folder, info);
-      torch::save(optimizer, folder + "/optimizer.pt");
+      io::SaveThrough(folder + "/optimizer.pt", [&](const io::ByteWriter& write) { torch::save(optimizer, write); });
       const auto save_states = [&](const torch::Tensor& states, const std::string& file) {
         std::vector<torch::Tensor> generators;
         for (int r = 0; r < world; ++r) generators.push_back(states[r].clone());
-        torch::save(generators, folder + "/" + file);
+        io::SaveThrough(folder + "/" + file, [&](const io::ByteWriter& write) { torch::save(generators, write); });
       };
       save_states(all_states, "rng.pt");
       if (cuda_states.defined()) save_states(cuda_states, "rng-cuda.pt");
-      std::ofstream(folder + "/trainer.json") << trainer.dump(2) << "\n";
+      io::WriteTextFile(folder + "/trainer.json", trainer.dump(2) + "\n");
     });
   }
   communicator_.Barrier();  // nobody runs ahead of a checkpoint being written

@@ -23,6 +23,12 @@ table promises:
   * eval with an empty test-pair file and an empty relevance file fails;
   * prepare's report of repaired UTF-8 keeps its count apart from its name;
   * every error above (one rank, no mpirun) comes without MPI's abort banner;
+  * SIGTERM to launch/pretrain.sh (2 ranks under mpirun): every rank
+    checkpoints and the script exits 75, as a one-process run does;
+  * a full disk (a small tmpfs; skipped where it cannot be mounted) during a
+    checkpoint and during prepare: one line naming the file and "No space
+    left on device", the partial step-N.tmp / staging folder removed, the
+    previous checkpoint intact and loadable;
   * a rank stopped with SIGSTOP under mpirun: rank 0 waits without spinning
     a core (its CPU time is measured while it waits) and, after
     --collective-timeout, ends the job naming the rank and the operation.
@@ -283,6 +289,63 @@ def repaired_report(c):
     check(re.search(r"repaired_utf8 +1 ", output), "the repaired count runs into its name:\n" + output)
 
 
+def launch_sigterm(c):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run = c.path("launched")
+    config = c.path("launched.yaml")
+    with open(config, "w") as f:
+        f.write(f"pretrain:\n  corpus: {c.corpus}\n  model: {c.model}\n  run: {run}\n  batch-size: 4\n"
+                "  steps: 100000\n  checkpoint-every: 100000\n  log-every: 1\n")
+    log = open(c.path("launched.log"), "w")
+    script = subprocess.Popen(["bash", os.path.join(root, "launch", "pretrain.sh"), "--local", "--config", config,
+                               "--", "--no-progress"], stdout=log, stderr=subprocess.STDOUT,
+                              env=dict(os.environ, DOCMATCH_BIN=c.docmatch))
+    deadline = time.time() + 120
+    metrics_file = os.path.join(run, "metrics.jsonl")
+    while time.time() < deadline and script.poll() is None and not (
+            os.path.exists(metrics_file) and os.path.getsize(metrics_file) > 0):
+        time.sleep(0.05)
+    check(script.poll() is None, "launch/pretrain.sh ended early:\n" + open(c.path("launched.log")).read()[-2000:])
+    script.send_signal(signal.SIGTERM)
+    code = script.wait(timeout=120)
+    check(code == 75, f"launch/pretrain.sh exited {code} on SIGTERM, not 75:\n" +
+          open(c.path("launched.log")).read()[-2000:])
+    steps = [d for d in os.listdir(run) if d.startswith("step-")]
+    check(len(steps) == 1 and not steps[0].endswith(".tmp"), f"no checkpoint after SIGTERM: {os.listdir(run)}")
+    return code
+
+
+def full_disk(c):
+    """Needs root (or an unprivileged mount namespace) for a 1.2 MB tmpfs."""
+    mount = c.path("small")
+    os.makedirs(mount)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1200k", "tmpfs", mount],
+                      capture_output=True).returncode != 0:
+        print("full-disk cases skipped: cannot mount a tmpfs here (needs root)")
+        return None
+    try:
+        run = os.path.join(mount, "run")
+        c.run(c.pretrain(run, 2))  # step-2 fits, step-4 does not
+        output = c.run(c.pretrain(run, 4), fail=True)
+        check(re.search(r"writing '[^']*step-4\.tmp/\w+\.pt' failed: No space left on device", output),
+              "a full disk during a checkpoint is not one clear line:\n" + output[-1500:])
+        check(len([l for l in output.splitlines() if l.startswith("error:")]) == 1, "more than one error line")
+        check(sorted(os.listdir(run)) == [".lock", "latest", "metrics.jsonl", "step-2", "tensorboard"],
+              f"the failed checkpoint left files: {sorted(os.listdir(run))}")
+        c.run(["embed", "--model", os.path.join(run, "latest"), "--corpus", c.corpus, "--output",
+               c.path("after-full.h5"), "--no-progress"])  # the previous checkpoint loads (checksums pass)
+        shutil.rmtree(run)
+        corpus = os.path.join(mount, "corpus")
+        output = c.run(["prepare", "--input", os.path.join(c.fixture, "articles.jsonl"), "--tokenizer",
+                        os.path.join(c.corpus, "tokenizer.model"), "--output", corpus, "--no-progress"], fail=True)
+        check("No space left on device" in output and "shard-00000.h5" in output,
+              "a full disk during prepare is not named:\n" + output[-1500:])
+        check(os.listdir(corpus) == [], f"prepare left {os.listdir(corpus)} on the full disk")
+        return True
+    finally:
+        subprocess.run(["umount", mount])
+
+
 def rank_pids(marker):
     """{rank: pid} of the processes whose command line holds `marker`."""
     pids = {}
@@ -351,10 +414,12 @@ def main():
     empty_inputs(c)
     repaired_report(c)
     busy, ended = stalled_rank(c, mpiexec)
+    disk = full_disk(c)
+    launch_sigterm(c)
     print(json.dumps({"stalled_rank_waiter_cpu": round(busy, 3), "stalled_job_ended_after_s": round(ended, 1),
                       "lock_refused_seconds": round(refused, 2), "metrics_lines_before_resume": lines,
                       "damaged_checkpoint_cases": damaged, "corpus_kept_documents": documents,
-                      "verified_documents": verified}))
+                      "verified_documents": verified, "full_disk_cases": "passed" if disk else "skipped"}))
     print("OK")
 
 

@@ -3,6 +3,8 @@
 #include "data/corpus/hdf5_util.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 
@@ -10,7 +12,7 @@ namespace docmatch::data::hdf5 {
 namespace {
 
 void Check(herr_t status, const std::string& where, const char* what) {
-  if (status < 0) Fail(where, std::string("writing '") + what + "' failed");
+  if (status < 0) Fail(where, std::string("writing '") + what + "' failed" + StorageError());
 }
 
 // A dataset and a selection of rows [begin, begin + rows).
@@ -43,6 +45,14 @@ Selection Select(hid_t file, const std::string& where, const char* name, int64_t
 void SilenceErrors() {
   static std::once_flag once;
   std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+std::string StorageError() {
+  const int error = errno;
+  for (const int storage : {ENOSPC, EDQUOT, EFBIG, EIO, EROFS}) {
+    if (error == storage) return std::string(": ") + std::strerror(error);
+  }
+  return "";
 }
 
 void Fail(const std::string& where, const std::string& what) { throw std::runtime_error(where + ": " + what); }

@@ -19,6 +19,9 @@ using shard_format::Handle;
 
 void SilenceErrors();
 [[noreturn]] void Fail(const std::string& where, const std::string& what);
+// ": No space left on device" and the like when errno holds a storage error
+// (HDF5 reports a failed write without the OS's reason), else "".
+std::string StorageError();
 
 // A dataset of `dims` (1 or 2 dimensions, rows first), chunked by
 // `chunk_rows` rows, holding `data` of memory type `type`.

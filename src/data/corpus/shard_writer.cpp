@@ -17,7 +17,7 @@ namespace {
 std::string Where(const std::string& path) { return "[data] writing shard '" + path + "'"; }
 
 void Check(herr_t status, const std::string& path, const char* what) {
-  if (status < 0) hdf5::Fail(Where(path), std::string(what) + " failed");
+  if (status < 0) hdf5::Fail(Where(path), std::string(what) + " failed" + hdf5::StorageError());
 }
 
 }  // namespace

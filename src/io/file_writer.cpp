@@ -1,0 +1,48 @@
+// POSIX writes with the error kept and reported once (file_writer.h).
+#include "io/file_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace docmatch::io {
+
+void SaveThrough(const std::string& path, const std::function<void(const ByteWriter& writer)>& save) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create '" + path + "': " + std::strerror(errno));
+  int error = 0;
+  const ByteWriter writer = [&](const void* data, size_t size) {
+    const char* bytes = static_cast<const char*>(data);
+    for (size_t done = 0; error == 0 && done < size;) {
+      const ssize_t n = ::write(fd, bytes + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        error = n < 0 ? errno : ENOSPC;
+      else
+        done += static_cast<size_t>(n);
+    }
+    return size;  // torch goes on; the error is reported below
+  };
+  try {
+    save(writer);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    throw;
+  }
+  if (error == 0 && ::fsync(fd) != 0 && errno != EINVAL) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    ::unlink(path.c_str());
+    throw std::runtime_error("writing '" + path + "' failed: " + std::strerror(error));
+  }
+}
+
+void WriteTextFile(const std::string& path, const std::string& content) {
+  SaveThrough(path, [&](const ByteWriter& write) { write(content.data(), content.size()); });
+}
+
+}  // namespace docmatch::io

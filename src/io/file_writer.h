@@ -1,0 +1,26 @@
+// Writing files so that a full disk (or a quota, or a file size limit) is one
+// clear error: the path and the OS's words ("No space left on device"), the
+// partial file removed, nothing thrown from inside a library's destructor.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace docmatch::io {
+
+// The writer torch's serializer takes (OutputArchive::save_to, torch::save):
+// bytes in, the count taken out.
+using ByteWriter = std::function<size_t(const void* data, size_t size)>;
+
+// Creates `path` and runs save(writer). Every write goes to the file; the
+// first failure is recorded and the rest are swallowed (torch's writer then
+// finishes normally instead of throwing from its destructor), and once save
+// returns the file is flushed to disk and the failure, if any, thrown naming
+// the path and errno's message, the partial file removed.
+void SaveThrough(const std::string& path, const std::function<void(const ByteWriter& writer)>& save);
+
+// `content` to `path`, with the same rule.
+void WriteTextFile(const std::string& path, const std::string& content);
+
+}  // namespace docmatch::io
