@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/yaml_config.h"
+#include "data/corpus/hdf5_util.h"
 #include "dist/build_info.h"
 #include "dist/runtime.h"
 
@@ -35,8 +36,9 @@ int main(int argc, char** argv) {
       "docmatch"};
   app.config_formatter(std::make_shared<docmatch::cli::YamlConfig>());
   app.set_config("--config", "", "YAML config with a section per command (see configs/)");
-  bool dump_config = false;
+  bool dump_config = false, verbose = false;
   app.add_flag("--dump-config", dump_config, "print the resolved config of the command and exit");
+  app.add_flag("--verbose", verbose, "also print HDF5's own error stack when reading or writing a file fails");
   app.require_subcommand(1);
   app.set_version_flag("--version", docmatch::dist::CurrentBuildInfo().docmatch_version);
 
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  docmatch::data::hdf5::ShowErrorStacks(verbose);
   if (dump_config) {
     std::cout << app.config_to_str(/*default_also=*/true, /*write_description=*/false);
     return 0;

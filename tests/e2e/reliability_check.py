@@ -341,6 +341,11 @@ def full_disk(c):
         check("No space left on device" in output and "shard-00000.h5" in output,
               "a full disk during prepare is not named:\n" + output[-1500:])
         check(os.listdir(corpus) == [], f"prepare left {os.listdir(corpus)} on the full disk")
+        check("HDF5-DIAG" not in output, "HDF5's error stack printed without --verbose")
+        output = c.run(["prepare", "--input", os.path.join(c.fixture, "articles.jsonl"), "--tokenizer",
+                        os.path.join(c.corpus, "tokenizer.model"), "--output", corpus, "--no-progress",
+                        "--verbose"], fail=True)
+        check("HDF5-DIAG" in output, "--verbose did not show HDF5's error stack:\n" + output[-1500:])
         return True
     finally:
         subprocess.run(["umount", mount])

@@ -3,6 +3,7 @@
 #include "data/corpus/hdf5_util.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -42,7 +43,14 @@ Selection Select(hid_t file, const std::string& where, const char* name, int64_t
 
 }  // namespace
 
+namespace {
+std::atomic<bool> show_error_stacks{false};
+}  // namespace
+
+void ShowErrorStacks(bool show) { show_error_stacks = show; }
+
 void SilenceErrors() {
+  if (show_error_stacks) return;
   static std::once_flag once;
   std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
 }

@@ -17,7 +17,10 @@ namespace docmatch::data::hdf5 {
 
 using shard_format::Handle;
 
+// Turns HDF5's automatic error-stack printing off (our errors name the file
+// instead), unless ShowErrorStacks(true) came first (docmatch --verbose).
 void SilenceErrors();
+void ShowErrorStacks(bool show);
 [[noreturn]] void Fail(const std::string& where, const std::string& what);
 // ": No space left on device" and the like when errno holds a storage error
 // (HDF5 reports a failed write without the OS's reason), else "".
