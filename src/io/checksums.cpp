@@ -48,23 +48,8 @@ nlohmann::json ReadRecord(const std::string& folder) {
   }
 }
 
-}  // namespace
-
-void WriteChecksums(const std::string& folder) {
-  nlohmann::json files = nlohmann::json::object();
-  for (const auto& entry : fs::directory_iterator(folder)) {
-    if (!entry.is_regular_file() || entry.path().filename() == kChecksumFile) continue;
-    files[entry.path().filename().string()] = {{"bytes", entry.file_size()}, {"crc32", Crc32Of(entry.path())}};
-  }
-  WriteTextFile((fs::path(folder) / kChecksumFile).string(),
-                nlohmann::json{{"algorithm", "crc32"}, {"files", files}}.dump(2) + "\n");
-}
-
-void VerifyChecksum(const std::string& folder, const std::string& name) {
-  const nlohmann::json record = ReadRecord(folder);
-  if (record.is_null() || !record["files"].contains(name)) return;
-  const nlohmann::json& expected = record["files"][name];
-  const fs::path path = fs::path(folder) / name;
+// The check of one file against its entry in the record.
+void Verify(const nlohmann::json& expected, const fs::path& path) {
   if (!fs::exists(path)) {
     throw std::runtime_error("[ckpt] '" + path.string() + "' is missing, though " + kChecksumFile + " lists it");
   }
@@ -81,10 +66,27 @@ void VerifyChecksum(const std::string& folder, const std::string& name) {
   }
 }
 
+}  // namespace
+
+void WriteChecksums(const std::string& folder) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    if (!entry.is_regular_file() || entry.path().filename() == kChecksumFile) continue;
+    files[entry.path().filename().string()] = {{"bytes", entry.file_size()}, {"crc32", Crc32Of(entry.path())}};
+  }
+  WriteFile((fs::path(folder) / kChecksumFile).string(),
+            nlohmann::json{{"algorithm", "crc32"}, {"files", files}}.dump(2) + "\n");
+}
+
+void VerifyChecksum(const std::string& folder, const std::string& name) {
+  const nlohmann::json record = ReadRecord(folder);
+  if (!record.is_null() && record["files"].contains(name)) Verify(record["files"][name], fs::path(folder) / name);
+}
+
 void VerifyChecksums(const std::string& folder) {
   const nlohmann::json record = ReadRecord(folder);
   if (record.is_null()) return;
-  for (const auto& [name, unused] : record["files"].items()) VerifyChecksum(folder, name);
+  for (const auto& [name, expected] : record["files"].items()) Verify(expected, fs::path(folder) / name);
 }
 
 }  // namespace docmatch::io

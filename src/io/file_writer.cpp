@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -41,8 +42,18 @@ void SaveThrough(const std::string& path, const std::function<void(const ByteWri
   }
 }
 
-void WriteTextFile(const std::string& path, const std::string& content) {
-  SaveThrough(path, [&](const ByteWriter& write) { write(content.data(), content.size()); });
+void WriteFile(const std::string& path, const std::string& bytes) {
+  SaveThrough(path, [&](const ByteWriter& write) { write(bytes.data(), bytes.size()); });
+}
+
+void ReplaceFile(const std::string& path, const std::string& bytes) {
+  const std::string staged = path + ".tmp";
+  WriteFile(staged, bytes);
+  if (::rename(staged.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(staged.c_str());
+    throw std::runtime_error("replacing '" + path + "' failed: " + std::strerror(error));
+  }
 }
 
 }  // namespace docmatch::io

@@ -20,7 +20,11 @@ using ByteWriter = std::function<size_t(const void* data, size_t size)>;
 // the path and errno's message, the partial file removed.
 void SaveThrough(const std::string& path, const std::function<void(const ByteWriter& writer)>& save);
 
-// `content` to `path`, with the same rule.
-void WriteTextFile(const std::string& path, const std::string& content);
+// `bytes` to `path`, with the same rule.
+void WriteFile(const std::string& path, const std::string& bytes);
+
+// `bytes` to `path`.tmp, then renamed over `path`: a reader sees the old file
+// or the new one, never half of one.
+void ReplaceFile(const std::string& path, const std::string& bytes);
 
 }  // namespace docmatch::io

@@ -320,7 +320,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   info.tokenizer_hash = tokenizer.hash();
   info.tokenizer = data::kTokenizerFile;
   WriteModelFolderInfo(tmp, info);
-  WriteTextFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
+  WriteFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
   WriteChecksums(tmp);
   fs::remove_all(options.output);
   fs::rename(tmp, options.output);

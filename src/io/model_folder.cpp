@@ -22,7 +22,7 @@ void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info
                          {"stage", info.stage},
                          {"tokenizer_hash", info.tokenizer_hash}};
   if (!info.tokenizer.empty()) json["tokenizer"] = info.tokenizer;
-  WriteTextFile(folder + "/" + kModelConfigFile, json.dump(2) + "\n");
+  WriteFile(folder + "/" + kModelConfigFile, json.dump(2) + "\n");
 }
 
 ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {

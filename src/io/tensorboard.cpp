@@ -2,6 +2,8 @@
 // event, written by hand so that no protobuf dependency is needed (tensorboard.h).
 #include "io/tensorboard.h"
 
+#include "io/file_writer.h"
+
 #include <unistd.h>
 
 #include <array>
@@ -149,14 +151,7 @@ void TrimEvents(const std::string& directory, int64_t step) {
     }
     dropped = dropped || at != data.size();
     if (!dropped) continue;
-    const std::string staged = file.string() + ".tmp";
-    {
-      std::ofstream out(staged, std::ios::binary | std::ios::trunc);
-      out.write(kept.data(), static_cast<std::streamsize>(kept.size()));
-      out.close();
-      if (!out) throw std::runtime_error("[train] writing '" + staged + "' failed");
-    }
-    std::filesystem::rename(staged, file);
+    ReplaceFile(file.string(), kept);
   }
 }
 

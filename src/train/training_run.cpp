@@ -81,26 +81,19 @@ int LockRunFolder(const std::string& run) {
 void TrimMetrics(const std::string& path, int64_t step) {
   if (!std::filesystem::exists(path)) return;
   std::ifstream in(path);
-  std::vector<std::string> kept;
+  std::string kept;
   size_t dropped = 0;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (json.is_object() && json.contains("step") && json["step"].is_number_integer() &&
         json["step"].get<int64_t>() <= step) {
-      kept.push_back(line);
+      kept += line + "\n";
     } else {
       ++dropped;
     }
   }
   if (dropped == 0) return;
-  const std::string staged = path + ".tmp";
-  {
-    std::ofstream out(staged, std::ios::trunc);
-    for (const std::string& line : kept) out << line << "\n";
-    out.close();
-    if (!out) throw std::runtime_error("[train] writing '" + staged + "' failed");
-  }
-  std::filesystem::rename(staged, path);
+  io::ReplaceFile(path, kept);
   LOG(INFO) << "[train] " << path << ": dropped " << dropped << " lines logged after step " << step;
 }
 
@@ -228,18 +221,18 @@ void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, tor
   io::VerifyChecksums(folder);
   io::LoadModule(module, folder + "/model.pt");
   const std::string trainer = folder + "/trainer.json";
+  std::vector<int64_t> positions;
   try {
     std::ifstream in(trainer);
     if (!in) throw std::runtime_error("cannot open it");
     state->trainer = nlohmann::json::parse(in);
     state->step = state->trainer.at("step").get<int64_t>();
     state->epoch = state->trainer.at("epoch").get<int64_t>();
-    state->trainer.at("positions").get<std::vector<int64_t>>();
+    positions = state->trainer.at("positions").get<std::vector<int64_t>>();
   } catch (const std::exception& e) {
     throw std::runtime_error("[ckpt] '" + trainer + "' is unreadable: " + e.what());
   }
   LoadTorchFile(folder + "/optimizer.pt", [&](const std::string& path) { torch::load(optimizer, path); });
-  const auto positions = state->trainer["positions"].get<std::vector<int64_t>>();
   if (static_cast<int>(positions.size()) == world) {
     state->position = positions[rank];
     std::vector<torch::Tensor> generators;
@@ -286,13 +279,11 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
   } catch (const std::exception& e) {
     // Offer the newest complete checkpoint before this one.
     const std::vector<std::string> steps = checkpoints_.Steps();
-    const auto it = std::find(steps.begin(), steps.end(), std::filesystem::path(*latest).string());
-    std::string offer = "no earlier checkpoint is kept: start over with --fresh";
-    if (it != steps.begin() && it != steps.end()) {
-      offer = "the previous checkpoint is " + *std::prev(it) + ": remove " + *latest + " to resume from it";
-    } else if (it == steps.end() && !steps.empty() && steps.back() != *latest) {
-      offer = "the newest other checkpoint is " + steps.back();
-    }
+    const auto it = std::find(steps.begin(), steps.end(), *latest);
+    const std::string offer =
+        it != steps.begin() && it != steps.end()
+            ? "the previous checkpoint is " + *std::prev(it) + ": remove " + *latest + " to resume from it"
+            : "no earlier checkpoint is kept: start over with --fresh";
     throw std::runtime_error(std::string(e.what()) + "\n" + offer);
   }
   OpenLogs(state.step);
@@ -329,7 +320,7 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
       };
       save_states(all_states, "rng.pt");
       if (cuda_states.defined()) save_states(cuda_states, "rng-cuda.pt");
-      io::WriteTextFile(folder + "/trainer.json", trainer.dump(2) + "\n");
+      io::WriteFile(folder + "/trainer.json", trainer.dump(2) + "\n");
     });
   }
   communicator_.Barrier();  // nobody runs ahead of a checkpoint being written

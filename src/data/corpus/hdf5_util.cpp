@@ -12,8 +12,25 @@
 namespace docmatch::data::hdf5 {
 namespace {
 
+std::atomic<bool> show_error_stacks{false};
+
 void Check(herr_t status, const std::string& where, const char* what) {
   if (status < 0) Fail(where, std::string("writing '") + what + "' failed" + StorageError());
+}
+
+[[noreturn]] void ReadFailed(const std::string& where, const char* name, int64_t begin, int64_t rows) {
+  Fail(where, std::string("reading '") + name + "' rows [" + std::to_string(begin) + ", " +
+                  std::to_string(begin + rows) + ") failed: the data does not match its checksum or the file is " +
+                  "truncated (damaged file)");
+}
+
+// A UTF-8 string type of `width` bytes, NUL-padded.
+Handle FixedStringType(size_t width) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), width);
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  return type;
 }
 
 // A dataset and a selection of rows [begin, begin + rows).
@@ -41,10 +58,6 @@ Selection Select(hid_t file, const std::string& where, const char* name, int64_t
   return s;
 }
 
-}  // namespace
-
-namespace {
-std::atomic<bool> show_error_stacks{false};
 }  // namespace
 
 void ShowErrorStacks(bool show) { show_error_stacks = show; }
@@ -113,10 +126,7 @@ void WriteStrings(hid_t file, const std::string& where, const char* name, const 
   for (const auto& value : values) width = std::max(width, value.size());
   std::string packed(values.size() * width, '\0');
   for (size_t i = 0; i < values.size(); ++i) packed.replace(i * width, values[i].size(), values[i]);
-  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), width);
-  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
-  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  Handle type = FixedStringType(width);
   WriteArray(file, where, name, type.get(), packed.data(), {values.size()}, chunk_rows);
 }
 
@@ -172,20 +182,13 @@ void ReadRows(hid_t file, const std::string& where, const char* name, hid_t type
               void* out) {
   Selection s = Select(file, where, name, begin, rows);
   if (rows > 0 && H5Dread(s.dataset.get(), type, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, out) < 0) {
-    Fail(where, std::string("reading '") + name + "' rows [" + std::to_string(begin) + ", " +
-                    std::to_string(begin + rows) + ") failed: the data does not match its checksum or the file is " +
-                    "truncated (damaged file)");
+    ReadFailed(where, name, begin, rows);
   }
 }
 
 std::vector<std::string> ReadStrings(hid_t file, const std::string& where, const char* name, int64_t begin,
                                      int64_t rows) {
   Selection s = Select(file, where, name, begin, rows);
-  const auto failed = [&] {
-    Fail(where, std::string("reading '") + name + "' rows [" + std::to_string(begin) + ", " +
-                    std::to_string(begin + rows) + ") failed: the data does not match its checksum or the file is " +
-                    "truncated (damaged file)");
-  };
   Handle stored(H5Dget_type(s.dataset.get()), H5Tclose);
   if (H5Tget_class(stored.get()) != H5T_STRING) Fail(where, std::string("dataset '") + name + "' is not strings");
   std::vector<std::string> values(rows);
@@ -195,25 +198,21 @@ std::vector<std::string> ReadStrings(hid_t file, const std::string& where, const
     Handle type = shard_format::VariableStringType();
     if (H5Dread(s.dataset.get(), type.get(), s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, pointers.data()) <
         0) {
-      failed();
+      ReadFailed(where, name, begin, rows);
     }
     for (int64_t i = 0; i < rows; ++i) values[i] = pointers[i] ? pointers[i] : "";
     H5Dvlen_reclaim(type.get(), s.memory_space.get(), H5P_DEFAULT, pointers.data());
     return values;
   }
   const size_t width = H5Tget_size(stored.get());
-  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), width);
-  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
-  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  Handle type = FixedStringType(width);
   std::string packed(static_cast<size_t>(rows) * width, '\0');
   if (H5Dread(s.dataset.get(), type.get(), s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, packed.data()) < 0) {
-    failed();
+    ReadFailed(where, name, begin, rows);
   }
   for (int64_t i = 0; i < rows; ++i) {
-    std::string value = packed.substr(static_cast<size_t>(i) * width, width);
-    value.resize(value.find('\0') == std::string::npos ? value.size() : value.find('\0'));
-    values[i] = std::move(value);
+    const char* value = packed.data() + static_cast<size_t>(i) * width;
+    values[i].assign(value, strnlen(value, width));  // the padding off
   }
   return values;
 }
