@@ -1,5 +1,7 @@
 // Communication benchmark, run under mpirun (JSON lines from rank 0):
 //  * all_reduce and all_gather bandwidth for 1 KB .. 256 MB messages;
+//  * the all-gather's backward: all-reduce of the whole gathered gradient and
+//    a slice (the old way) against one reduce-scatter, even and uneven rows;
 //  * the share of backward time that gradient synchronisation adds, with
 //    buckets overlapping backward and with one all-reduce after it.
 //   mpirun -np 2 build/bench/comm_bench [--max-mb 256] [--model configs/models/smith-paper.yaml]
@@ -50,16 +52,26 @@ int main(int argc, char** argv) {
   int steps = 7;
   int64_t documents = 2;
   int64_t bucket_mb = 25;
+  int64_t vocab = 16000;
   app.add_option("--max-mb", max_mb, "largest message, MB")->capture_default_str();
   app.add_option("--model", model_path, "SMITH config for the overlap measurement")->capture_default_str();
   app.add_option("--steps", steps, "timed rounds (one backward per mode each)")->capture_default_str();
   app.add_option("--documents", documents, "documents per rank in the overlap batch")->capture_default_str();
+  app.add_option("--vocab", vocab, "vocabulary of the overlap model (the embedding's gradient is all-reduced too)")
+      ->capture_default_str();
   app.add_option("--bucket-mb", bucket_mb, "bucket size of the overlapping synchronizer")->capture_default_str();
+  std::vector<std::string> sections = {"collectives", "gather_backward", "overlap"};
+  app.add_option("--sections", sections, "which measurements to run")
+      ->check(CLI::IsMember({"collectives", "gather_backward", "overlap"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  auto wanted = [&](const std::string& name) {
+    return std::find(sections.begin(), sections.end(), name) != sections.end();
+  };
   return docmatch::dist::RunOnAllRanks([&] {
     docmatch::dist::MpiCommunicator comm;
     const int n = comm.size();
-    for (int64_t bytes = 1024; bytes <= (max_mb << 20); bytes *= 4) {
+    for (int64_t bytes = 1024; wanted("collectives") && bytes <= (max_mb << 20); bytes *= 4) {
       const int64_t elements = bytes / 4;
       const int iterations = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 10 : 3;
       torch::Tensor buffer = torch::ones({elements});
@@ -82,9 +94,58 @@ int main(int argc, char** argv) {
       }
     }
 
+    // The all-gather's backward, both ways, on gathered gradients of the sizes
+    // global negatives produce: rows per rank x hidden size, fp32.
+    for (int64_t hidden : {256, 768}) {
+      if (!wanted("gather_backward")) break;
+      for (int64_t rows : {32, 256, 2048, 16384}) {
+        for (bool uneven : {false, true}) {
+          std::vector<int64_t> counts(n);
+          for (int r = 0; r < n; ++r) counts[r] = rows + (uneven ? r : 0);
+          int64_t total = 0, offset = 0;
+          for (int r = 0; r < n; ++r) {
+            if (r < comm.rank()) offset += counts[r];
+            total += counts[r];
+          }
+          const torch::Tensor gradient = torch::rand({total, hidden});
+          const int64_t bytes = total * hidden * 4;
+          const int iterations = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 10 : 3;
+          torch::Tensor kept;
+          const double reduce = Time(comm, iterations, [&] {
+            torch::Tensor sum = gradient.clone();
+            comm.AllReduce(sum);
+            kept = sum.slice(0, offset, offset + counts[comm.rank()]);
+          });
+          torch::Tensor scattered;
+          const double scatter =
+              Time(comm, iterations, [&] { scattered = comm.ReduceScatterUneven(gradient, counts); });
+          const bool equal = n == 1 || torch::allclose(kept, scattered, 1e-5, 1e-6);
+          if (comm.rank() == 0) {
+            // Bytes each rank sends on a ring: 2(n-1)/n of the tensor for the
+            // all-reduce, (n-1)/n for the reduce-scatter.
+            std::cout << nlohmann::json{{"bench", "all_gather_backward"},
+                                        {"ranks", n},
+                                        {"hidden", hidden},
+                                        {"rows_per_rank", rows},
+                                        {"uneven", uneven},
+                                        {"gathered_gradient_bytes", bytes},
+                                        {"all_reduce_slice_ring_bytes_per_rank", 2 * bytes * (n - 1) / n},
+                                        {"reduce_scatter_ring_bytes_per_rank", bytes * (n - 1) / n},
+                                        {"all_reduce_slice_us", reduce * 1e6},
+                                        {"reduce_scatter_us", scatter * 1e6},
+                                        {"speedup", reduce / scatter},
+                                        {"results_equal", equal}}
+                             .dump()
+                      << std::endl;
+          }
+        }
+      }
+    }
+
+    if (!wanted("overlap")) return 0;
     // Overlap: the same backward three ways.
     docmatch::model::SmithConfig config = docmatch::model::LoadModelConfig(model_path).smith;
-    config.vocab_size = 1005;  // synthetic documents' ids
+    config.vocab_size = vocab;  // synthetic documents' ids are below 1005
     config.dropout = 0.0;
     torch::manual_seed(0);
     docmatch::model::SmithPretraining model(docmatch::model::SmithEncoder(config), config);

@@ -12,7 +12,8 @@ usage: $1 $2 [launch options] [-- docmatch flags...]
 launch options:
   --np N             ranks in all (default: 1; with --device cuda, the GPUs of this host)
   --hostfile FILE    Open MPI hostfile (host slots=N lines) for several hosts
-  --device D         cpu (default) or cuda: one rank per GPU
+  --device D         auto (default: cuda when nvidia-smi lists GPUs, else cpu), cpu, or
+                     cuda: one rank per GPU
   --threads T        threads per rank (default: this host's cores / ranks per host)
   --oversubscribe    allow more ranks than slots (off unless asked)
   --local            laptop mode: 2 CPU ranks, oversubscribed, unbound, 1 thread each
@@ -25,7 +26,7 @@ NCCL_* and OMP_* already set are passed to every rank.
 USAGE
 }
 
-LAUNCH_NP="" LAUNCH_HOSTFILE="" LAUNCH_DEVICE=cpu LAUNCH_THREADS="" LAUNCH_OVERSUBSCRIBE=0 LAUNCH_LOCAL=0
+LAUNCH_NP="" LAUNCH_HOSTFILE="" LAUNCH_DEVICE=auto LAUNCH_THREADS="" LAUNCH_OVERSUBSCRIBE=0 LAUNCH_LOCAL=0
 LAUNCH_DRY_RUN=0 LAUNCH_PASS=()
 
 # launch_option NAME VALUE...: consumes one launch option; returns the number
@@ -47,7 +48,11 @@ launch_fail() { echo "launch: $*" >&2; exit 2; }
 
 # Resolves defaults once every option is read.
 launch_finish_options() {
-  case "$LAUNCH_DEVICE" in cpu | cuda) ;; *) launch_fail "--device is cpu or cuda, not '$LAUNCH_DEVICE'" ;; esac
+  case "$LAUNCH_DEVICE" in cpu | cuda | auto) ;; *) launch_fail "--device is auto, cpu or cuda, not '$LAUNCH_DEVICE'" ;; esac
+  if [ "$LAUNCH_DEVICE" = auto ]; then
+    LAUNCH_DEVICE=cpu
+    if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then LAUNCH_DEVICE=cuda; fi
+  fi
   if [ "$LAUNCH_LOCAL" = 1 ]; then
     LAUNCH_NP="${LAUNCH_NP:-2}" LAUNCH_OVERSUBSCRIBE=1 LAUNCH_THREADS="${LAUNCH_THREADS:-1}" LAUNCH_DEVICE=cpu
   fi

@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct EncodeFlags {
-  std::string model, input = "-", output, tokenizer, locale = "en", device = "cpu";
+  std::string model, input = "-", output, tokenizer, locale = "en", device = "auto";
   int64_t batch_size = 16;
   int64_t max_document_tokens = 65536;
   bool overwrite = false;

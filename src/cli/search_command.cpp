@@ -27,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct SearchFlags {
-  std::string embeddings, model, corpus, tokenizer, queries, text, format = "table", device = "cpu";
+  std::string embeddings, model, corpus, tokenizer, queries, text, format = "table", device = "auto";
   std::vector<std::string> ids;
   eval::SearchOptions options;
 };

@@ -2,6 +2,8 @@
 // ranks' process set-up (placement, backend, per-rank logs) they drive.
 #include "cli/training_flags.h"
 
+#include <glog/logging.h>
+
 #include <iostream>
 
 #include "dist/runtime.h"
@@ -9,14 +11,19 @@
 namespace docmatch::cli {
 
 void AddDeviceFlag(CLI::App* app, std::string* device) {
-  app->add_option("--device", *device, "cpu, cuda or auto (cuda when a GPU is visible)")
+  app->add_option("--device", *device,
+                  "cpu, cuda or auto: the GPUs when this machine has any (one rank per GPU, or ranks sharing\n"
+                  "them over the MPI backend when there are more ranks than GPUs), else the CPU")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
 }
 
 void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
   AddDeviceFlag(app, &flags->device);
-  app->add_option("--backend", flags->backend, "auto, mpi or nccl")->capture_default_str();
+  app->add_option("--backend", flags->backend,
+                  "auto (NCCL for one rank per GPU, else MPI), mpi (CPU tensors, or GPUs shared by ranks) or nccl")
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}))
+      ->capture_default_str();
   app->add_option("--log-dir", flags->log_dir, "every rank also writes its whole log to <dir>/rank-<r>.log.*");
   app->add_option("--collective-timeout", flags->collective_timeout,
                   "seconds a rank waits in one collective before it names the operation and ends the job (a\n"
@@ -31,8 +38,19 @@ int RunDistributed(const DistributedFlags& flags,
   dist::MpiRuntime mpi(nullptr, nullptr);
   dist::SetUpRankLogging(mpi.rank(), flags.log_dir);
   return dist::RunOnAllRanks([&] {
-    const dist::Placement placement = dist::DiscoverPlacement(flags.device);
-    std::unique_ptr<dist::Communicator> communicator = dist::MakeCommunicator(flags.backend, placement.device);
+    // NCCL cannot put two ranks on one GPU; MPI can (staged through host
+    // memory). So sharing is allowed where the backend is MPI or still open.
+    const bool may_share = flags.backend == "mpi" || (flags.backend == "auto" && flags.device == "auto");
+    const dist::Placement placement = dist::DiscoverPlacement(flags.device, may_share);
+    std::string backend = flags.backend;
+    if (backend == "auto" && placement.gpus_shared) {
+      backend = "mpi";
+      if (placement.rank == 0) {
+        LOG(WARNING) << "[dist] " << placement.local_size << " ranks on this node share " << torch::cuda::device_count()
+                     << " GPU(s): using the MPI backend (one rank per GPU would use NCCL)";
+      }
+    }
+    std::unique_ptr<dist::Communicator> communicator = dist::MakeCommunicator(backend, placement.device);
     communicator->set_timeout(std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout * 1000)));
     return body(*communicator, placement.device);
   });
@@ -66,6 +84,14 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
   app->add_option("--on-nonfinite", o->on_nonfinite, "a NaN/Inf loss: stop (naming the documents) or skip the step")
       ->capture_default_str()
       ->check(CLI::IsMember({"stop", "skip"}));
+  app->add_option("--bucket-mb", o->bucket_mb,
+                  "MB of fp32 gradient per all-reduce bucket: buckets are sent while backward still runs, so\n"
+                  "smaller ones hide more of the sync behind it, at a per-message latency each\n"
+                  "(bench/NOTES.md, Scaling on paper)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_flag("--bf16-gradients", o->bf16_gradients,
+                "all-reduce gradients in bfloat16: half the bytes, bf16 rounding of the averaged gradient");
   app->add_option("--precision", o->precision,
                   "fp32, or bf16: forward passes under bfloat16 autocast (GPUs with bf16; fp32 master weights)")
       ->capture_default_str()

@@ -13,7 +13,7 @@
 namespace docmatch::cli {
 
 struct DistributedFlags {
-  std::string device = "cpu";  // cpu, cuda or auto
+  std::string device = "auto";  // cpu, cuda or auto
   std::string backend = "auto";
   std::string log_dir;
   double collective_timeout = 300;  // seconds

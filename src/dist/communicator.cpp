@@ -44,6 +44,15 @@ std::vector<int64_t> Communicator::ExchangeCounts(int64_t rows, const torch::Dev
   return std::vector<int64_t>(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + size());
 }
 
+torch::Tensor Communicator::ReduceScatterUneven(const torch::Tensor& input, const std::vector<int64_t>& counts) {
+  TORCH_CHECK(input.dim() >= 1, "reduce_scatter needs at least one dimension");
+  std::vector<int64_t> shape = input.sizes().vec();
+  shape[0] = counts.at(rank());
+  torch::Tensor output = torch::empty(shape, input.options());
+  ReduceScatterUnevenAsync(input.contiguous(), output, counts)->Wait();
+  return output;
+}
+
 torch::Tensor Communicator::AllGatherUneven(const torch::Tensor& input, std::vector<int64_t>* counts_out) {
   TORCH_CHECK(input.dim() >= 1, "all_gather needs at least one dimension");
   const std::vector<int64_t> rows = ExchangeCounts(input.size(0), input.device());

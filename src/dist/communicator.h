@@ -4,7 +4,8 @@
 // Every collective has an async form that returns a Work handle; Wait() blocks
 // until the result is in place and aborts the whole job, naming the operation,
 // if it takes longer than the communicator's timeout (a peer that died or
-// never joined must not hang the others). The sync forms are Async + Wait.
+// never joined must not hang the others), after asking every peer where it
+// is so the report names the rank that stalls (peer_probe.h). The sync forms are Async + Wait.
 // Backends: MPI (CPU tensors, CUDA tensors staged through host memory) and
 // NCCL (CUDA tensors, on its own stream). Choose with MakeCommunicator.
 #pragma once
@@ -58,6 +59,11 @@ class Communicator {
   virtual WorkHandle AllGatherAsync(torch::Tensor input, torch::Tensor output) = 0;
   // Uneven rows: rank r contributes counts[r] rows; `output` has sum(counts).
   virtual WorkHandle AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) = 0;
+  // The sum over ranks of `input` (sum(counts), ...), of which rank r keeps
+  // rows [counts[0] + ... + counts[r-1], +counts[r]) in `output` (counts[r], ...).
+  // Moves (size-1)/size of the input per rank on a ring, half an all-reduce's.
+  virtual WorkHandle ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output,
+                                              std::vector<int64_t> counts) = 0;
   // In place: every rank ends with `root`'s tensor.
   virtual WorkHandle BroadcastAsync(torch::Tensor tensor, int root) = 0;
   virtual WorkHandle BarrierAsync() = 0;
@@ -70,6 +76,8 @@ class Communicator {
   torch::Tensor AllGather(const torch::Tensor& input);
   // input (n_r, ...) -> (sum n_r, ...); exchanges the row counts first.
   torch::Tensor AllGatherUneven(const torch::Tensor& input, std::vector<int64_t>* counts = nullptr);
+  // input (sum counts, ...) -> this rank's rows of the sum over ranks.
+  torch::Tensor ReduceScatterUneven(const torch::Tensor& input, const std::vector<int64_t>& counts);
   // Every rank's `rows`, in rank order (one small all-reduce on `device`).
   std::vector<int64_t> ExchangeCounts(int64_t rows, const torch::Device& device);
 

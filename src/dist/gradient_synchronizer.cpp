@@ -2,6 +2,8 @@
 // Finalize (gradient_synchronizer.h).
 #include "dist/gradient_synchronizer.h"
 
+#include <glog/logging.h>
+
 namespace docmatch::dist {
 
 GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> parameters, Communicator& communicator,
@@ -68,6 +70,13 @@ void GradientSynchronizer::RebuildFromArrivalOrder() {
   }
   BuildBuckets(rebuilt);
   rebuilt_ = true;
+  if (communicator_.rank() == 0 && communicator_.size() > 1) {
+    int64_t bytes = 0;
+    for (const Bucket& bucket : buckets_) bytes += bucket.buffer.numel() * bucket.buffer.element_size();
+    LOG(INFO) << "[dist] gradient sync: " << buckets_.size() << " buckets for " << bytes / 1048576.0
+              << " MB of gradient (up to " << options_.bucket_bytes / 1048576.0 << " MB each), all-reduced in "
+              << (options_.bf16 ? "bf16" : "the parameters' dtype") << " as backward fills them";
+  }
 }
 
 void GradientSynchronizer::BroadcastParameters() {

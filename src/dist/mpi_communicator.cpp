@@ -2,11 +2,14 @@
 // staged through host memory (mpi_communicator.h).
 #include "dist/mpi_communicator.h"
 
+#include "dist/peer_probe.h"
+
 #include <glog/logging.h>
 
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -67,9 +70,8 @@ int Count(int64_t elements, const char* what) {
 // copies staged results back to the device.
 class MpiWork : public Work {
  public:
-  MpiWork(std::string what, int rank, std::chrono::milliseconds timeout, std::vector<torch::Tensor> keep,
-          std::function<void()> finish)
-      : what_(std::move(what)), rank_(rank), timeout_(timeout), keep_(std::move(keep)), finish_(std::move(finish)) {}
+  MpiWork(Pending pending, std::vector<torch::Tensor> keep, std::function<void()> finish)
+      : pending_(std::move(pending)), keep_(std::move(keep)), finish_(std::move(finish)) {}
   MPI_Request* request() { return &request_; }
 
   void Progress() override {
@@ -78,28 +80,19 @@ class MpiWork : public Work {
 
   void Wait() override {
     if (done_) return;
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    PollBackoff backoff;
-    for (;;) {
-      Progress();
-      if (complete_) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        LOG(ERROR) << "[dist] rank " << rank_ << ": " << what_ << " did not complete within "
-                   << std::chrono::duration<double>(timeout_).count()
-                   << " s; a peer rank has probably failed or stopped calling collectives. Aborting the job.";
-        google::FlushLogFiles(google::GLOG_INFO);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-      }
-      backoff.Pause();
-    }
+    WaitOrAbort(
+        pending_,
+        [this] {
+          Progress();
+          return complete_ != 0;
+        },
+        nullptr);
     done_ = true;
     if (finish_) finish_();
   }
 
  private:
-  std::string what_;
-  int rank_;
-  std::chrono::milliseconds timeout_;
+  Pending pending_;
   std::vector<torch::Tensor> keep_;
   std::function<void()> finish_;
   MPI_Request request_ = MPI_REQUEST_NULL;
@@ -138,6 +131,11 @@ MpiCommunicator::MpiCommunicator(MPI_Comm base) {
   MPI_Comm_dup(base, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  probe_ = std::make_shared<PeerProbe>(base);
+}
+
+Pending MpiCommunicator::Start(std::string what) {
+  return {std::move(what), probe_->Number(), rank_, timeout_, probe_};
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -149,7 +147,7 @@ MpiCommunicator::~MpiCommunicator() {
 WorkHandle MpiCommunicator::AllReduceAsync(torch::Tensor tensor) {
   Staged staged = Stage(tensor, /*copy_in=*/true, /*copy_out=*/true);
   const MpiType type = TypeOf(tensor);
-  auto work = std::make_shared<MpiWork>(Describe("all_reduce", tensor), rank_, timeout_,
+  auto work = std::make_shared<MpiWork>(Start(Describe("all_reduce", tensor)),
                                         std::vector<torch::Tensor>{tensor, staged.host}, staged.finish);
   MPI_Iallreduce(MPI_IN_PLACE, staged.host.data_ptr(), Count(tensor.numel(), "all_reduce"), type.type, type.sum, comm_,
                  work->request());
@@ -162,7 +160,7 @@ WorkHandle MpiCommunicator::AllGatherAsync(torch::Tensor input, torch::Tensor ou
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "[dist] all_gather: dtypes differ");
   Staged in = Stage(input.contiguous(), true, false), out = Stage(output, false, true);
   const MpiType type = TypeOf(input);
-  auto work = std::make_shared<MpiWork>(Describe("all_gather", input), rank_, timeout_,
+  auto work = std::make_shared<MpiWork>(Start(Describe("all_gather", input)),
                                         std::vector<torch::Tensor>{input, output, in.host, out.host}, out.finish);
   const int count = Count(input.numel(), "all_gather");
   MPI_Iallgather(in.host.data_ptr(), count, type.type, out.host.data_ptr(), count, type.type, comm_, work->request());
@@ -190,7 +188,7 @@ WorkHandle MpiCommunicator::AllGatherUnevenAsync(torch::Tensor input, torch::Ten
   const MpiType type = TypeOf(input);
   // Non-blocking MPI may read the count arrays until completion: the work owns them.
   auto arrays = std::make_shared<std::pair<std::vector<int>, std::vector<int>>>(receive, displacement);
-  auto work = std::make_shared<MpiWork>(Describe("all_gather (uneven)", input), rank_, timeout_,
+  auto work = std::make_shared<MpiWork>(Start(Describe("all_gather (uneven)", input)),
                                         std::vector<torch::Tensor>{input, output, in.host, out.host},
                                         [arrays, finish = out.finish] {
                                           if (finish) finish();
@@ -200,18 +198,44 @@ WorkHandle MpiCommunicator::AllGatherUnevenAsync(torch::Tensor input, torch::Ten
   return work;
 }
 
+WorkHandle MpiCommunicator::ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output,
+                                                     std::vector<int64_t> counts) {
+  TORCH_CHECK(static_cast<int>(counts.size()) == size_, "[dist] reduce_scatter (uneven): ", counts.size(),
+              " counts for ", size_, " ranks");
+  TORCH_CHECK(output.dim() >= 1 && counts[rank_] == output.size(0), "[dist] reduce_scatter (uneven): rank ", rank_,
+              " expects ", counts[rank_], " rows but its output holds ", output.dim() ? output.size(0) : 0);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "[dist] reduce_scatter: dtypes differ");
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  TORCH_CHECK(input.dim() >= 1 && input.size(0) == total, "[dist] reduce_scatter (uneven): input holds ",
+              input.dim() ? input.size(0) : 0, " rows, the counts add up to ", total);
+  const int64_t row = total > 0 ? input.numel() / total : 0;
+  std::vector<int> receive(size_);
+  for (int r = 0; r < size_; ++r) receive[r] = Count(counts[r] * row, "reduce_scatter (uneven)");
+  Staged in = Stage(input.contiguous(), true, false), out = Stage(output, false, true);
+  const MpiType type = TypeOf(input);
+  auto arrays = std::make_shared<std::vector<int>>(receive);
+  auto work = std::make_shared<MpiWork>(Start(Describe("reduce_scatter", input)),
+                                        std::vector<torch::Tensor>{input, output, in.host, out.host},
+                                        [arrays, finish = out.finish] {
+                                          if (finish) finish();
+                                        });
+  MPI_Ireduce_scatter(in.host.data_ptr(), out.host.data_ptr(), arrays->data(), type.type, type.sum, comm_,
+                      work->request());
+  return work;
+}
+
 WorkHandle MpiCommunicator::BroadcastAsync(torch::Tensor tensor, int root) {
   TORCH_CHECK(root >= 0 && root < size_, "[dist] broadcast from rank ", root, " of ", size_);
   Staged staged = Stage(tensor, rank_ == root, true);
   const MpiType type = TypeOf(tensor);
-  auto work = std::make_shared<MpiWork>(Describe("broadcast", tensor), rank_, timeout_,
+  auto work = std::make_shared<MpiWork>(Start(Describe("broadcast", tensor)),
                                         std::vector<torch::Tensor>{tensor, staged.host}, staged.finish);
   MPI_Ibcast(staged.host.data_ptr(), Count(tensor.numel(), "broadcast"), type.type, root, comm_, work->request());
   return work;
 }
 
 WorkHandle MpiCommunicator::BarrierAsync() {
-  auto work = std::make_shared<MpiWork>("barrier", rank_, timeout_, std::vector<torch::Tensor>{}, nullptr);
+  auto work = std::make_shared<MpiWork>(Start("barrier"), std::vector<torch::Tensor>{}, nullptr);
   MPI_Ibarrier(comm_, work->request());
   return work;
 }

@@ -7,9 +7,14 @@
 
 #include <mpi.h>
 
+#include <memory>
+
 #include "dist/communicator.h"
 
 namespace docmatch::dist {
+
+class PeerProbe;
+struct Pending;
 
 class MpiCommunicator : public Communicator {
  public:
@@ -24,11 +29,16 @@ class MpiCommunicator : public Communicator {
   WorkHandle AllReduceAsync(torch::Tensor tensor) override;
   WorkHandle AllGatherAsync(torch::Tensor input, torch::Tensor output) override;
   WorkHandle AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
+  WorkHandle ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
   WorkHandle BroadcastAsync(torch::Tensor tensor, int root) override;
   WorkHandle BarrierAsync() override;
 
  private:
+  // Numbers the collective `what` and bundles what its wait needs.
+  Pending Start(std::string what);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::shared_ptr<PeerProbe> probe_;
   int rank_ = 0, size_ = 1;
 };
 

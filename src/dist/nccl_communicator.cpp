@@ -9,6 +9,10 @@
 #include <glog/logging.h>
 #include <mpi.h>
 
+#include "dist/peer_probe.h"
+
+#include <algorithm>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -46,34 +50,21 @@ ncclDataType_t TypeOf(const torch::Tensor& t) {
 
 class NcclWork : public Work {
  public:
-  NcclWork(std::string what, int rank, std::chrono::milliseconds timeout, ncclComm_t comm, torch::Device device,
-           std::vector<torch::Tensor> keep)
-      : what_(std::move(what)), rank_(rank), timeout_(timeout), comm_(comm), device_(device), keep_(std::move(keep)) {}
+  NcclWork(Pending pending, ncclComm_t comm, torch::Device device, std::vector<torch::Tensor> keep)
+      : pending_(std::move(pending)), comm_(comm), device_(device), keep_(std::move(keep)) {}
   at::cuda::CUDAEvent& done() { return done_; }
 
   void Wait() override {
-    // Poll so that a dead peer ends the job instead of hanging it.
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    PollBackoff backoff;
-    while (!done_.query()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        LOG(ERROR) << "[dist] rank " << rank_ << ": " << what_ << " did not complete within "
-                   << std::chrono::duration<double>(timeout_).count()
-                   << " s; a peer rank has probably failed. Aborting the job.";
-        ncclCommAbort(comm_);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-      }
-      backoff.Pause();
-    }
+    // Poll so that a dead or stopped peer ends the job instead of hanging it.
+    WaitOrAbort(
+        pending_, [this] { return done_.query(); }, [this] { ncclCommAbort(comm_); });
     // The caller's stream may now use the results.
     c10::cuda::CUDAGuard guard(device_);
     done_.block(c10::cuda::getCurrentCUDAStream(device_.index()));
   }
 
  private:
-  std::string what_;
-  int rank_;
-  std::chrono::milliseconds timeout_;
+  Pending pending_;
   ncclComm_t comm_;
   torch::Device device_;
   std::vector<torch::Tensor> keep_;
@@ -97,6 +88,7 @@ NcclCommunicator::NcclCommunicator(const torch::Device& device)
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   c10::cuda::CUDAGuard guard(device_);
   Check(ncclCommInitRank(&comm_, size_, id, rank_), "communicator init");
+  probe_ = std::make_shared<PeerProbe>(MPI_COMM_WORLD);
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -116,7 +108,8 @@ WorkHandle NcclCommunicator::Launch(const std::string& what, const std::vector<t
   at::cuda::CUDAEvent ready;
   ready.record(c10::cuda::getCurrentCUDAStream(device_.index()));
   ready.block(stream_);
-  auto work = std::make_shared<NcclWork>(what, rank_, timeout_, comm_, device_, tensors);
+  auto work =
+      std::make_shared<NcclWork>(Pending{what, probe_->Number(), rank_, timeout_, probe_}, comm_, device_, tensors);
   enqueue(stream_.stream());
   work->done().record(stream_);
   return work;
@@ -154,6 +147,37 @@ WorkHandle NcclCommunicator::AllGatherUnevenAsync(torch::Tensor input, torch::Te
       Check(ncclBroadcast(r == rank_ ? input.data_ptr() : destination, destination, counts[r] * row, TypeOf(output), r,
                           comm_, stream),
             "broadcast");
+      offset += counts[r];
+    }
+    Check(ncclGroupEnd(), "group end");
+  });
+}
+
+WorkHandle NcclCommunicator::ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output,
+                                                      std::vector<int64_t> counts) {
+  TORCH_CHECK(static_cast<int>(counts.size()) == size_ && output.dim() >= 1 && counts[rank_] == output.size(0),
+              "[dist] reduce_scatter (uneven): counts do not match the ranks' rows");
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  TORCH_CHECK(input.dim() >= 1 && input.size(0) == total, "[dist] reduce_scatter (uneven): input holds ",
+              input.dim() ? input.size(0) : 0, " rows, the counts add up to ", total);
+  const int64_t row = total > 0 ? input.numel() / total : 0;
+  const bool even = std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
+  return Launch(Describe("reduce_scatter", input), {input, output}, [&](cudaStream_t stream) {
+    if (even) {
+      Check(ncclReduceScatter(input.data_ptr(), output.data_ptr(), counts[0] * row, TypeOf(input), ncclSum, comm_,
+                              stream),
+            "reduce_scatter");
+      return;
+    }
+    // NCCL's reduce-scatter wants equal parts: one reduce per rank instead,
+    // grouped into one launch, each to the rank that keeps those rows.
+    Check(ncclGroupStart(), "group start");
+    int64_t offset = 0;
+    const char* base = static_cast<const char*>(input.data_ptr());
+    for (int r = 0; r < size_; ++r) {
+      Check(ncclReduce(base + offset * row * input.element_size(), r == rank_ ? output.data_ptr() : nullptr,
+                       counts[r] * row, TypeOf(input), ncclSum, r, comm_, stream),
+            "reduce");
       offset += counts[r];
     }
     Check(ncclGroupEnd(), "group end");

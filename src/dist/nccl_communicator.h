@@ -12,10 +12,13 @@
 #include <nccl.h>
 
 #include <functional>
+#include <memory>
 
 #include "dist/communicator.h"
 
 namespace docmatch::dist {
+
+class PeerProbe;
 
 class NcclCommunicator : public Communicator {
  public:
@@ -29,6 +32,7 @@ class NcclCommunicator : public Communicator {
   WorkHandle AllReduceAsync(torch::Tensor tensor) override;
   WorkHandle AllGatherAsync(torch::Tensor input, torch::Tensor output) override;
   WorkHandle AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
+  WorkHandle ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
   WorkHandle BroadcastAsync(torch::Tensor tensor, int root) override;
   WorkHandle BarrierAsync() override;
 
@@ -42,6 +46,7 @@ class NcclCommunicator : public Communicator {
   ncclComm_t comm_ = nullptr;
   c10::cuda::CUDAStream stream_;
   int rank_ = 0, size_ = 1;
+  std::shared_ptr<PeerProbe> probe_;
 };
 
 }  // namespace docmatch::dist

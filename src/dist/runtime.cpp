@@ -106,6 +106,7 @@ Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
                 p.local_rank_source, ") but this node shows ", gpus,
                 " GPUs: launch at most one rank per GPU (mpirun -np / --map-by), or use the MPI backend to share GPUs");
     p.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(p.local_rank % gpus));
+    p.gpus_shared = p.local_size > gpus;
   }
   return p;
 }

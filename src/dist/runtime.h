@@ -31,6 +31,7 @@ struct Placement {
   int local_rank = 0, local_size = 1;  // this node
   std::string local_rank_source;       // "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID" or "MPI shared-memory split"
   torch::Device device = torch::kCPU;
+  bool gpus_shared = false;  // more local ranks than GPUs: ranks share them (MPI backend only)
 };
 
 // One process's device (encode, search): "cpu", "cuda" (the first visible
@@ -39,7 +40,7 @@ struct Placement {
 torch::Device ProcessDevice(const std::string& device);
 
 // `device`: "cpu", "cuda" (one GPU per local rank) or "auto" (cuda when one is
-// visible). With `share_gpus` false, more local ranks than GPUs is an error
+// visible, the default of every command). With `share_gpus` false, more local ranks than GPUs is an error
 // that says what to do; with it true (MPI backend), ranks share GPUs round-robin.
 Placement DiscoverPlacement(const std::string& device, bool share_gpus = false);
 

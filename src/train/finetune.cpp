@@ -279,7 +279,9 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
               training.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ", global_batch,
               " (ranks x --batch-size)");
 
-  dist::GradientSynchronizer synchronizer(model->module().parameters(), communicator);
+  dist::GradientSynchronizer synchronizer(
+      model->module().parameters(), communicator,
+      dist::SynchronizerOptions{static_cast<int64_t>(options.bucket_mb * (1 << 20)), options.bf16_gradients});
   synchronizer.BroadcastParameters();
   std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(model->module(), options.optimizer);
   TrainingRun run(options.run, options.keep_last, communicator, device);

@@ -60,6 +60,35 @@ TEST_F(Collectives, AllGatherUnevenSizesIncludingEmpty) {
   }
 }
 
+TEST_F(Collectives, ReduceScatterUnevenKeepsThisRanksRowsOfTheSum) {
+  // Every rank contributes a (total, 3) tensor that depends on the rank; rank
+  // r keeps its counts[r] rows of the sum. Counts: equal, uneven, one empty.
+  const int n = size();
+  std::vector<std::vector<int64_t>> layouts = {std::vector<int64_t>(n, 2), {}, {}};
+  for (int r = 0; r < n; ++r) layouts[1].push_back(r + 1);
+  for (int r = 0; r < n; ++r) layouts[2].push_back(r == 0 ? 0 : 2 * r);
+  for (const auto& counts : layouts) {
+    int64_t total = 0, offset = 0;
+    for (int r = 0; r < n; ++r) {
+      if (r < rank()) offset += counts[r];
+      total += counts[r];
+    }
+    auto contribution = [&](int r, torch::ScalarType type) {
+      // Small integers (at most 6 * 9 summed): exact in bf16 too.
+      return ((r + 1) * (torch::arange(total * 3, torch::kInt64) % 9 + 1)).view({total, 3}).to(type);
+    };
+    for (auto type : {torch::kFloat32, torch::kFloat64, torch::kInt64, torch::kBFloat16}) {
+      const torch::Tensor mine = comm_.ReduceScatterUneven(contribution(rank(), type), counts);
+      torch::Tensor expected = torch::zeros({total, 3}, torch::kFloat64);
+      for (int r = 0; r < n; ++r) expected += contribution(r, type).to(torch::kFloat64);
+      ASSERT_EQ(mine.size(0), counts[rank()]);
+      EXPECT_EQ(mine.scalar_type(), type);
+      EXPECT_TRUE(torch::equal(mine.to(torch::kFloat64), expected.slice(0, offset, offset + counts[rank()])))
+          << type << ", rank " << rank() << " of " << n;
+    }
+  }
+}
+
 TEST_F(Collectives, BroadcastFromEveryRoot) {
   for (int root = 0; root < size(); ++root) {
     torch::Tensor t = rank() == root ? Contribution(root, torch::kFloat32) : torch::zeros({3, 4});

@@ -19,6 +19,9 @@ independent computation:
   * evaluating on 1 rank and on NP ranks gives the same metrics;
   * the export loads with safetensors and scripts/reference_vector.py
     (numpy) reproduces the embedded vectors within 1e-5;
+  * --bucket-mb and --bf16-gradients reach the gradient synchronizer (its
+    log line counts the buckets); small buckets log the same losses as one
+    bucket, bit for bit, and bf16 gradients stay within 1e-2 of fp32;
   * --grad-cache (DocSplit with its LM term, contrastive fine-tuning with a
     hard negative), dropout off, logs the same losses step by step as the
     same run without it.
@@ -192,6 +195,29 @@ def check_grad_cache(p):
     return worst
 
 
+def check_buckets(p):
+    """The gradient synchronizer's flags through the real command (NP >= 2).
+    Returns the bucket counts logged."""
+    args = ["pretrain", "--corpus", p.corpus, "--model", p.path("no-dropout.yaml"), "--batch-size", "3",
+            "--steps", "3", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "3", "--log-every", "1",
+            "--checkpoint-every", "3", "--fresh"]
+    losses, buckets = {}, {}
+    for name, extra in (("default", []), ("small", ["--bucket-mb", "0.02"]), ("bf16", ["--bf16-gradients"])):
+        run = p.path(f"buckets-{name}")
+        result = p.run(args + ["--run", run] + extra)
+        line = [l for l in result.stderr.splitlines() if "gradient sync:" in l]
+        check(len(line) == 1, f"{name}: no gradient sync line in:\n{result.stderr[-2000:]}")
+        buckets[name] = int(line[0].split("gradient sync: ")[1].split()[0])
+        check(("bf16" in line[0]) == (name == "bf16"), f"{name}: {line[0]}")
+        losses[name] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl"))]
+    check(buckets["default"] == 1 and buckets["small"] > 3, f"buckets logged: {buckets}")
+    check(losses["small"] == losses["default"], f"smaller buckets changed the losses: {losses}")
+    check(losses["bf16"] != losses["default"], f"bf16 gradients changed nothing: {losses}")
+    for a, b in zip(losses["default"], losses["bf16"]):
+        check(abs(a - b) <= 1e-2 * abs(a), f"bf16 gradients moved the loss too far: {losses}")
+    return buckets
+
+
 def numpy_metrics(p, embeddings, metrics):
     """Classification and MRR recomputed from the vectors alone."""
     with h5py.File(embeddings, "r") as h:
@@ -249,6 +275,7 @@ def main():
           f"best step {best}, validation losses {valid}")
     nonfinite = check_nonfinite(p)
     grad_cache = check_grad_cache(p)
+    buckets = check_buckets(p) if ranks > 1 else {}
 
     stopped_at, tensors = kill_and_resume(p)
     check(os.path.isfile(p.path("ft-straight", "best", "model.pt")), "finetune kept no best/")
@@ -291,7 +318,7 @@ def main():
     worst = max(json.loads(l)["max_abs_difference"] for l in reference.stdout.splitlines())
 
     print(json.dumps({"ranks": ranks, "seconds": round(time.time() - started, 1), "tensorboard_scalars": scalars,
-                      "killed_at": stopped_at, "pretrain_validations": validations, "nan_named_documents": nonfinite, "grad_cache_loss_max_rel_difference": grad_cache,
+                      "killed_at": stopped_at, "pretrain_validations": validations, "nan_named_documents": nonfinite, "grad_cache_loss_max_rel_difference": grad_cache, "buckets": buckets,
                       "tensors_equal_after_resume": tensors,
                       "test_accuracy": accuracy, "mrr": mrr, "numpy_vector_max_abs_difference": worst}))
 

@@ -31,7 +31,8 @@ table promises:
     previous checkpoint intact and loadable;
   * a rank stopped with SIGSTOP under mpirun: rank 0 waits without spinning
     a core (its CPU time is measured while it waits) and, after
-    --collective-timeout, ends the job naming the rank and the operation.
+    --collective-timeout, ends the job naming the operation and the stopped
+    rank (the one that does not answer rank 0's question).
 
 usage: reliability_check.py DOCMATCH FIXTURE SCRATCH MPIEXEC [MPIEXEC FLAGS...]
 """
@@ -400,8 +401,8 @@ def stalled_rank(c, mpiexec):
             pass
     ended = time.time() - stopped
     check(job.returncode != 0, "the job with a stopped rank exited 0")
-    check(re.search(rf"rank 0: \S.* did not complete within {timeout} s", output),
-          "the timeout does not name rank 0 and the operation:\n" + output[-2000:])
+    check(re.search(rf"rank 0: \S.* did not complete within {timeout} s\. Rank 1 did not answer", output),
+          "the timeout does not name the waiting rank, the operation and the stopped rank:\n" + output[-2000:])
     check(timeout <= ended <= timeout + 30, f"the job ended {ended:.1f} s after the stop, timeout {timeout} s")
     check(busy < 0.3, f"rank 0 used {busy:.0%} of a core while waiting")
     return busy, ended

@@ -1,0 +1,146 @@
+// Questions and answers between waiting ranks, and the timeout report
+// (peer_probe.h).
+#include "dist/peer_probe.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "dist/communicator.h"
+
+namespace docmatch::dist {
+namespace {
+
+constexpr int kQuestion = 1, kAnswer = 2;
+
+struct Answer {
+  int64_t number = 0;
+  char what[240] = {};
+};
+
+double Seconds(std::chrono::milliseconds d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+PeerProbe::PeerProbe(MPI_Comm base) {
+  MPI_Comm_dup(base, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+PeerProbe::~PeerProbe() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void PeerProbe::Answer(int64_t number, const std::string& what) {
+  for (;;) {
+    // Matched probe and receive: two threads waiting at once cannot take
+    // each other's question.
+    int found = 0;
+    MPI_Message message;
+    MPI_Status status;
+    MPI_Improbe(MPI_ANY_SOURCE, kQuestion, comm_, &found, &message, &status);
+    if (!found) return;
+    int64_t asked = 0;
+    MPI_Mrecv(&asked, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+    struct Answer answer;
+    answer.number = number;
+    std::strncpy(answer.what, what.c_str(), sizeof(answer.what) - 1);
+    // Small enough to go eagerly: returns without the asker's help.
+    MPI_Send(&answer, sizeof(answer), MPI_BYTE, status.MPI_SOURCE, kAnswer, comm_);
+  }
+}
+
+std::string PeerProbe::Survey(int64_t number, const std::string& what, std::chrono::milliseconds grace) {
+  question_ = number;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    // Never completed for a stopped peer; the job aborts right after.
+    MPI_Request request;
+    MPI_Isend(&question_, 1, MPI_INT64_T, peer, kQuestion, comm_, &request);
+    MPI_Request_free(&request);
+  }
+  std::map<int, struct Answer> answers;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (static_cast<int>(answers.size()) < size_ - 1 && std::chrono::steady_clock::now() < deadline) {
+    Answer(number, what);
+    int found = 0;
+    MPI_Message message;
+    MPI_Status status;
+    MPI_Improbe(MPI_ANY_SOURCE, kAnswer, comm_, &found, &message, &status);
+    if (found) {
+      struct Answer answer;
+      MPI_Mrecv(&answer, sizeof(answer), MPI_BYTE, &message, MPI_STATUS_IGNORE);
+      answers[status.MPI_SOURCE] = answer;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  std::vector<int> silent, same;
+  std::ostringstream elsewhere;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    auto found = answers.find(peer);
+    if (found == answers.end()) {
+      silent.push_back(peer);
+    } else if (found->second.number == number) {
+      same.push_back(peer);
+    } else {
+      elsewhere << " Rank " << peer << " waits in collective #" << found->second.number << " (" << found->second.what
+                << "): the ranks disagree on the order of collectives.";
+    }
+  }
+  auto list = [](const std::vector<int>& ranks) {
+    std::ostringstream s;
+    s << (ranks.size() == 1 ? "rank " : "ranks ");
+    for (size_t i = 0; i < ranks.size(); ++i) s << (i ? ", " : "") << ranks[i];
+    return s.str();
+  };
+  std::ostringstream report;
+  if (!silent.empty()) {
+    std::string who = list(silent);
+    who[0] = 'R';
+    report << " " << who << " did not answer within " << Seconds(grace)
+           << " s: stopped, hung, or busy outside collectives.";
+  }
+  if (!same.empty()) {
+    std::string who = list(same);
+    who[0] = 'R';
+    report << " " << who << (same.size() == 1 ? " waits" : " wait") << " in the same collective.";
+  }
+  report << elsewhere.str();
+  return report.str();
+}
+
+std::chrono::milliseconds SurveyGrace(std::chrono::milliseconds timeout) {
+  return std::clamp(timeout / 4, std::chrono::milliseconds(1000), std::chrono::milliseconds(10000));
+}
+
+void WaitOrAbort(const Pending& pending, const std::function<bool()>& done,
+                 const std::function<void()>& abort_backend) {
+  const auto deadline = std::chrono::steady_clock::now() + pending.timeout;
+  PollBackoff backoff;
+  while (!done()) {
+    if (pending.probe) pending.probe->Answer(pending.number, pending.what);
+    if (std::chrono::steady_clock::now() > deadline) {
+      const std::string peers =
+          pending.probe ? pending.probe->Survey(pending.number, pending.what, SurveyGrace(pending.timeout)) : "";
+      LOG(ERROR) << "[dist] rank " << pending.rank << ": " << pending.what << " (collective #" << pending.number
+                 << ") did not complete within " << Seconds(pending.timeout) << " s." << peers
+                 << " Aborting the job (--collective-timeout sets the limit).";
+      google::FlushLogFiles(google::GLOG_INFO);
+      if (abort_backend) abort_backend();
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    backoff.Pause();
+  }
+}
+
+}  // namespace docmatch::dist

@@ -1,0 +1,62 @@
+// Naming the rank that stalls a collective. Each communicator numbers the
+// collectives it starts (every rank starts them in the same order). While a
+// rank waits on one, it answers "where are you?" on a private control
+// communicator. A rank whose wait times out asks every peer and reports who
+// waits in which collective and who did not answer within a grace period:
+// that rank is stopped, hung, or busy outside any collective.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace docmatch::dist {
+
+class PeerProbe {
+ public:
+  // A private duplicate of `base` (collective: every rank of `base` calls it).
+  explicit PeerProbe(MPI_Comm base);
+  ~PeerProbe();
+  PeerProbe(const PeerProbe&) = delete;
+  PeerProbe& operator=(const PeerProbe&) = delete;
+
+  // The number of a collective as it starts: 1, 2, ...
+  int64_t Number() { return ++started_; }
+  // Answers the questions that have arrived: this rank waits in collective
+  // `number`, described by `what`.
+  void Answer(int64_t number, const std::string& what);
+  // Asks every peer where it is and waits up to `grace` for the answers,
+  // answering their questions meanwhile. One sentence per peer.
+  std::string Survey(int64_t number, const std::string& what, std::chrono::milliseconds grace);
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::atomic<int64_t> started_{0};
+  int64_t question_ = 0;  // the buffer of the questions in flight
+};
+
+// One collective a rank waits on.
+struct Pending {
+  std::string what;  // "all_reduce of 4096 bytes (Float)"
+  int64_t number = 0;
+  int rank = 0;
+  std::chrono::milliseconds timeout{0};
+  std::shared_ptr<PeerProbe> probe;
+};
+
+// Polls `done` (with PollBackoff) until it returns true, answering peers'
+// questions. Past the timeout: surveys the peers, logs which rank stalls and
+// where everyone waits, runs `abort_backend` (may be empty) and aborts the
+// job with exit code 3.
+void WaitOrAbort(const Pending& pending, const std::function<bool()>& done, const std::function<void()>& abort_backend);
+
+// How long a timed-out rank waits for its peers' answers.
+std::chrono::milliseconds SurveyGrace(std::chrono::milliseconds timeout);
+
+}  // namespace docmatch::dist
