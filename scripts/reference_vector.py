@@ -108,18 +108,20 @@ def smith_vector(tokens, sentence_offsets, c, w):
     S = len(blocks)
     x = (block_vectors + w["block_positions.weight"][:S])[None]
     states = encoder(x, np.ones((1, S), bool), w, "document_encoder", c["document_layers"], c["heads"])[0]
-    first = states[0]
+    document = normalize(linear(states[0], w, "document_dense"))
     if c["combine"] == "normal":
-        return normalize(linear(first, w, "document_dense"))
+        return document
+    # The concat modes pool the block vectors h_i, not the document
+    # transformer's outputs, and put the pool first (SMITH §4.1.4).
     if c["combine"] == "sum_concat":
-        pooled = states.sum(0)
+        pooled = block_vectors.sum(0)
     elif c["combine"] == "mean_concat":
-        pooled = states.mean(0)
+        pooled = block_vectors.mean(0)
     else:
-        scores = linear(states, w, "attention_score")[:, 0]
+        scores = np.tanh(linear(block_vectors, w, "attention_projection")) @ w["attention_context"]
         scores = np.exp(scores - scores.max())
-        pooled = (scores / scores.sum())[:, None].__mul__(states).sum(0)
-    return normalize(linear(np.concatenate([first, pooled]), w, "document_dense"))
+        pooled = ((scores / scores.sum())[:, None] * block_vectors).sum(0)
+    return normalize(np.concatenate([pooled, document]))
 
 
 def match_bert_vector(tokens, c, w):

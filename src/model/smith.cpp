@@ -41,9 +41,14 @@ SmithEncoderImpl::SmithEncoderImpl(const SmithConfig& config) : config_(config) 
   block_dense_ = register_module("block_dense", torch::nn::Linear(C, C));
   block_positions_ = register_module("block_positions", torch::nn::Embedding(config.max_blocks, C));
   document_encoder_ = register_module("document_encoder", TransformerEncoder(config.Document()));
-  const int64_t combined = config.combine == "normal" ? C : 2 * C;
-  document_dense_ = register_module("document_dense", torch::nn::Linear(combined, C));
-  if (config.combine == "attention") attention_score_ = register_module("attention_score", torch::nn::Linear(C, 1));
+  document_dense_ = register_module("document_dense", torch::nn::Linear(C, C));
+  if (config.combine == "attention") {
+    // The official code's attention pooling: a tanh projection of each block
+    // vector, scored against a learned context vector (its attention size is
+    // the hidden size in every released config).
+    attention_projection_ = register_module("attention_projection", torch::nn::Linear(C, C));
+    attention_context_ = register_parameter("attention_context", torch::zeros({C}));
+  }
   InitializeBertStyle(*this);
 }
 
@@ -77,25 +82,35 @@ torch::Tensor SmithEncoderImpl::EncodeDocument(const torch::Tensor& vectors, con
   return document_encoder_(vectors + block_positions_(position).unsqueeze(0), block_mask);
 }
 
-torch::Tensor SmithEncoderImpl::Combine(const torch::Tensor& states, const torch::Tensor& block_mask) {
-  const torch::Tensor first = states.select(1, 0);  // (B, C)
-  if (config_.combine == "normal") return Normalize(document_dense_(first));
-  const torch::Tensor mask = block_mask.unsqueeze(-1).to(states.dtype());  // (B, S, 1)
-  torch::Tensor pooled;                                                    // (B, C)
+torch::Tensor SmithEncoderImpl::Combine(const torch::Tensor& block_vectors, const torch::Tensor& states,
+                                        const torch::Tensor& block_mask) {
+  const torch::Tensor document = Normalize(document_dense_(states.select(1, 0)));  // (B, C)
+  if (config_.combine == "normal") return document;
+  // §4.1.4: pool the sentence-block representations h_i (the unmasked block
+  // vectors, not the document transformer's outputs) over the real blocks
+  // and concatenate the pooled vector with the normalised document-level
+  // representation, in the official code's order. The concatenation is
+  // scaled to unit length: cosines, which every loss and search uses, are
+  // the paper's.
+  const torch::Tensor mask = block_mask.unsqueeze(-1).to(block_vectors.dtype());  // (B, S, 1)
+  torch::Tensor pooled;                                                           // (B, C)
   if (config_.combine == "sum_concat") {
-    pooled = (states * mask).sum(1);
+    pooled = (block_vectors * mask).sum(1);
   } else if (config_.combine == "mean_concat") {
-    pooled = (states * mask).sum(1) / mask.sum(1).clamp_min(1.0);
-  } else {  // attention: softmax over the real blocks only
-    const torch::Tensor scores = attention_score_(states).squeeze(-1).masked_fill(block_mask.logical_not(), -1e9);
-    pooled = (torch::softmax(scores, 1).unsqueeze(-1) * states).sum(1);
+    pooled = (block_vectors * mask).sum(1) / mask.sum(1).clamp_min(1.0);
+  } else {  // attention, over the real blocks only
+    const torch::Tensor scores = (torch::tanh(attention_projection_(block_vectors)) * attention_context_)
+                                     .sum(-1)
+                                     .masked_fill(block_mask.logical_not(), -1e9);
+    pooled = (torch::softmax(scores, 1).unsqueeze(-1) * block_vectors).sum(1);
+    pooled = F::dropout(pooled, F::DropoutFuncOptions().p(config_.dropout).training(is_training()));
   }
-  return Normalize(document_dense_(torch::cat({first, pooled}, 1)));
+  return Normalize(torch::cat({pooled, document}, 1));
 }
 
 torch::Tensor SmithEncoderImpl::forward(const torch::Tensor& tokens, const torch::Tensor& block_mask) {
   const Blocks blocks = EncodeBlocks(tokens, block_mask);
-  return Combine(EncodeDocument(blocks.vectors, block_mask), block_mask);
+  return Combine(blocks.vectors, EncodeDocument(blocks.vectors, block_mask), block_mask);
 }
 
 void SmithEncoderImpl::set_kernel(AttentionKernel kernel) {
@@ -183,7 +198,8 @@ SmithPretrainingImpl::ViewOutputs SmithPretrainingImpl::ForwardViews(const Block
   const SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(views.tokens, views.block_mask);
   ViewOutputs out;
   std::tie(out.lm_hidden, out.lm_labels) = LanguageModel(blocks, views.lm_labels);
-  out.vectors = encoder->Combine(encoder->EncodeDocument(blocks.vectors, views.block_mask), views.block_mask);
+  out.vectors =
+      encoder->Combine(blocks.vectors, encoder->EncodeDocument(blocks.vectors, views.block_mask), views.block_mask);
   return out;
 }
 

@@ -6,8 +6,10 @@
 //     -> [CLS] state -> dense + ReLU -> L2 norm = block vector (R, C)
 //     -> scatter back to (B, S, C), + block position embedding
 //     -> document transformer (L2 layers)                   eq. 2
-//     -> combine (normal / sum_concat / mean_concat / attention) -> dense
-//     -> L2 norm = document vector (B, C)                    eq. 3
+//     -> first output -> dense -> L2 norm = document-level vector (B, C)
+//     -> combine (§4.1.4): normal keeps it; sum_concat / mean_concat /
+//        attention put the pooled block vectors in front of it and scale the
+//        concatenation to unit length = document vector (B, C or 2C)
 //
 // Only real blocks reach the sentence transformer (DESIGN.md performance
 // rules): a batch whose documents have few blocks costs what its blocks cost.
@@ -65,9 +67,13 @@ class SmithEncoderImpl : public torch::nn::Module {
   Blocks EncodeBlocks(const torch::Tensor& tokens, const torch::Tensor& block_mask);
   // vectors (B, S, C), block_mask (B, S) -> document-transformer states (B, S, C)
   torch::Tensor EncodeDocument(const torch::Tensor& vectors, const torch::Tensor& block_mask);
-  // states (B, S, C), block_mask (B, S) -> unit document vectors (B, C)
-  torch::Tensor Combine(const torch::Tensor& states, const torch::Tensor& block_mask);
-  // tokens (B, S, T), block_mask (B, S) -> unit document vectors (B, C)
+  // block vectors (B, S, C), document-transformer states (B, S, C),
+  // block_mask (B, S) -> unit document vectors (B, dimension())
+  torch::Tensor Combine(const torch::Tensor& block_vectors, const torch::Tensor& states,
+                        const torch::Tensor& block_mask);
+  // C for combine normal, 2C for the concat modes
+  int64_t dimension() const { return config_.combine == "normal" ? config_.hidden : 2 * config_.hidden; }
+  // tokens (B, S, T), block_mask (B, S) -> unit document vectors (B, dimension())
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& block_mask);
 
   void set_kernel(AttentionKernel kernel);
@@ -78,7 +84,8 @@ class SmithEncoderImpl : public torch::nn::Module {
  private:
   SmithConfig config_;
   TransformerEncoder sentence_encoder_{nullptr}, document_encoder_{nullptr};
-  torch::nn::Linear block_dense_{nullptr}, document_dense_{nullptr}, attention_score_{nullptr};
+  torch::nn::Linear block_dense_{nullptr}, document_dense_{nullptr}, attention_projection_{nullptr};
+  torch::Tensor attention_context_;
   torch::nn::Embedding block_positions_{nullptr};
 };
 TORCH_MODULE(SmithEncoder);

@@ -18,7 +18,8 @@ independent computation:
     its MRR equals a numpy ranking over the whole corpus;
   * evaluating on 1 rank and on NP ranks gives the same metrics;
   * the export loads with safetensors and scripts/reference_vector.py
-    (numpy) reproduces the embedded vectors within 1e-5;
+    (numpy) reproduces the embedded vectors within 1e-5, for SMITH's
+    combine modes too (mean_concat and attention, 2C-dimensional vectors);
   * --bucket-mb and --bf16-gradients reach the gradient synchronizer (its
     log line counts the buckets); small buckets log the same losses as one
     bucket, bit for bit, and bf16 gradients stay within 1e-2 of fp32;
@@ -218,6 +219,30 @@ def check_buckets(p):
     return buckets
 
 
+def check_combine_modes(p, some):
+    """A model in each concat combine mode, trained two steps, exported and
+    embedded; numpy's reference_vector.py computes the same vectors."""
+    worst = 0.0
+    for mode in ("mean_concat", "attention"):
+        config = p.path(f"{mode}.yaml")
+        with open(config, "w") as f:
+            f.write(TINY.replace("amplifier: 6.0", f"amplifier: 6.0, combine: {mode}"))
+        run = p.path(f"combine-{mode}")
+        p.run(["finetune", "--corpus", p.corpus, "--model", config, "--run", run, "--steps", "2", "--batch-size", "4",
+               "--train-pairs", os.path.join(p.fixture, "pairs.train.jsonl"), "--checkpoint-every", "2"], ranks=1)
+        export, vectors = p.path(f"combine-{mode}-export"), p.path(f"combine-{mode}.h5")
+        p.run(["export", "--model", os.path.join(run, "latest"), "--corpus", p.corpus, "--output", export], ranks=1)
+        p.run(["embed", "--model", export, "--corpus", p.corpus, "--output", vectors], ranks=1)
+        with h5py.File(vectors, "r") as h:
+            check(h["vectors"].shape[1] == 64, f"{mode}: vectors of {h['vectors'].shape[1]} dimensions, not 2 x 32")
+        reference = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/reference_vector.py"), "--model",
+                                    export, "--corpus", p.corpus, "--compare", vectors, "--tolerance", "1e-5"]
+                                   + sum((["--doc", d] for d in some), []), capture_output=True, text=True)
+        check(reference.returncode == 0, f"reference_vector.py ({mode}): " + reference.stdout + reference.stderr)
+        worst = max([worst] + [json.loads(l)["max_abs_difference"] for l in reference.stdout.splitlines()])
+    return worst
+
+
 def numpy_metrics(p, embeddings, metrics):
     """Classification and MRR recomputed from the vectors alone."""
     with h5py.File(embeddings, "r") as h:
@@ -316,6 +341,8 @@ def main():
                                + sum((["--doc", d] for d in some), []), capture_output=True, text=True)
     check(reference.returncode == 0, "reference_vector.py: " + reference.stdout + reference.stderr)
     worst = max(json.loads(l)["max_abs_difference"] for l in reference.stdout.splitlines())
+    if ranks == 1:
+        worst = max(worst, check_combine_modes(p, some))
 
     print(json.dumps({"ranks": ranks, "seconds": round(time.time() - started, 1), "tensorboard_scalars": scalars,
                       "killed_at": stopped_at, "pretrain_validations": validations, "nan_named_documents": nonfinite, "grad_cache_loss_max_rel_difference": grad_cache, "buckets": buckets,

@@ -152,6 +152,82 @@ TEST(Smith, EveryParameterReceivesAGradientInEveryCombineMode) {
   }
 }
 
+// §4.1.4 by hand, in float64 and loops: the document-level vector is the
+// normalised dense projection of the document transformer's first output;
+// the concat modes pool the block vectors h_i (not the document
+// transformer's outputs) over the real blocks, put the pool in front and
+// scale the whole to unit length.
+TEST(Smith, CombineModesEqualAFloat64HandComputation) {
+  for (const std::string combine : {"normal", "sum_concat", "mean_concat", "attention"}) {
+    torch::manual_seed(3);
+    const SmithConfig c = Tiny(combine);
+    SmithEncoder encoder(c);
+    encoder->to(torch::kFloat64);
+    encoder->eval();
+    const BlockTensors t = ToTensors(Batch(Documents(3), c, false), torch::kCPU);
+    const auto blocks = encoder->EncodeBlocks(t.tokens, t.block_mask);
+    const torch::Tensor states = encoder->EncodeDocument(blocks.vectors, t.block_mask);
+    const torch::Tensor got = encoder->Combine(blocks.vectors, states, t.block_mask);
+    ASSERT_EQ(got.size(1), combine == "normal" ? c.hidden : 2 * c.hidden) << combine;
+    EXPECT_TRUE(torch::equal(got, encoder(t.tokens, t.block_mask))) << combine;
+    auto params = encoder->named_parameters();
+    const auto W = params["document_dense.weight"].accessor<double, 2>();
+    const auto b = params["document_dense.bias"].accessor<double, 1>();
+    const auto h = blocks.vectors.accessor<double, 3>();
+    const auto first = states.accessor<double, 3>();
+    const auto mask = t.block_mask.accessor<bool, 2>();
+    const int64_t C = c.hidden, S = t.block_mask.size(1);
+    auto unit = [](std::vector<double> v) {
+      double norm = 0;
+      for (double x : v) norm += x * x;
+      for (double& x : v) x /= std::sqrt(norm);
+      return v;
+    };
+    for (int64_t i = 0; i < got.size(0); ++i) {
+      std::vector<double> document(C);
+      for (int64_t r = 0; r < C; ++r) {
+        document[r] = b[r];
+        for (int64_t k = 0; k < C; ++k) document[r] += W[r][k] * first[i][0][k];
+      }
+      document = unit(document);
+      std::vector<double> expected = document;
+      if (combine != "normal") {
+        std::vector<double> weight(S, 0.0);
+        int64_t real = 0;
+        for (int64_t j = 0; j < S; ++j) real += mask[i][j];
+        if (combine == "attention") {
+          const auto P = params["attention_projection.weight"].accessor<double, 2>();
+          const auto p = params["attention_projection.bias"].accessor<double, 1>();
+          const auto context = params["attention_context"].accessor<double, 1>();
+          double largest = -1e300, total = 0;
+          for (int64_t j = 0; j < S; ++j) {
+            if (!mask[i][j]) continue;
+            for (int64_t r = 0; r < C; ++r) {
+              double projected = p[r];
+              for (int64_t k = 0; k < C; ++k) projected += P[r][k] * h[i][j][k];
+              weight[j] += std::tanh(projected) * context[r];
+            }
+            largest = std::max(largest, weight[j]);
+          }
+          for (int64_t j = 0; j < S; ++j) total += mask[i][j] ? std::exp(weight[j] - largest) : 0.0;
+          for (int64_t j = 0; j < S; ++j) weight[j] = mask[i][j] ? std::exp(weight[j] - largest) / total : 0.0;
+        } else {
+          for (int64_t j = 0; j < S; ++j) weight[j] = mask[i][j] ? (combine == "sum_concat" ? 1.0 : 1.0 / real) : 0.0;
+        }
+        std::vector<double> pooled(C, 0.0);
+        for (int64_t j = 0; j < S; ++j) {
+          for (int64_t k = 0; k < C; ++k) pooled[k] += weight[j] * h[i][j][k];
+        }
+        pooled.insert(pooled.end(), document.begin(), document.end());
+        expected = unit(pooled);
+      }
+      for (int64_t k = 0; k < got.size(1); ++k) {
+        EXPECT_NEAR(got[i][k].item<double>(), expected[k], 1e-12) << combine << " document " << i << " dim " << k;
+      }
+    }
+  }
+}
+
 TEST(Smith, PaddingBlocksTokensAndBatchMatesDoNotChangeOutputs) {
   for (const std::string combine : {"normal", "sum_concat", "mean_concat", "attention"}) {
     torch::manual_seed(0);
