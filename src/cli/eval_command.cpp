@@ -42,7 +42,15 @@ Command AddEvalCommand(CLI::App* app) {
   sub->add_option("--max-queries", o->max_queries, "rank a seeded sample of this many queries (0 = all)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "query sample")->capture_default_str();
-  sub->add_flag("--sdr-normalize", o->sdr_normalize, "SDR: z-score paragraph scores (the paper's step)");
+  sub->add_flag("--sdr-normalize,!--no-sdr-normalize", o->sdr_normalize,
+                "SDR: z-score each source paragraph's scores over the candidates' paragraphs (the paper's step,\n"
+                "on by default; the authors' public code leaves it out)");
+  sub->add_option("--sdr-pair-pool", o->sdr_pair_pool,
+                  "SDR pairs: a pair's target is z-scored among this many other documents (a fixed seeded\n"
+                  "sample), so a score means the same for every pair; 0 scores each pair alone, where z-scores\n"
+                  "degenerate (a one-paragraph target scores exactly 0)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--lexical-weight", o->lexical_weight,
                   "hybrid retrieval: score = (1 - w) x dense cosine + w x TF-IDF cosine over the corpus's tokens "
                   "(0 = dense only, 1 = TF-IDF only; 0.5 = the two unit vectors concatenated). Pairs and ranking "

@@ -242,7 +242,8 @@ Command AddSearchCommand(CLI::App* app) {
   sub->add_option("--rerank", flags->options.rerank, "SDR: candidates its hierarchical score re-orders")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  sub->add_flag("--sdr-normalize", flags->options.sdr_normalize, "SDR: z-score over the candidates (the paper's step)");
+  sub->add_flag("--sdr-normalize,!--no-sdr-normalize", flags->options.sdr_normalize,
+                "SDR: z-score over the candidates (the paper's step, on by default)");
   sub->add_option("--block-rows", flags->options.block_rows, "vectors scored at a time (bounds the memory)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

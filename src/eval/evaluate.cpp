@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <numeric>
 #include <sstream>
 
 #include "console/progress.h"
@@ -31,10 +32,22 @@ struct Scorer {
   torch::Tensor vectors;                      // (N, D)
   std::vector<model::DocumentSentences> sdr;  // (N,) SDR only
   bool normalize = false;
+  std::vector<int64_t> sdr_pool;          // SDR pairs: a seeded sample of documents to score targets among
   const LexicalIndex* lexical = nullptr;  // hybrid: (1 - w) * dense cosine + w * TF-IDF cosine
   double lexical_weight = 0;              // w
 
   bool hierarchical() const { return !sdr.empty(); }
+  // One pair's score; SDR's normalised score among the pool (sdr_scoring.h).
+  double PairScore(int64_t source, int64_t target) const {
+    if (hierarchical() && normalize && !sdr_pool.empty()) {
+      std::vector<model::DocumentSentences> pool;
+      for (int64_t d : sdr_pool) {
+        if (d != source && d != target && pool.size() + 2 < sdr_pool.size()) pool.push_back(sdr[d]);
+      }
+      return SdrPairScore(sdr[source], sdr[target], pool, true);
+    }
+    return Scores(source, torch::tensor({target}, torch::kLong))[0].item<double>();
+  }
   // Scores (candidates,) of document `query` against `candidates`.
   torch::Tensor Scores(int64_t query, const torch::Tensor& candidates) const {
     if (hierarchical()) {
@@ -101,8 +114,7 @@ std::vector<double> PairScores(const Scorer& scorer, const std::vector<data::Lab
                                dist::Communicator& communicator) {
   torch::Tensor scores = torch::zeros({static_cast<int64_t>(pairs.size())}, torch::kFloat64);
   for (size_t i = communicator.rank(); i < pairs.size(); i += communicator.size()) {
-    const torch::Tensor target = torch::tensor({pairs[i].target}, torch::kLong);
-    scores[i] = scorer.Scores(pairs[i].source, target)[0].item<double>();
+    scores[i] = scorer.PairScore(pairs[i].source, pairs[i].target);
   }
   communicator.AllReduce(scores);
   return std::vector<double>(scores.data_ptr<double>(), scores.data_ptr<double>() + scores.numel());
@@ -268,6 +280,20 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& com
   Scorer scorer{model.get(), vectors, {}, options.sdr_normalize};
   if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
   std::string score = scorer.hierarchical() ? "sdr hierarchical" : "pair logit";
+  if (scorer.hierarchical() && options.sdr_normalize) {
+    score += ", z-scored";
+    if (options.sdr_pair_pool > 0) {
+      // One seeded sample for every pair: two more than the pool, so that
+      // leaving out a pair's own documents still leaves the pool's size.
+      std::vector<int64_t> sample(file.size());
+      std::iota(sample.begin(), sample.end(), int64_t{0});
+      data::KeyedRandom random(options.seed, {0x706f6f6cULL /* "pool" */});
+      random.Shuffle(&sample);
+      sample.resize(std::min<int64_t>(file.size(), options.sdr_pair_pool + 2));
+      scorer.sdr_pool = std::move(sample);
+      score += " (pairs among " + std::to_string(options.sdr_pair_pool) + " documents)";
+    }
+  }
   const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, communicator.rank(), &score);
   nlohmann::json metrics = {{"model", options.model},
                             {"kind", info.config.kind},
@@ -296,10 +322,10 @@ std::string MetricsTable(const nlohmann::json& m) {
   }
   if (m.contains("ranking")) {
     const auto& r = m["ranking"];
-    out << "ranking  queries  candidates  P@1     MRR     MAP     MPR     HR@1    HR@10   HR@100\n";
+    out << "ranking  queries  candidates  P@1     MRR     MAP     MPR(low) MPR(high) HR@1    HR@10   HR@100\n";
     out << "         " << std::setw(7) << r.value("queries", 0) << "  " << std::setw(10) << r.value("candidates", 0)
         << "  " << r.value("p@1", 0.0) << "  " << r.value("mrr", 0.0) << "  " << r.value("map", 0.0) << "  "
-        << r.value("mpr", 0.0);
+        << r.value("mpr", 0.0) << "   " << r.value("mpr_percentile", 0.0) << "   ";
     for (const char* k : {"hr@1", "hr@10", "hr@100"}) out << "  " << r.value(k, 0.0);
     out << "\n";
   }

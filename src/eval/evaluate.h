@@ -32,7 +32,8 @@ struct EvalOptions {
   std::string threshold_objective = "accuracy";  // accuracy | f1
   int64_t max_queries = 0;                       // ranking: 0 = every query, else a seeded sample
   uint64_t seed = 1234;
-  bool sdr_normalize = false;  // SDR: the paper's z-score step (eval/sdr_scoring.h)
+  bool sdr_normalize = true;   // SDR: the paper's z-score step (eval/sdr_scoring.h)
+  int64_t sdr_pair_pool = 64;  // SDR pairs: documents each pair's target is z-scored among
   double lexical_weight = 0;   // hybrid retrieval: share of the TF-IDF cosine (eval/lexical.h); 0 = dense only
   int64_t batch_size = 16;     // documents per embedding batch
   bool progress = true;

@@ -67,7 +67,7 @@ nlohmann::json RankingMetrics::ToJson() const {
   nlohmann::json hr = nlohmann::json::object();
   for (const auto& [k, v] : hit_ratio) hr["hr@" + std::to_string(k)] = v;
   nlohmann::json out = {{"queries", queries}, {"skipped_queries", skipped}, {"p@1", p_at_1}, {"mrr", mrr}, {"map", map},
-                        {"mpr", mpr}};
+                        {"mpr", mpr},         {"mpr_percentile", 1.0 - mpr}};
   out.update(hr);
   return out;
 }

@@ -11,7 +11,8 @@
 //  * P@1: the top candidate is relevant; MRR: 1 / rank of the first relevant;
 //    MAP: average precision at each relevant candidate's rank;
 //  * MPR: mean over relevant candidates of (rank - 1) / (N - 1), 0 = top,
-//    1 = bottom (lower is better);
+//    1 = bottom (lower is better); JSON also gives "mpr_percentile", 1 - MPR,
+//    the SDR paper's higher-is-better convention (1 = top);
 //  * HR@k: the share of the query's relevant candidates ranked in the top k;
 //  * queries without a relevant candidate are skipped and counted.
 #pragma once

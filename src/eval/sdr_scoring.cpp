@@ -62,4 +62,11 @@ torch::Tensor SdrScores(const SentenceVectors& source, const std::vector<Sentenc
   return per_candidate.mean(0);
 }
 
+double SdrPairScore(const SentenceVectors& source, const SentenceVectors& target,
+                    const std::vector<SentenceVectors>& pool, bool normalize) {
+  std::vector<SentenceVectors> candidates = pool;
+  candidates.push_back(target);
+  return SdrScores(source, candidates, normalize)[-1].item<double>();
+}
+
 }  // namespace docmatch::eval

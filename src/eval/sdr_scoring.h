@@ -23,4 +23,12 @@ using SentenceVectors = model::DocumentSentences;
 // Scores (candidates,) of `source` against each candidate.
 torch::Tensor SdrScores(const SentenceVectors& source, const std::vector<SentenceVectors>& candidates, bool normalize);
 
+// One pair's score. Normalised, a score only means something among
+// candidates: alone, a one-paragraph target's paragraph scores have no
+// spread and it scores exactly 0. So the target is scored among `pool`
+// (other documents, the same for every pair), as the paper scores a
+// candidate among the others.
+double SdrPairScore(const SentenceVectors& source, const SentenceVectors& target,
+                    const std::vector<SentenceVectors>& pool, bool normalize);
+
 }  // namespace docmatch::eval

@@ -40,7 +40,7 @@ struct SearchOptions {
   bool exclude_self = false;   // a document query leaves itself out
   double lexical_weight = 0;   // hybrid: share of the TF-IDF cosine (needs `lexical`)
   int64_t rerank = 100;        // SDR: candidates the hierarchical score orders
-  bool sdr_normalize = false;  // SDR: the paper's z-score over those candidates
+  bool sdr_normalize = true;   // SDR: the paper's z-score over those candidates
   int64_t block_rows = 16384;  // rows scored at a time
 };
 

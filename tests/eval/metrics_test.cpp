@@ -27,6 +27,8 @@ TEST(Ranking, HandComputedQueriesWithTiesAndAnEmptyRelevanceList) {
   EXPECT_DOUBLE_EQ(m.map, 2.0 / 3);
   // Percentile ranks: q1 ((2-1)/3 + (4-1)/3) / 2 = 2/3; q2 (2-1)/2 = 1/2; q4 0.
   EXPECT_DOUBLE_EQ(m.mpr, (2.0 / 3 + 0.5 + 0.0) / 3);
+  // The SDR paper's convention, 1 = top: q1 1/3, q2 1/2, q4 1.
+  EXPECT_NEAR(m.ToJson()["mpr_percentile"].get<double>(), (1.0 / 3 + 0.5 + 1.0) / 3, 1e-15);
   // HR@1: 0, 0, 1. HR@2: q1 1/2, q2 1, q4 1. HR@10: all found.
   EXPECT_DOUBLE_EQ(m.hit_ratio.at(1), 1.0 / 3);
   EXPECT_DOUBLE_EQ(m.hit_ratio.at(2), (0.5 + 1 + 1) / 3);

@@ -118,5 +118,33 @@ TEST(SdrScores, NormalisationWeighsParagraphsByHowTheyVaryAcrossCandidates) {
   EXPECT_GT(normalised[1].item<double>(), normalised[0].item<double>());
 }
 
+TEST(SdrPairScore, AOneParagraphTargetIsScoredAmongThePoolNotAlone) {
+  // Scored alone, a one-paragraph target's normalised score is exactly 0
+  // (each source paragraph has one candidate paragraph: no spread), whatever
+  // it says. Among a pool it is the recipe's z-scored value, and a target
+  // close to the source outscores one far from it.
+  std::mt19937 rng(9);
+  const Doc source = RandomDoc(&rng, 3);
+  std::vector<Doc> pool_docs;
+  for (int c = 0; c < 6; ++c) pool_docs.push_back(RandomDoc(&rng, 1 + c % 3));
+  std::vector<SentenceVectors> pool;
+  for (const auto& d : pool_docs) pool.push_back(ToVectors(d));
+  const Doc close{{source.sentences[0], source.sentences[1]}, {0, 2}};
+  const Doc far{{{-source.sentences[0][0], -source.sentences[0][1], -source.sentences[0][2]}}, {0, 1}};
+  for (const Doc& target : {close, far}) {
+    EXPECT_DOUBLE_EQ(SdrPairScore(ToVectors(source), ToVectors(target), {}, true), 0.0);
+    std::vector<Doc> all = pool_docs;
+    all.push_back(target);
+    const double expected = Reference(source, all, true).back();
+    EXPECT_NEAR(SdrPairScore(ToVectors(source), ToVectors(target), pool, true), expected, 1e-9);
+    EXPECT_NE(expected, 0.0);
+    // Unnormalised, the pool changes nothing.
+    EXPECT_NEAR(SdrPairScore(ToVectors(source), ToVectors(target), pool, false), Reference(source, {target}, false)[0],
+                1e-9);
+  }
+  EXPECT_GT(SdrPairScore(ToVectors(source), ToVectors(close), pool, true),
+            SdrPairScore(ToVectors(source), ToVectors(far), pool, true));
+}
+
 }  // namespace
 }  // namespace docmatch::eval

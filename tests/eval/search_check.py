@@ -12,7 +12,9 @@
     and --output HDF5), and search reads the encode file;
   * hybrid search at --lexical-weight 0.5 scores (cosine + TF-IDF cosine) / 2,
     with the TF-IDF recomputed here from the shards' token ids;
-  * SDR re-ranks with its hierarchical score: a document finds itself first;
+  * SDR re-ranks with its hierarchical score: a document finds itself first,
+    at cosine 1 with --no-sdr-normalize, and by default at the z-scored
+    score numpy computes over every document's paragraphs;
   * an unknown id, a query line without text or id, and a text query against
     a model folder without a tokenizer are errors naming what is wrong.
 
@@ -54,6 +56,26 @@ class Runner:
         elif result.returncode != 0:
             sys.exit(f"FAILED: docmatch {' '.join(args)}\n{result.stdout}\n{result.stderr}")
         return result
+
+
+def sdr_zscored_self_score(path, row):
+    """SDR's normalised score of document `row` against itself with every
+    document as a candidate, in float64: each source paragraph's scores (mean
+    over its sentences of the best cosine in a candidate paragraph) z-scored
+    over all candidate paragraphs, the best of its own paragraphs, averaged."""
+    with h5py.File(path, "r") as f:
+        sentences = f["sentence_vectors"][:].astype(np.float64)
+        paragraphs, documents = f["paragraph_offsets"][:], f["document_offsets"][:]
+    sentences /= np.linalg.norm(sentences, axis=1, keepdims=True)
+    own = range(documents[row], documents[row + 1])
+    total = 0.0
+    for p in own:
+        cosines = sentences[paragraphs[p]:paragraphs[p + 1]] @ sentences.T  # (sentences of p, all)
+        best = np.maximum.reduceat(cosines, paragraphs[:-1], axis=1)       # (sentences of p, all paragraphs)
+        scores = best.mean(0)
+        z = (scores - scores.mean()) / scores.std()
+        total += z[documents[row]:documents[row + 1]].max()
+    return total / len(own)
 
 
 def read_vectors(path):
@@ -202,10 +224,16 @@ def main():
     sdr_embeddings = os.path.join(scratch, "sdr.h5")
     run("embed", "--model", os.path.join(sdr_run, "latest"), "--corpus", corpus, "--output", sdr_embeddings,
         "--no-progress")
+    raw = hits(run("search", "--embeddings", sdr_embeddings, "--id", ids[4], "--format", "jsonl",
+                   "--rerank", str(len(ids)), "--no-sdr-normalize").stdout)[0]["hits"]
+    check(raw[0]["id"] == ids[4] and abs(raw[0]["score"] - 1) < 1e-5, f"SDR, raw: {ids[4]} found {raw[0]} first")
     got = hits(run("search", "--embeddings", sdr_embeddings, "--id", ids[4], "--format", "jsonl",
                    "--rerank", str(len(ids))).stdout)[0]["hits"]
-    check(got[0]["id"] == ids[4] and abs(got[0]["score"] - 1) < 1e-5, f"SDR: {ids[4]} found {got[0]} first")
+    expected = sdr_zscored_self_score(sdr_embeddings, 4)
+    check(got[0]["id"] == ids[4] and abs(got[0]["score"] - expected) < 1e-4 * abs(expected),
+          f"SDR, z-scored (the default): {ids[4]} found {got[0]} first, numpy's self score {expected}")
     check(all(a["score"] >= b["score"] for a, b in zip(got, got[1:])), "SDR hits in score order")
+    figures["sdr_zscored_self_score"] = round(expected, 4)
 
     # Errors name what is wrong.
     bad = run("search", "--embeddings", embeddings, "--id", "no-such-page", fail=True)
