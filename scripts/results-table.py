@@ -13,6 +13,7 @@ import sys
 ROWS = [("smith-np", "SMITH-NP (no pre-training)"), ("smith-wp", "SMITH-WP"), ("smith-wp+sp", "SMITH-WP+SP"),
         ("docsplit", "SMITH, DocSplit pre-training"), ("match-bert", "MatchBERT (256 tokens)"),
         ("smash", "SMASH RNN (P+S+W)"), ("han", "HAN (SMASH's S depth)"), ("sdr", "SDR (self-supervised)"),
+        ("sdr-raw", "SDR, raw score (no z-score, as the authors' code)"),
         ("smith-short", "SMITH-Short (4x128, MiniLM init)"), ("match-bert-minilm", "MatchBERT (256, MiniLM init)"),
         ("match-bert-minilm-zeroshot", "MatchBERT (256, MiniLM init), no fine-tuning"),
         ("match-bert-minilm-contrastive", "MatchBERT (256, MiniLM init), contrastive fine-tuning"),
@@ -36,13 +37,14 @@ def wilson(successes, n, z=1.96):
 
 def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else "runs/wikispeedia"
-    print("| method | accuracy (95% CI) | precision | recall | F1 | MRR | HR@10 | MAP | P@1 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| method | accuracy (95% CI) | precision | recall | F1 | MRR | HR@10 | MAP | P@1 | MPR, 0 = top | "
+          "MPR %, 100 = top (SDR paper) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     majority = None
     for key, name in ROWS:
         path = os.path.join(folder, key, "metrics.json")
         if not os.path.exists(path):
-            print(f"| {name} | not run | | | | | | | |")
+            print(f"| {name} | not run | | | | | | | | | |")
             continue
         m = json.load(open(path))
         test, ranking = m["classification"]["test"], m["ranking"]
@@ -51,7 +53,8 @@ def main():
         low, high = wilson(right, test["pairs"])
         print(f"| {name} | {test['accuracy']:.3f} ({low:.2f}-{high:.2f}) | {test['precision']:.3f} | "
               f"{test['recall']:.3f} | {test['f1']:.3f} | {ranking['mrr']:.3f} | {ranking['hr@10']:.3f} | "
-              f"{ranking['map']:.3f} | {ranking['p@1']:.3f} |")
+              f"{ranking['map']:.3f} | {ranking['p@1']:.3f} | {ranking['mpr']:.3f} | "
+              f"{100 * (1 - ranking['mpr']):.1f} |")
     if majority:
         print(f"\nMajority class on the {majority[1]} test pairs: accuracy {majority[0]:.3f}.")
 

@@ -98,6 +98,9 @@ row() {
     smash)       finetune "$1" --model $models/smash.yaml ;;
     han)         finetune "$1" --model $models/han.yaml ;;
     sdr)         pretrain "$1" sdr sdr && evaluate "$1" "$ckpt/$1-pretrain/latest" && return ;;
+    sdr-raw)     # the same model and vectors, scored without the paper's z-score (the authors' public code)
+                 evaluate "$1" "$ckpt/sdr-pretrain/latest" $corpus --embeddings "$out/sdr/embeddings.h5" \
+                   --no-sdr-normalize && return ;;
     smith-short | match-bert-minilm) from_minilm "$1" && return ;;
     match-bert-minilm-contrastive) from_minilm "$1" match-bert-minilm && return ;;
     match-bert-minilm-docsplit-nolabels) minilm_docsplit &&
@@ -127,7 +130,7 @@ row() {
                  evaluate "$1" "" && return ;;
     tfidf)       "$python" scripts/baselines/tfidf-embed.py --corpus $corpus --articles $data/articles.jsonl \
                    --output "$out/$1/vectors.h5" && evaluate "$1" "" && return ;;
-    *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr" \
+    *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr sdr-raw" \
             "smith-short match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive" \
             "match-bert-minilm-docsplit-nolabels match-bert-minilm-docsplit-contrastive" \
             "match-bert-minilm-contrastive-hybrid match-bert-minilm-docsplit-nolabels-hybrid" \

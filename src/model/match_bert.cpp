@@ -66,20 +66,43 @@ FlatPretrainingImpl::FlatPretrainingImpl(FlatEncoder shared, const MatchBertConf
   lm_transform_->bias.zero_();
 }
 
+namespace {
+
+// The batch's LM labels as (B, T) int64 on `device`; undefined without masks.
+torch::Tensor Labels(const data::FlatBatch& batch, const torch::Device& device) {
+  if (batch.lm_labels.empty()) return {};
+  return torch::from_blob(const_cast<int32_t*>(batch.lm_labels.data()), {batch.B, batch.T}, torch::kInt32)
+      .to(device, torch::kLong);
+}
+
+}  // namespace
+
+void FlatPretrainingImpl::AddLanguageModel(const torch::Tensor& states, const torch::Tensor& labels, Outputs* out) {
+  const torch::Tensor flat = labels.reshape({-1});
+  const torch::Tensor where = flat.ne(data::kIgnoreLabel);
+  const torch::Tensor predicted = states.reshape({flat.size(0), -1}).index({where});
+  out->lm_hidden = lm_norm_(torch::gelu(lm_transform_(predicted)));
+  out->lm_labels = flat.index({where});
+}
+
 FlatPretrainingImpl::Outputs FlatPretrainingImpl::forward(const data::FlatBatch& batch, const torch::Device& device) {
   const torch::Tensor tokens = ToTensor(batch, device);
   const torch::Tensor states = encoder->Encode(tokens);  // (B, T, C)
   Outputs out;
   out.vectors = FlatEncoderImpl::AverageWindows(encoder->Pool(states, tokens), batch);
-  if (!batch.lm_labels.empty()) {
-    const torch::Tensor labels =
-        torch::from_blob(const_cast<int32_t*>(batch.lm_labels.data()), {batch.B * batch.T}, torch::kInt32)
-            .to(device, torch::kLong);
-    const torch::Tensor where = labels.ne(data::kIgnoreLabel);
-    const torch::Tensor predicted = states.reshape({batch.B * batch.T, -1}).index({where});
-    out.lm_hidden = lm_norm_(torch::gelu(lm_transform_(predicted)));
-    out.lm_labels = labels.index({where});
-  }
+  if (!batch.lm_labels.empty()) AddLanguageModel(states, Labels(batch, device), &out);
+  return out;
+}
+
+FlatPretrainingImpl::Outputs FlatPretrainingImpl::ForwardViews(const data::FlatBatch& views,
+                                                               const torch::Device& device, bool language_model) {
+  const torch::Tensor masked = ToTensor(views, device);
+  const torch::Tensor labels = Labels(views, device);
+  // Every predicted position's label is its original token (BERT's rule).
+  const torch::Tensor clean = labels.defined() ? torch::where(labels.ne(data::kIgnoreLabel), labels, masked) : masked;
+  Outputs out;
+  out.vectors = FlatEncoderImpl::AverageWindows(encoder->Pool(encoder->Encode(clean), clean), views);
+  if (language_model && labels.defined()) AddLanguageModel(encoder->Encode(masked), labels, &out);
   return out;
 }
 

@@ -78,12 +78,19 @@ class FlatPretrainingImpl : public torch::nn::Module {
   // A batch with LM labels (data::BuildFlatBatch with masks), or without
   // (then no LM outputs).
   Outputs forward(const data::FlatBatch& batch, const torch::Device& device);
+  // DocSplit's views (data::BuildFlatDocSplitBatch): vectors from the clean
+  // views, every masked token restored from its label (the paper, after
+  // SimCSE); the word LM, with `language_model`, from a second, masked pass.
+  Outputs ForwardViews(const data::FlatBatch& views, const torch::Device& device, bool language_model);
   // The word LM's cross-entropy (fused, losses.h), mean or sum over M.
   torch::Tensor LanguageModelLoss(const torch::Tensor& lm_hidden, const torch::Tensor& lm_labels, bool sum = false);
 
   FlatEncoder encoder{nullptr};
 
  private:
+  // The LM head's states and labels where `labels` (B, T) predicts.
+  void AddLanguageModel(const torch::Tensor& states, const torch::Tensor& labels, Outputs* out);
+
   torch::nn::Linear lm_transform_{nullptr};
   torch::nn::LayerNorm lm_norm_{nullptr};
   torch::Tensor lm_bias_;

@@ -194,23 +194,30 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::Lo
   return {lm + block, lm, block};
 }
 
-SmithPretrainingImpl::ViewOutputs SmithPretrainingImpl::ForwardViews(const BlockTensors& views) {
-  const SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(views.tokens, views.block_mask);
+SmithPretrainingImpl::ViewOutputs SmithPretrainingImpl::ForwardViews(const BlockTensors& views, bool language_model) {
+  // Every predicted position's label is its original token (BERT's rule).
+  const torch::Tensor labelled = views.lm_labels.ne(data::kIgnoreLabel);
+  const torch::Tensor clean = torch::where(labelled, views.lm_labels, views.tokens);
+  const SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(clean, views.block_mask);
   ViewOutputs out;
-  std::tie(out.lm_hidden, out.lm_labels) = LanguageModel(blocks, views.lm_labels);
   out.vectors =
       encoder->Combine(blocks.vectors, encoder->EncodeDocument(blocks.vectors, views.block_mask), views.block_mask);
+  if (language_model) {
+    std::tie(out.lm_hidden, out.lm_labels) =
+        LanguageModel(encoder->EncodeBlocks(views.tokens, views.block_mask), views.lm_labels);
+  }
   return out;
 }
 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::DocSplit(const BlockTensors& views,
                                                                                        double temperature,
                                                                                        double lm_weight) {
-  const ViewOutputs out = ForwardViews(views);
+  const ViewOutputs out = ForwardViews(views, lm_weight != 0);
   const int64_t V = out.vectors.size(0), B = V / 2;
   TORCH_CHECK(V == 2 * B, "DocSplit needs both halves of every document, got ", V, " views");
   const torch::Tensor self = torch::arange(V, views.tokens.options());
   const torch::Tensor contrastive = DocSplitLoss(out.vectors, out.vectors, self, (self + B) % V, temperature);
+  if (lm_weight == 0) return {contrastive, contrastive, torch::zeros_like(contrastive)};
   const torch::Tensor lm = LanguageModelLoss(out.lm_hidden, out.lm_labels);
   return {contrastive + lm_weight * lm, contrastive, lm};
 }

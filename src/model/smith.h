@@ -109,13 +109,17 @@ class SmithPretrainingImpl : public torch::nn::Module {
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> Loss(const BlockTensors& batch, bool sentence_blocks);
 
   // DocSplit on this encoder: `views` holds 2B documents, the first halves of
-  // B documents then their second halves (data/batches/docsplit.h), with LM masks.
+  // B documents then their second halves (data/batches/docsplit.h), with LM
+  // masks or without. As in the paper (after SimCSE), the contrastive views
+  // are clean: the vectors come from the views with every masked token
+  // restored from its label; the word LM (`language_model`) runs on a
+  // second, masked forward of the sentence encoder.
   struct ViewOutputs {
-    torch::Tensor lm_hidden;  // (M, C)
+    torch::Tensor lm_hidden;  // (M, C); undefined without `language_model`
     torch::Tensor lm_labels;  // (M,)
-    torch::Tensor vectors;    // (2B, C) unit document vectors of the views
+    torch::Tensor vectors;    // (2B, dimension) unit document vectors of the clean views
   };
-  ViewOutputs ForwardViews(const BlockTensors& views);
+  ViewOutputs ForwardViews(const BlockTensors& views, bool language_model);
   // Single process: InfoNCE over the batch's own views + lm_weight * LM.
   // Returns (total, contrastive, lm).
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> DocSplit(const BlockTensors& views, double temperature = 0.05,

@@ -190,8 +190,8 @@ Objective DocSplitViews(const torch::Tensor& vectors, const torch::Tensor& lm, i
 
 Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::Communicator& communicator,
                    double temperature, double lm_weight) {
-  const auto out = model->ForwardViews(views);
   const bool lm = lm_weight != 0;
+  const auto out = model->ForwardViews(views, lm);
   return DocSplitViews(out.vectors,
                        lm ? model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true) : torch::Tensor(),
                        lm ? out.lm_labels.size(0) : 0, communicator, temperature, lm_weight);
@@ -199,7 +199,7 @@ Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& vi
 
 Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, const torch::Device& device,
                    dist::Communicator& communicator, double temperature, double lm_weight) {
-  const auto out = model->forward(views, device);
+  const auto out = model->ForwardViews(views, device, lm_weight != 0);
   const bool lm = lm_weight != 0 && out.lm_hidden.defined();
   return DocSplitViews(out.vectors,
                        lm ? model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true) : torch::Tensor(),
@@ -252,7 +252,7 @@ Objective DocSplit(model::SmithPretraining& model, const std::vector<data::Block
   return CachedDocSplit(
       static_cast<int64_t>(chunks.size()),
       [impl = model.ptr(), batches, device, lm](int64_t i) {
-        const auto out = impl->ForwardViews(model::ToTensors((*batches)[i], device));
+        const auto out = impl->ForwardViews(model::ToTensors((*batches)[i], device), lm);
         if (!lm) return Views{out.vectors, {}, 0};
         return Views{out.vectors, impl->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true),
                      out.lm_labels.size(0)};
@@ -272,7 +272,7 @@ Objective DocSplit(model::FlatPretraining& model, const std::vector<data::FlatBa
   return CachedDocSplit(
       static_cast<int64_t>(chunks.size()),
       [impl = model.ptr(), batches, device, weight](int64_t i) {
-        const auto out = impl->forward((*batches)[i], device);
+        const auto out = impl->ForwardViews((*batches)[i], device, weight != 0);
         if (weight == 0) return Views{out.vectors, {}, 0};
         return Views{out.vectors, impl->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true),
                      out.lm_labels.size(0)};

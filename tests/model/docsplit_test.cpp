@@ -7,6 +7,7 @@
 #include "../data/test_corpus.h"
 #include "data/batches/docsplit.h"
 #include "model/losses.h"
+#include "model/match_bert.h"
 #include "model/smith.h"
 #include "real_text.h"
 
@@ -85,6 +86,62 @@ TEST(DocSplit, SmithObjectiveGivesGradientsAndLearns) {
   // 11 candidates per view: chance is log(11) = 2.4; learning separates them.
   std::cout << "[train] DocSplit on SMITH, GPL text, 100 steps: InfoNCE " << before << " -> " << after << std::endl;
   EXPECT_LT(after, before / 4) << before << " -> " << after;
+}
+
+// The paper (after SimCSE): InfoNCE sees clean views, the word LM a masked
+// copy. So the vectors from a masked batch equal those from the same views
+// built without masks, and the LM term equals the word-LM objective's on
+// the masked batch. Both encoders.
+TEST(DocSplit, ContrastiveViewsAreCleanAndTheLanguageModelSeesTheMasks) {
+  std::vector<data::Document> docs;
+  for (int i = 0; i < 4; ++i) docs.push_back(data::testing::SyntheticDocument(i, 40));
+  std::vector<const data::Document*> documents;
+  for (const auto& d : docs) documents.push_back(&d);
+  data::MaskOptions masks;
+  masks.vocab_size = 1005;
+  masks.masked_blocks = 0;
+
+  torch::manual_seed(0);
+  SmithConfig c;
+  c.vocab_size = 1005;
+  c.hidden = 16;
+  c.heads = 2;
+  c.intermediate = 32;
+  c.sentence_layers = 1;
+  c.document_layers = 1;
+  c.block_length = 8;
+  c.max_blocks = 12;
+  c.dropout = 0.0;
+  SmithPretraining smith(SmithEncoder(c), c);
+  const BlockTensors masked = ToTensors(data::BuildDocSplitBatch(documents, {8, 12}, &masks, 5, 0), torch::kCPU);
+  const BlockTensors clean = ToTensors(data::BuildDocSplitBatch(documents, {8, 12}, nullptr, 5, 0), torch::kCPU);
+  ASSERT_FALSE(torch::equal(masked.tokens, clean.tokens));
+  const auto views = smith->ForwardViews(masked, true);
+  EXPECT_TRUE(torch::allclose(views.vectors, smith->ForwardViews(clean, false).vectors, 1e-6, 1e-7));
+  EXPECT_FALSE(torch::allclose(views.vectors, smith->encoder(masked.tokens, masked.block_mask), 1e-3, 1e-4))
+      << "the masks should change a masked forward's vectors, or this test proves nothing";
+  const auto [unused_total, lm, unused_block] = smith->Loss(masked, false);
+  EXPECT_NEAR(smith->LanguageModelLoss(views.lm_hidden, views.lm_labels).item<double>(), lm.item<double>(), 1e-6);
+
+  MatchBertConfig m;
+  m.vocab_size = 1005;
+  m.hidden = 16;
+  m.heads = 2;
+  m.intermediate = 32;
+  m.layers = 1;
+  m.max_tokens = 32;
+  m.dropout = 0.0;
+  FlatPretraining flat(FlatEncoder(m), m);
+  const data::FlatBatch flat_masked = data::BuildFlatDocSplitBatch(documents, m.Flat(), &masks, 5, 0);
+  const data::FlatBatch flat_clean = data::BuildFlatDocSplitBatch(documents, m.Flat(), nullptr, 5, 0);
+  ASSERT_NE(flat_masked.tokens, flat_clean.tokens);
+  const auto flat_views = flat->ForwardViews(flat_masked, torch::kCPU, true);
+  EXPECT_TRUE(
+      torch::allclose(flat_views.vectors, flat->ForwardViews(flat_clean, torch::kCPU, false).vectors, 1e-6, 1e-7));
+  const auto plain = flat->forward(flat_masked, torch::kCPU);
+  EXPECT_FALSE(torch::allclose(flat_views.vectors, plain.vectors, 1e-3, 1e-4));
+  EXPECT_TRUE(torch::equal(flat_views.lm_labels, plain.lm_labels));
+  EXPECT_TRUE(torch::allclose(flat_views.lm_hidden, plain.lm_hidden, 1e-6, 1e-7));
 }
 
 }  // namespace
