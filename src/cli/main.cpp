@@ -2,7 +2,9 @@
 // This file wires the subcommands together; each lives in its own file.
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
@@ -10,6 +12,39 @@
 #include "data/corpus/hdf5_util.h"
 #include "dist/build_info.h"
 #include "dist/runtime.h"
+
+namespace {
+
+// Edits (insert, delete, substitute, swap neighbours) between a and b.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The first word that is neither an option nor --config's value: the
+// command the user meant to run, or empty.
+std::string CommandWord(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--config") {
+      ++i;
+    } else if (word.empty() || word[0] != '-') {
+      return word;
+    }
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
@@ -51,6 +86,27 @@ int main(int argc, char** argv) {
       docmatch::cli::AddEncodeCommand(&app),   docmatch::cli::AddSearchCommand(&app),
   };
   for (const auto& command : commands) command.app->fallthrough();
+
+  // An unknown command word: name it and the nearest command, instead of
+  // CLI11's "A subcommand is required".
+  const std::string word = CommandWord(argc, argv);
+  const bool known = std::any_of(commands.begin(), commands.end(), [&](const docmatch::cli::Command& command) {
+    return command.app->get_name() == word;
+  });
+  if (!word.empty() && !known) {
+    std::string nearest, names;
+    size_t best = word.size();
+    for (const auto& command : commands) {
+      const std::string& name = command.app->get_name();
+      names += (names.empty() ? "" : ", ") + name;
+      const size_t distance = EditDistance(word, name);
+      if (distance < best) best = distance, nearest = name;
+    }
+    std::cerr << "docmatch: error: unknown command '" << word << "'";
+    if (!nearest.empty() && best <= 2) std::cerr << "; did you mean '" << nearest << "'?";
+    std::cerr << "\ncommands: " << names << " (docmatch --help tells what each does)" << std::endl;
+    return 2;
+  }
 
   try {
     app.parse(argc, argv);

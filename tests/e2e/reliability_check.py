@@ -23,6 +23,7 @@ table promises:
   * eval with an empty test-pair file and an empty relevance file fails;
   * prepare's report of repaired UTF-8 keeps its count apart from its name;
   * every error above (one rank, no mpirun) comes without MPI's abort banner;
+  * a misspelt command ("pretrian") is named with the nearest one, exit 2;
   * SIGTERM to launch/pretrain.sh (2 ranks under mpirun): every rank
     checkpoints and the script exits 75, as a one-process run does;
   * a full disk (a small tmpfs; skipped where it cannot be mounted) during a
@@ -278,6 +279,10 @@ def empty_inputs(c):
                     c.path("eval-empty"), "--no-progress"], fail=True)
     check(f"relevance file '{empty}' holds no query" in output, "eval on no queries:\n" + output[-1500:])
     check(not os.path.exists(c.path("eval-empty", "metrics.json")), "eval wrote metrics of nothing")
+    # A misspelt command is named with the nearest one, exit 2.
+    result = subprocess.run([c.docmatch, "pretrian", "--steps", "5"], capture_output=True, text=True)
+    check(result.returncode == 2 and "unknown command 'pretrian'; did you mean 'pretrain'?" in result.stderr,
+          f"a misspelt command: exit {result.returncode}, {result.stderr}")
 
 
 def repaired_report(c):
