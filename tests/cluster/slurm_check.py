@@ -4,6 +4,7 @@
   * every script passes `bash -n`; each launch script's --dry-run prints the
     mpirun command expected for its options;
   * launch/pipeline.sh --local runs pretrain -> finetune -> eval on 2 ranks;
+    --pretrain-flags reach pretrain alone, flags after -- every stage;
   * cluster/single-node.sbatch under a faked Slurm (SLURM_* variables, `srun`
     a shim that runs mpirun with SLURM_NTASKS ranks, `scontrol` a recorder):
     a warning signal to the job script (what --signal=B:USR1 sends) leaves a
@@ -89,8 +90,13 @@ def dry_runs(docmatch, configs):
 def pipeline(docmatch, configs, scratch):
     env = dict(os.environ, DOCMATCH_BIN=docmatch)
     out = run(["launch/pipeline.sh", "--pretrain-config", configs["pretrain"], "--finetune-config",
-               configs["finetune"], "--eval-config", configs["eval"], "--local", "--", "--no-progress"], env).stdout
+               configs["finetune"], "--eval-config", configs["eval"], "--local", "--pretrain-flags", "--log-every 1",
+               "--", "--no-progress"], env).stdout
     check(out.count("[launch] mpirun -np 2") == 3 and "[pipeline] done" in out, out[-2000:])
+    # A stage's own flags reach that stage only (eval would refuse --log-every).
+    lines = [l for l in out.splitlines() if l.startswith("[launch] mpirun")]
+    check("--log-every 1" in lines[0] and all("--log-every" not in l for l in lines[1:]) and
+          all("--no-progress" in l for l in lines), "per-stage flags:\n" + "\n".join(lines))
     metrics = json.load(open(os.path.join(scratch, "pipe", "eval", "metrics.json")))
     check(metrics["classification"]["test"]["pairs"] > 0 and "mrr" in metrics["ranking"], "no eval metrics")
     return metrics["classification"]["test"]["accuracy"]
