@@ -85,7 +85,16 @@ int main(int argc, char** argv) {
       docmatch::cli::AddImportCommand(&app),   docmatch::cli::AddTokenizeCommand(&app),
       docmatch::cli::AddEncodeCommand(&app),   docmatch::cli::AddSearchCommand(&app),
   };
-  for (const auto& command : commands) command.app->fallthrough();
+  for (const auto& command : commands) {
+    command.app->fallthrough();
+    // The parent's options work after the command too; say so where users look.
+    const std::string& name = command.app->get_name();
+    command.app->footer("\nAlso: --config FILE reads these long options from the `" + name +
+                        ":` section of a YAML file (flags given here override it; configs/ has examples);\n"
+                        "--dump-config prints the resolved options and exits; --verbose shows HDF5's own error stack.\n"
+                        "  docmatch " +
+                        name + " --config FILE --dump-config\n");
+  }
 
   // An unknown command word: name it and the nearest command, instead of
   // CLI11's "A subcommand is required".

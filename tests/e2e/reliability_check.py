@@ -23,7 +23,8 @@ table promises:
   * eval with an empty test-pair file and an empty relevance file fails;
   * prepare's report of repaired UTF-8 keeps its count apart from its name;
   * every error above (one rank, no mpirun) comes without MPI's abort banner;
-  * a misspelt command ("pretrian") is named with the nearest one, exit 2;
+  * a misspelt command ("pretrian") is named with the nearest one, exit 2,
+    and every command's --help names --config and --dump-config;
   * SIGTERM to launch/pretrain.sh (2 ranks under mpirun): every rank
     checkpoints and the script exits 75, as a one-process run does;
   * a full disk (a small tmpfs; skipped where it cannot be mounted) during a
@@ -283,6 +284,11 @@ def empty_inputs(c):
     result = subprocess.run([c.docmatch, "pretrian", "--steps", "5"], capture_output=True, text=True)
     check(result.returncode == 2 and "unknown command 'pretrian'; did you mean 'pretrain'?" in result.stderr,
           f"a misspelt command: exit {result.returncode}, {result.stderr}")
+    # Every command's --help teaches the config file (a parent option CLI11 leaves out).
+    for command in ("prepare", "inspect", "pretrain", "finetune", "embed", "eval", "export", "import-hf",
+                    "tokenize", "encode", "search"):
+        text = subprocess.run([c.docmatch, command, "--help"], capture_output=True, text=True).stdout
+        check(f"`{command}:` section" in text and "--dump-config" in text, f"{command} --help:\n{text[-600:]}")
 
 
 def repaired_report(c):
