@@ -285,6 +285,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   synchronizer.BroadcastParameters();
   std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(model->module(), options.optimizer);
   TrainingRun run(options.run, options.keep_last, communicator, device);
+  run.set_console_lines(!options.progress);
   torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));  // dropout, per rank
   const std::optional<ResumedState> resumed = run.Resume(options.resume, model->module(), *optimizer);
 

@@ -125,6 +125,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   synchronizer.BroadcastParameters();
   std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(task.module, options.optimizer);
   TrainingRun run(options.run, options.keep_last, communicator, device);
+  run.set_console_lines(!options.progress);
   std::vector<Batch> valid_batches;
   if (!options.valid_corpus.empty()) {
     const data::Corpus valid(options.valid_corpus);

@@ -16,6 +16,9 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
 
 #include "io/checksums.h"
 #include "io/file_writer.h"
@@ -348,6 +351,18 @@ void TrainingRun::Log(int64_t step, const std::string& prefix, const std::map<st
   }
   metrics_ << line.dump() << "\n" << std::flush;
   events_->Flush();
+  if (console_lines_) {
+    // "[train] step 50  loss 2.306  infonce 2.01  lm 7.1  lr 0.0005  docs_per_s 41.2": the
+    // loss first, phase timings left to metrics.jsonl.
+    std::ostringstream text;
+    text << "[" << prefix << "] step " << step;
+    if (values.count("loss")) text << "  loss " << std::setprecision(5) << values.at("loss");
+    for (const auto& [name, value] : values) {
+      if (name == "loss" || name.rfind("time/", 0) == 0) continue;
+      text << "  " << name << " " << std::setprecision(4) << value;
+    }
+    std::cerr << text.str() << std::endl;
+  }
 }
 
 double TrainingRun::Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,

@@ -148,8 +148,12 @@ class TrainingRun {
   bool StopRequested(int64_t step);
 
   // Rank 0: one JSON line in <run>/metrics.jsonl and TensorBoard scalars
-  // "<prefix>/<name>"; other ranks do nothing.
+  // "<prefix>/<name>"; with console lines on, the same values as one plain
+  // line on stderr. Other ranks do nothing.
   void Log(int64_t step, const std::string& prefix, const std::map<std::string, double>& values);
+  // Console lines for Log: on where no progress bar shows the loss
+  // (--no-progress, batch jobs and their logs).
+  void set_console_lines(bool on) { console_lines_ = on; }
 
   // Averages the gradients (Finalize), clips, sets the scheduled learning
   // rate for `step` and steps; returns the learning rate used. With a timer,
@@ -180,6 +184,7 @@ class TrainingRun {
   io::CheckpointDirectory checkpoints_;
   std::unique_ptr<io::EventWriter> events_;
   std::ofstream metrics_;
+  bool console_lines_ = false;
 };
 
 }  // namespace docmatch::train

@@ -133,8 +133,13 @@ def run_lock(c):
 
 def resumed_logs(c):
     run = c.path("resumed")
-    c.run(c.pretrain(run, 6))
+    output = c.run(c.pretrain(run, 6))
     before = metrics(run)
+    # --no-progress (what cluster jobs pass): each metrics line also reaches
+    # the console, with the loss metrics.jsonl holds.
+    for line in before:
+        check(re.search(rf"\[train\] step {line['step']}  loss {line['train/loss']:.5g}  ", output),
+              f"no console line for step {line['step']} (loss {line['train/loss']}):\n{output[-1500:]}")
     # A crash after step 6's metrics line and before its checkpoint: the run
     # resumes from step 4 and logs steps 5 and 6 again.
     shutil.rmtree(os.path.join(run, "step-6"))
