@@ -44,22 +44,27 @@ def ring_gather(per_rank, ranks, bandwidth, latency):
     return (ranks - 1) * (latency + per_rank / bandwidth)
 
 
-def link(ranks, args):
-    """Bandwidth (bytes/s) and per-hop latency (s) of a flat ring's slowest hop."""
-    if ranks <= args.gpus_per_node:
-        return args.nvlink_gbps * 1e9, args.nvlink_latency_us * 1e-6
+def nvlink(args):
+    """Bandwidth (bytes/s) and per-hop latency (s) inside a node."""
+    return args.nvlink_gbps * 1e9, args.nvlink_latency_us * 1e-6
+
+
+def infiniband(args):
+    """Bandwidth (bytes/s) and per-hop latency (s) between nodes."""
     return args.ib_gbps * 1e9, args.ib_latency_us * 1e-6
+
+
+def link(ranks, args):
+    """The slowest hop of a flat ring over `ranks` GPUs."""
+    return nvlink(args) if ranks <= args.gpus_per_node else infiniband(args)
 
 
 def all_reduce(size, ranks, args, hierarchical):
     if not hierarchical or ranks <= args.gpus_per_node:
         return ring_all_reduce(size, ranks, *link(ranks, args))
     local = args.gpus_per_node
-    nodes = ranks // local
-    nv = (args.nvlink_gbps * 1e9, args.nvlink_latency_us * 1e-6)
-    ib = (args.ib_gbps * 1e9, args.ib_latency_us * 1e-6)
-    inside = 2 * ring_gather(size / local, local, *nv)  # reduce-scatter + all-gather
-    across = ring_all_reduce(size / local, nodes, *ib)
+    inside = 2 * ring_gather(size / local, local, *nvlink(args))  # reduce-scatter + all-gather
+    across = ring_all_reduce(size / local, ranks // local, *infiniband(args))
     return inside + across
 
 
@@ -67,13 +72,10 @@ def gather(per_rank, ranks, args, hierarchical):
     """All-gather (or reduce-scatter) of the global negatives, `per_rank` bytes a rank."""
     if not hierarchical or ranks <= args.gpus_per_node:
         return ring_gather(per_rank, ranks, *link(ranks, args))
-    local = args.gpus_per_node
-    nodes = ranks // local
-    nv = (args.nvlink_gbps * 1e9, args.nvlink_latency_us * 1e-6)
-    ib = (args.ib_gbps * 1e9, args.ib_latency_us * 1e-6)
+    local, nodes = args.gpus_per_node, ranks // args.gpus_per_node
     # Across nodes between GPUs of the same local rank (each on its own NIC),
     # then the node's GPUs share what each gathered.
-    return ring_gather(per_rank, nodes, *ib) + ring_gather(per_rank * nodes, local, *nv)
+    return ring_gather(per_rank, nodes, *infiniband(args)) + ring_gather(per_rank * nodes, local, *nvlink(args))
 
 
 def exposed_sync(ranks, backward, args, hierarchical, bytes_per_value):

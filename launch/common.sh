@@ -49,18 +49,19 @@ launch_fail() { echo "launch: $*" >&2; exit 2; }
 # Resolves defaults once every option is read.
 launch_finish_options() {
   case "$LAUNCH_DEVICE" in cpu | cuda | auto) ;; *) launch_fail "--device is auto, cpu or cuda, not '$LAUNCH_DEVICE'" ;; esac
+  # This host's GPUs, for auto and for --np's default.
+  local gpus=0
+  if command -v nvidia-smi > /dev/null; then gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU') || gpus=0; fi
   if [ "$LAUNCH_DEVICE" = auto ]; then
     LAUNCH_DEVICE=cpu
-    if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then LAUNCH_DEVICE=cuda; fi
+    [ "$gpus" -eq 0 ] || LAUNCH_DEVICE=cuda
   fi
   if [ "$LAUNCH_LOCAL" = 1 ]; then
     LAUNCH_NP="${LAUNCH_NP:-2}" LAUNCH_OVERSUBSCRIBE=1 LAUNCH_THREADS="${LAUNCH_THREADS:-1}" LAUNCH_DEVICE=cpu
   fi
   if [ -z "$LAUNCH_NP" ]; then
     LAUNCH_NP=1
-    if [ "$LAUNCH_DEVICE" = cuda ] && command -v nvidia-smi > /dev/null; then
-      LAUNCH_NP=$(nvidia-smi -L | grep -c '^GPU') || LAUNCH_NP=1
-    fi
+    [ "$LAUNCH_DEVICE" != cuda ] || [ "$gpus" -eq 0 ] || LAUNCH_NP=$gpus
   fi
   [[ "$LAUNCH_NP" =~ ^[1-9][0-9]*$ ]] || launch_fail "--np must be a positive number, not '$LAUNCH_NP'"
   [ -z "$LAUNCH_HOSTFILE" ] || [ -f "$LAUNCH_HOSTFILE" ] || launch_fail "hostfile $LAUNCH_HOSTFILE does not exist"

@@ -39,18 +39,10 @@ int RunDistributed(const DistributedFlags& flags,
   dist::SetUpRankLogging(mpi.rank(), flags.log_dir);
   return dist::RunOnAllRanks([&] {
     // NCCL cannot put two ranks on one GPU; MPI can (staged through host
-    // memory). So sharing is allowed where the backend is MPI or still open.
-    const bool may_share = flags.backend == "mpi" || (flags.backend == "auto" && flags.device == "auto");
-    const dist::Placement placement = dist::DiscoverPlacement(flags.device, may_share);
-    std::string backend = flags.backend;
-    if (backend == "auto" && placement.gpus_shared) {
-      backend = "mpi";
-      if (placement.rank == 0) {
-        LOG(WARNING) << "[dist] " << placement.local_size << " ranks on this node share " << torch::cuda::device_count()
-                     << " GPU(s): using the MPI backend (one rank per GPU would use NCCL)";
-      }
-    }
-    std::unique_ptr<dist::Communicator> communicator = dist::MakeCommunicator(backend, placement.device);
+    // memory), so ranks may share GPUs unless NCCL was asked for.
+    const dist::Placement placement = dist::DiscoverPlacement(flags.device, flags.backend != "nccl");
+    std::unique_ptr<dist::Communicator> communicator =
+        dist::MakeCommunicator(flags.backend, placement.device, placement.gpus_shared);
     communicator->set_timeout(std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout * 1000)));
     return body(*communicator, placement.device);
   });

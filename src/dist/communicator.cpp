@@ -15,10 +15,11 @@
 
 namespace docmatch::dist {
 
+bool PollBackoff::hot() const { return std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(5); }
+
 void PollBackoff::Pause() {
-  constexpr auto kHot = std::chrono::milliseconds(5);
   constexpr auto kLongest = std::chrono::microseconds(1000);
-  if (std::chrono::steady_clock::now() - start_ < kHot) {
+  if (hot()) {
     std::this_thread::yield();
     return;
   }
@@ -65,11 +66,12 @@ torch::Tensor Communicator::AllGatherUneven(const torch::Tensor& input, std::vec
   return output;
 }
 
-std::unique_ptr<Communicator> MakeCommunicator(const std::string& backend, const torch::Device& device) {
+std::unique_ptr<Communicator> MakeCommunicator(const std::string& backend, const torch::Device& device,
+                                               bool gpus_shared) {
   std::string chosen = backend;
   if (chosen == "auto") {
 #ifdef DOCMATCH_HAS_NCCL
-    chosen = device.is_cuda() ? "nccl" : "mpi";
+    chosen = device.is_cuda() && !gpus_shared ? "nccl" : "mpi";
 #else
     chosen = "mpi";
 #endif
@@ -89,7 +91,8 @@ std::unique_ptr<Communicator> MakeCommunicator(const std::string& backend, const
   }
   if (communicator->rank() == 0) {
     LOG(INFO) << "[dist] " << communicator->size() << " ranks, backend " << communicator->backend() << " on "
-              << device.str() << ", host allocator " << HostAllocator();
+              << device.str() << (gpus_shared ? " (GPUs shared by this node's ranks)" : "") << ", host allocator "
+              << HostAllocator();
   }
   return communicator;
 }

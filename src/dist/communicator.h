@@ -39,6 +39,8 @@ using WorkHandle = std::shared_ptr<Work>;
 class PollBackoff {
  public:
   void Pause();
+  // Still in the first, hot milliseconds.
+  bool hot() const;
 
  private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
@@ -88,8 +90,11 @@ class Communicator {
   std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
 };
 
-// "mpi", "nccl", or "auto" (NCCL for CUDA devices when compiled in, else MPI).
-// Logs the choice. Needs MPI initialised (see runtime.h).
-std::unique_ptr<Communicator> MakeCommunicator(const std::string& backend, const torch::Device& device);
+// "mpi", "nccl", or "auto": NCCL for a CUDA device when compiled in and no
+// other rank of this node shares the GPU (`gpus_shared`, Placement's; NCCL
+// refuses two ranks on one GPU), else MPI. Logs the choice. Needs MPI
+// initialised (see runtime.h).
+std::unique_ptr<Communicator> MakeCommunicator(const std::string& backend, const torch::Device& device,
+                                               bool gpus_shared = false);
 
 }  // namespace docmatch::dist

@@ -134,10 +134,6 @@ MpiCommunicator::MpiCommunicator(MPI_Comm base) {
   probe_ = std::make_shared<PeerProbe>(base);
 }
 
-Pending MpiCommunicator::Start(std::string what) {
-  return {std::move(what), probe_->Number(), rank_, timeout_, probe_};
-}
-
 MpiCommunicator::~MpiCommunicator() {
   int finalised = 0;
   MPI_Finalized(&finalised);
@@ -147,7 +143,7 @@ MpiCommunicator::~MpiCommunicator() {
 WorkHandle MpiCommunicator::AllReduceAsync(torch::Tensor tensor) {
   Staged staged = Stage(tensor, /*copy_in=*/true, /*copy_out=*/true);
   const MpiType type = TypeOf(tensor);
-  auto work = std::make_shared<MpiWork>(Start(Describe("all_reduce", tensor)),
+  auto work = std::make_shared<MpiWork>(probe_->Start(Describe("all_reduce", tensor), timeout_),
                                         std::vector<torch::Tensor>{tensor, staged.host}, staged.finish);
   MPI_Iallreduce(MPI_IN_PLACE, staged.host.data_ptr(), Count(tensor.numel(), "all_reduce"), type.type, type.sum, comm_,
                  work->request());
@@ -160,7 +156,7 @@ WorkHandle MpiCommunicator::AllGatherAsync(torch::Tensor input, torch::Tensor ou
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "[dist] all_gather: dtypes differ");
   Staged in = Stage(input.contiguous(), true, false), out = Stage(output, false, true);
   const MpiType type = TypeOf(input);
-  auto work = std::make_shared<MpiWork>(Start(Describe("all_gather", input)),
+  auto work = std::make_shared<MpiWork>(probe_->Start(Describe("all_gather", input), timeout_),
                                         std::vector<torch::Tensor>{input, output, in.host, out.host}, out.finish);
   const int count = Count(input.numel(), "all_gather");
   MPI_Iallgather(in.host.data_ptr(), count, type.type, out.host.data_ptr(), count, type.type, comm_, work->request());
@@ -188,7 +184,7 @@ WorkHandle MpiCommunicator::AllGatherUnevenAsync(torch::Tensor input, torch::Ten
   const MpiType type = TypeOf(input);
   // Non-blocking MPI may read the count arrays until completion: the work owns them.
   auto arrays = std::make_shared<std::pair<std::vector<int>, std::vector<int>>>(receive, displacement);
-  auto work = std::make_shared<MpiWork>(Start(Describe("all_gather (uneven)", input)),
+  auto work = std::make_shared<MpiWork>(probe_->Start(Describe("all_gather (uneven)", input), timeout_),
                                         std::vector<torch::Tensor>{input, output, in.host, out.host},
                                         [arrays, finish = out.finish] {
                                           if (finish) finish();
@@ -214,7 +210,7 @@ WorkHandle MpiCommunicator::ReduceScatterUnevenAsync(torch::Tensor input, torch:
   Staged in = Stage(input.contiguous(), true, false), out = Stage(output, false, true);
   const MpiType type = TypeOf(input);
   auto arrays = std::make_shared<std::vector<int>>(receive);
-  auto work = std::make_shared<MpiWork>(Start(Describe("reduce_scatter", input)),
+  auto work = std::make_shared<MpiWork>(probe_->Start(Describe("reduce_scatter", input), timeout_),
                                         std::vector<torch::Tensor>{input, output, in.host, out.host},
                                         [arrays, finish = out.finish] {
                                           if (finish) finish();
@@ -228,14 +224,14 @@ WorkHandle MpiCommunicator::BroadcastAsync(torch::Tensor tensor, int root) {
   TORCH_CHECK(root >= 0 && root < size_, "[dist] broadcast from rank ", root, " of ", size_);
   Staged staged = Stage(tensor, rank_ == root, true);
   const MpiType type = TypeOf(tensor);
-  auto work = std::make_shared<MpiWork>(Start(Describe("broadcast", tensor)),
+  auto work = std::make_shared<MpiWork>(probe_->Start(Describe("broadcast", tensor), timeout_),
                                         std::vector<torch::Tensor>{tensor, staged.host}, staged.finish);
   MPI_Ibcast(staged.host.data_ptr(), Count(tensor.numel(), "broadcast"), type.type, root, comm_, work->request());
   return work;
 }
 
 WorkHandle MpiCommunicator::BarrierAsync() {
-  auto work = std::make_shared<MpiWork>(Start("barrier"), std::vector<torch::Tensor>{}, nullptr);
+  auto work = std::make_shared<MpiWork>(probe_->Start("barrier", timeout_), std::vector<torch::Tensor>{}, nullptr);
   MPI_Ibarrier(comm_, work->request());
   return work;
 }

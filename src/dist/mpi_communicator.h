@@ -14,7 +14,6 @@
 namespace docmatch::dist {
 
 class PeerProbe;
-struct Pending;
 
 class MpiCommunicator : public Communicator {
  public:
@@ -34,9 +33,6 @@ class MpiCommunicator : public Communicator {
   WorkHandle BarrierAsync() override;
 
  private:
-  // Numbers the collective `what` and bundles what its wait needs.
-  Pending Start(std::string what);
-
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::shared_ptr<PeerProbe> probe_;
   int rank_ = 0, size_ = 1;

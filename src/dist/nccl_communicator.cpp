@@ -108,8 +108,7 @@ WorkHandle NcclCommunicator::Launch(const std::string& what, const std::vector<t
   at::cuda::CUDAEvent ready;
   ready.record(c10::cuda::getCurrentCUDAStream(device_.index()));
   ready.block(stream_);
-  auto work =
-      std::make_shared<NcclWork>(Pending{what, probe_->Number(), rank_, timeout_, probe_}, comm_, device_, tensors);
+  auto work = std::make_shared<NcclWork>(probe_->Start(what, timeout_), comm_, device_, tensors);
   enqueue(stream_.stream());
   work->done().record(stream_);
   return work;

@@ -25,6 +25,11 @@ struct Answer {
 
 double Seconds(std::chrono::milliseconds d) { return std::chrono::duration<double>(d).count(); }
 
+// How long a timed-out rank waits for its peers' answers.
+std::chrono::milliseconds SurveyGrace(std::chrono::milliseconds timeout) {
+  return std::clamp(timeout / 4, std::chrono::milliseconds(1000), std::chrono::milliseconds(10000));
+}
+
 }  // namespace
 
 PeerProbe::PeerProbe(MPI_Comm base) {
@@ -37,6 +42,10 @@ PeerProbe::~PeerProbe() {
   int finalised = 0;
   MPI_Finalized(&finalised);
   if (!finalised && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+Pending PeerProbe::Start(std::string what, std::chrono::milliseconds timeout) {
+  return {std::move(what), ++started_, timeout, shared_from_this()};
 }
 
 void PeerProbe::Answer(int64_t number, const std::string& what) {
@@ -119,21 +128,19 @@ std::string PeerProbe::Survey(int64_t number, const std::string& what, std::chro
   return report.str();
 }
 
-std::chrono::milliseconds SurveyGrace(std::chrono::milliseconds timeout) {
-  return std::clamp(timeout / 4, std::chrono::milliseconds(1000), std::chrono::milliseconds(10000));
-}
-
 void WaitOrAbort(const Pending& pending, const std::function<bool()>& done,
                  const std::function<void()>& abort_backend) {
+  // Questions come only from a peer that timed out, so answering them can
+  // wait until the collective is no longer about to complete: the hot
+  // polling stays one MPI call per turn.
   const auto deadline = std::chrono::steady_clock::now() + pending.timeout;
   PollBackoff backoff;
   while (!done()) {
-    if (pending.probe) pending.probe->Answer(pending.number, pending.what);
+    if (!backoff.hot()) pending.probe->Answer(pending.number, pending.what);
     if (std::chrono::steady_clock::now() > deadline) {
-      const std::string peers =
-          pending.probe ? pending.probe->Survey(pending.number, pending.what, SurveyGrace(pending.timeout)) : "";
-      LOG(ERROR) << "[dist] rank " << pending.rank << ": " << pending.what << " (collective #" << pending.number
-                 << ") did not complete within " << Seconds(pending.timeout) << " s." << peers
+      const std::string peers = pending.probe->Survey(pending.number, pending.what, SurveyGrace(pending.timeout));
+      LOG(ERROR) << "[dist] rank " << pending.probe->rank() << ": " << pending.what << " (collective #"
+                 << pending.number << ") did not complete within " << Seconds(pending.timeout) << " s." << peers
                  << " Aborting the job (--collective-timeout sets the limit).";
       google::FlushLogFiles(google::GLOG_INFO);
       if (abort_backend) abort_backend();

@@ -17,7 +17,9 @@
 
 namespace docmatch::dist {
 
-class PeerProbe {
+struct Pending;
+
+class PeerProbe : public std::enable_shared_from_this<PeerProbe> {
  public:
   // A private duplicate of `base` (collective: every rank of `base` calls it).
   explicit PeerProbe(MPI_Comm base);
@@ -25,8 +27,9 @@ class PeerProbe {
   PeerProbe(const PeerProbe&) = delete;
   PeerProbe& operator=(const PeerProbe&) = delete;
 
-  // The number of a collective as it starts: 1, 2, ...
-  int64_t Number() { return ++started_; }
+  // A collective as it starts: numbered 1, 2, ... with what its wait needs.
+  Pending Start(std::string what, std::chrono::milliseconds timeout);
+  int rank() const { return rank_; }
   // Answers the questions that have arrived: this rank waits in collective
   // `number`, described by `what`.
   void Answer(int64_t number, const std::string& what);
@@ -45,18 +48,14 @@ class PeerProbe {
 struct Pending {
   std::string what;  // "all_reduce of 4096 bytes (Float)"
   int64_t number = 0;
-  int rank = 0;
   std::chrono::milliseconds timeout{0};
   std::shared_ptr<PeerProbe> probe;
 };
 
 // Polls `done` (with PollBackoff) until it returns true, answering peers'
-// questions. Past the timeout: surveys the peers, logs which rank stalls and
+// questions once past the first hot milliseconds. Past the timeout: surveys the peers, logs which rank stalls and
 // where everyone waits, runs `abort_backend` (may be empty) and aborts the
 // job with exit code 3.
 void WaitOrAbort(const Pending& pending, const std::function<bool()>& done, const std::function<void()>& abort_backend);
-
-// How long a timed-out rank waits for its peers' answers.
-std::chrono::milliseconds SurveyGrace(std::chrono::milliseconds timeout);
 
 }  // namespace docmatch::dist

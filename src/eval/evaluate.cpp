@@ -32,7 +32,8 @@ struct Scorer {
   torch::Tensor vectors;                      // (N, D)
   std::vector<model::DocumentSentences> sdr;  // (N,) SDR only
   bool normalize = false;
-  std::vector<int64_t> sdr_pool;          // SDR pairs: a seeded sample of documents to score targets among
+  std::vector<int64_t> sdr_pool;          // SDR pairs: a seeded sample, pool_size + 2 long (or the whole file)
+  size_t pool_size = 0;                   // documents a pair's target is scored among
   const LexicalIndex* lexical = nullptr;  // hybrid: (1 - w) * dense cosine + w * TF-IDF cosine
   double lexical_weight = 0;              // w
 
@@ -42,7 +43,8 @@ struct Scorer {
     if (hierarchical() && normalize && !sdr_pool.empty()) {
       std::vector<model::DocumentSentences> pool;
       for (int64_t d : sdr_pool) {
-        if (d != source && d != target && pool.size() + 2 < sdr_pool.size()) pool.push_back(sdr[d]);
+        if (pool.size() == pool_size) break;
+        if (d != source && d != target) pool.push_back(sdr[d]);  // never the pair's own documents
       }
       return SdrPairScore(sdr[source], sdr[target], pool, true);
     }
@@ -291,6 +293,7 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& com
       random.Shuffle(&sample);
       sample.resize(std::min<int64_t>(file.size(), options.sdr_pair_pool + 2));
       scorer.sdr_pool = std::move(sample);
+      scorer.pool_size = static_cast<size_t>(options.sdr_pair_pool);
       score += " (pairs among " + std::to_string(options.sdr_pair_pool) + " documents)";
     }
   }

@@ -25,9 +25,7 @@ class SmithModel : public DocumentModel {
  public:
   explicit SmithModel(const ModelConfig& config) : DocumentModel(config), encoder_(config.smith) {}
   torch::nn::Module& module() override { return *encoder_; }
-  int64_t dimension() const override {
-    return config().smith.combine == "normal" ? config().smith.hidden : 2 * config().smith.hidden;
-  }
+  int64_t dimension() const override { return encoder_->dimension(); }
   torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
     const data::BlockOptions blocks{config().smith.block_length, config().smith.max_blocks};
     const BlockTensors t = ToTensors(data::BuildBlockBatch(documents, blocks, nullptr, 0), device);

@@ -279,9 +279,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
               training.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ", global_batch,
               " (ranks x --batch-size)");
 
-  dist::GradientSynchronizer synchronizer(
-      model->module().parameters(), communicator,
-      dist::SynchronizerOptions{static_cast<int64_t>(options.bucket_mb * (1 << 20)), options.bf16_gradients});
+  dist::GradientSynchronizer synchronizer(model->module().parameters(), communicator,
+                                          TrainingRun::Synchronizer(options));
   synchronizer.BroadcastParameters();
   std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(model->module(), options.optimizer);
   TrainingRun run(options.run, options.keep_last, communicator, device);

@@ -119,9 +119,7 @@ template <typename Batch>
 LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data::Corpus>& corpus, Task<Batch> task,
                 dist::Communicator& communicator, const torch::Device& device) {
   const int rank = communicator.rank(), world = communicator.size();
-  dist::GradientSynchronizer synchronizer(
-      task.module.parameters(), communicator,
-      dist::SynchronizerOptions{static_cast<int64_t>(options.bucket_mb * (1 << 20)), options.bf16_gradients});
+  dist::GradientSynchronizer synchronizer(task.module.parameters(), communicator, TrainingRun::Synchronizer(options));
   synchronizer.BroadcastParameters();
   std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(task.module, options.optimizer);
   TrainingRun run(options.run, options.keep_last, communicator, device);

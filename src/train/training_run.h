@@ -155,6 +155,12 @@ class TrainingRun {
   // (--no-progress, batch jobs and their logs).
   void set_console_lines(bool on) { console_lines_ = on; }
 
+  // The gradient synchronizer's options from the loop's --bucket-mb and
+  // --bf16-gradients.
+  static dist::SynchronizerOptions Synchronizer(const LoopOptions& options) {
+    return {static_cast<int64_t>(options.bucket_mb * (1 << 20)), options.bf16_gradients};
+  }
+
   // Averages the gradients (Finalize), clips, sets the scheduled learning
   // rate for `step` and steps; returns the learning rate used. With a timer,
   // the wait for the gradients is charged to "comm" and the update to

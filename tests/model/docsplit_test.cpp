@@ -14,6 +14,21 @@
 namespace docmatch::model {
 namespace {
 
+// A SMITH small enough to train in a test, dropout off.
+SmithConfig Small(int64_t vocab_size) {
+  SmithConfig c;
+  c.vocab_size = vocab_size;
+  c.hidden = 32;
+  c.heads = 2;
+  c.intermediate = 64;
+  c.sentence_layers = 1;
+  c.document_layers = 1;
+  c.block_length = 8;
+  c.max_blocks = 16;
+  c.dropout = 0.0;
+  return c;
+}
+
 TEST(DocSplitLoss, EqualsAFloat64HandComputation) {
   // Four views: halves (0, 2) of document 0 and (1, 3) of document 1.
   const std::vector<std::vector<double>> v = {{1, 0, 0}, {0.2, 1, 0}, {0.9, 0.1, 0.3}, {0, 0.8, -0.5}};
@@ -41,19 +56,10 @@ TEST(DocSplitLoss, EqualsAFloat64HandComputation) {
 
 TEST(DocSplit, SmithObjectiveGivesGradientsAndLearns) {
   torch::manual_seed(0);
-  SmithConfig c;
-  c.hidden = 32;
-  c.heads = 2;
-  c.intermediate = 64;
-  c.sentence_layers = 1;
-  c.document_layers = 1;
-  c.block_length = 8;
-  c.max_blocks = 16;
-  c.dropout = 0.0;
   data::testing::ScratchDir dir("docsplit-train");
   const testing::RealText gpl = testing::GplDocuments(dir, 6);
   if (gpl.documents.empty()) GTEST_SKIP() << "no GPL text on this machine";
-  c.vocab_size = gpl.vocab_size;
+  const SmithConfig c = Small(gpl.vocab_size);
   SmithPretraining model(SmithEncoder(c), c);
   std::vector<const data::Document*> documents;
   for (const auto& d : gpl.documents) documents.push_back(&d);
@@ -102,19 +108,10 @@ TEST(DocSplit, ContrastiveViewsAreCleanAndTheLanguageModelSeesTheMasks) {
   masks.masked_blocks = 0;
 
   torch::manual_seed(0);
-  SmithConfig c;
-  c.vocab_size = 1005;
-  c.hidden = 16;
-  c.heads = 2;
-  c.intermediate = 32;
-  c.sentence_layers = 1;
-  c.document_layers = 1;
-  c.block_length = 8;
-  c.max_blocks = 12;
-  c.dropout = 0.0;
+  const SmithConfig c = Small(1005);  // test_corpus.h's synthetic ids run to 1004
   SmithPretraining smith(SmithEncoder(c), c);
-  const BlockTensors masked = ToTensors(data::BuildDocSplitBatch(documents, {8, 12}, &masks, 5, 0), torch::kCPU);
-  const BlockTensors clean = ToTensors(data::BuildDocSplitBatch(documents, {8, 12}, nullptr, 5, 0), torch::kCPU);
+  const BlockTensors masked = ToTensors(data::BuildDocSplitBatch(documents, {8, 16}, &masks, 5, 0), torch::kCPU);
+  const BlockTensors clean = ToTensors(data::BuildDocSplitBatch(documents, {8, 16}, nullptr, 5, 0), torch::kCPU);
   ASSERT_FALSE(torch::equal(masked.tokens, clean.tokens));
   const auto views = smith->ForwardViews(masked, true);
   EXPECT_TRUE(torch::allclose(views.vectors, smith->ForwardViews(clean, false).vectors, 1e-6, 1e-7));
