@@ -60,7 +60,7 @@ trap 'rm -rf "$work"' EXIT
 for entry in "${configs[@]}"; do
   name=${entry%%=*} batch=${entry#*=}
   /usr/bin/time -f "%M" -o "$work/$name.rss" "${launch[@]}" "$BUILD"/src/docmatch pretrain --corpus "$corpus" \
-    --model "configs/models/$name.yaml" --objective wp+sp --run "$work/$name" --steps $((2 * steps)) \
+    --model-config "configs/models/$name.yaml" --objective wp+sp --run "$work/$name" --steps $((2 * steps)) \
     --log-every "$steps" --checkpoint-every 100000 --batch-size "$batch" --device "$device" \
     --precision "$precision" --time-split --fresh --no-progress > "$work/$name.log" 2>&1 ||
     { cat "$work/$name.log" >&2; exit 1; }

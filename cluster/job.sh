@@ -23,7 +23,7 @@ mkdir -p "$RUN_DIR/logs/$stage"
 case "$stage" in
   pretrain | finetune) paths=(--run "$RUN_DIR/$stage") ;;
   eval) paths=(--output "$RUN_DIR/eval") ;;
-  embed) mkdir -p "$RUN_DIR/embed" && paths=(--output "$RUN_DIR/embed/vectors.h5") ;;
+  embed) mkdir -p "$RUN_DIR/embed" && paths=(--output "$RUN_DIR/embed/vectors.h5" --overwrite) ;;  # a requeued job redoes it
   *) echo "[slurm] unknown stage '$stage' (pretrain, finetune, eval, embed)" >&2; exit 2 ;;
 esac
 export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"

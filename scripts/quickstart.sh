@@ -8,6 +8,7 @@
 #   finetune  contrastive, over the global batch plus a labelled negative
 #   eval      held-out pairs and ranking, beside TF-IDF on the same lists
 #   search    one page's nearest pages, as a table
+#   export    the fine-tuned model as a sentence-transformers / Hugging Face folder
 # Set DOCMATCH_RANKS=2 (or more) to run the fine-tuning under mpirun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ import=checkpoints/quickstart/minilm-import
 "$docmatch" import-hf "$models/all-minilm-l6-v2" --kind match_bert --max-tokens 256 --pooling mean \
   --output "$import" --overwrite
 "$docmatch" prepare --input data/manpages/articles.jsonl --output corpora/manpages-minilm \
-  --tokenizer "$import/tokenizer.model" --overwrite
+  --tokenizer "$import" --overwrite
 echo "[quickstart] one page decoded back from the shards:"
 "$docmatch" inspect corpora/manpages-minilm --doc printf.3 | sed -n 1,12p
 
@@ -65,3 +66,16 @@ EOF
 echo "[quickstart] the pages nearest to printf(3), by the fine-tuned model fused with TF-IDF:"
 "$docmatch" search --embeddings runs/quickstart/minilm-contrastive/embeddings.h5 --id printf.3 --top 8 \
   --exclude-self --lexical-weight 0.5
+
+echo "[quickstart] the fine-tuned model for the Python stack: models/manpages-minilm loads in"
+echo "            sentence-transformers and transformers with docmatch's vectors:"
+"$docmatch" export --model checkpoints/quickstart/minilm-contrastive/best --output models/manpages-minilm --overwrite
+"$venv_python" - <<'EOF2'
+import os
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer("models/manpages-minilm", device="cpu")
+a, b, c = model.encode(["format and print data", "formatted output conversion", "change file owner and group"])
+print(f"  SentenceTransformer('models/manpages-minilm'): {a.shape[0]}-d unit vectors; cosine('format and print "
+      f"data', 'formatted output conversion') = {a @ b:.3f}, with 'change file owner and group' = {a @ c:.3f}")
+EOF2

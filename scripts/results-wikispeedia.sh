@@ -46,11 +46,11 @@ quiet=(--no-progress)
 [ -t 2 ] && quiet=()
 
 pretrain() {  # row objective model
-  "${docmatch[@]}" pretrain --corpus $corpus --model "$models/$3.yaml" --objective "$2" --run "$ckpt/$1-pretrain" \
+  "${docmatch[@]}" pretrain --corpus $corpus --model-config "$models/$3.yaml" --objective "$2" --run "$ckpt/$1-pretrain" \
     --steps 1000 --batch-size 8 --lr 5e-4 --warmup-steps 100 --decay-steps 1000 --checkpoint-every 250 \
     --log-every 50 --seed 1 --fresh "${quiet[@]}"
 }
-finetune() {  # row (--init folder | --model yaml)
+finetune() {  # row (--init folder | --model-config yaml)
   local row=$1; shift
   "${docmatch[@]}" finetune --corpus $corpus "$@" --train-pairs $data/pairs.train.jsonl \
     --valid-pairs $data/pairs.valid.jsonl --run "$ckpt/$row-finetune" --loss bce --steps 600 --batch-size 16 --lr 1e-3 \
@@ -82,7 +82,7 @@ from_minilm() {  # row [import row]: import (configs/wikispeedia/<import row>.ya
   local imported=${2:-$1}
   build/src/docmatch import-hf "$minilm" --config "$models/$imported.yaml"
   [ -e $wp_corpus/manifest.json ] || build/src/docmatch prepare --config configs/prepare-wikispeedia.yaml \
-    --output $wp_corpus --tokenizer "$ckpt/$imported-import/tokenizer.model" "${quiet[@]}"
+    --output $wp_corpus --tokenizer "$ckpt/$imported-import" "${quiet[@]}"
   "${docmatch[@]}" finetune --config "$models/$1.yaml" --corpus $wp_corpus --init "$ckpt/$imported-import" --fresh \
     "${quiet[@]}"
   evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus
@@ -90,13 +90,13 @@ from_minilm() {  # row [import row]: import (configs/wikispeedia/<import row>.ya
 
 row() {
   case "$1" in
-    smith-np)    finetune "$1" --model $models/smith.yaml ;;
+    smith-np)    finetune "$1" --model-config $models/smith.yaml ;;
     smith-wp)    pretrain "$1" wp smith && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
     smith-wp+sp) pretrain "$1" wp+sp smith && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
     docsplit)    pretrain "$1" docsplit smith && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
-    match-bert)  finetune "$1" --model $models/match-bert.yaml ;;
-    smash)       finetune "$1" --model $models/smash.yaml ;;
-    han)         finetune "$1" --model $models/han.yaml ;;
+    match-bert)  finetune "$1" --model-config $models/match-bert.yaml ;;
+    smash)       finetune "$1" --model-config $models/smash.yaml ;;
+    han)         finetune "$1" --model-config $models/han.yaml ;;
     sdr)         pretrain "$1" sdr sdr && evaluate "$1" "$ckpt/$1-pretrain/latest" && return ;;
     sdr-raw)     # the same model and vectors, scored without the paper's z-score (the authors' public code)
                  evaluate "$1" "$ckpt/sdr-pretrain/latest" $corpus --embeddings "$out/sdr/embeddings.h5" \

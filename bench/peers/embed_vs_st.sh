@@ -25,7 +25,7 @@ head -n "$N" data/wikispeedia/articles.jsonl > "$work/articles.jsonl"
 build/src/docmatch import-hf "$MINILM" --output "$work/minilm" --chunks "$W" > /dev/null
 tp=$(date +%s.%N)
 build/src/docmatch prepare --input "$work/articles.jsonl" --output "$work/corpus" \
-  --tokenizer "$work/minilm/tokenizer.model" --no-progress > /dev/null 2>&1
+  --tokenizer "$work/minilm" --no-progress > /dev/null 2>&1
 prepare_s=$(awk -v a="$(date +%s.%N)" -v b="$tp" 'BEGIN { print a - b }')  # awk: no bc needed
 
 t0=$(date +%s.%N)

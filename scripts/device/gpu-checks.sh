@@ -45,16 +45,16 @@ tests() {
 
 train() {
   echo "[gpu-checks] NCCL, 1 rank" && "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" \
-    --model configs/models/smith-tiny.yaml --device cuda --backend nccl --precision bf16 --steps 30 --batch-size 16 \
+    --model-config configs/models/smith-tiny.yaml --device cuda --backend nccl --precision bf16 --steps 30 --batch-size 16 \
     --run /tmp/gpu-nccl > "$OUT/nccl.log" 2>&1
   tail -n 3 "$OUT/nccl.log"
   echo "[gpu-checks] 2 ranks sharing the GPU (MPI backend)" && "${mpi[@]}" -np 2 $bin pretrain "${common[@]}" \
-    --model configs/models/smith-tiny.yaml --device cuda --backend mpi --steps 30 --batch-size 8 --run /tmp/gpu-shared \
+    --model-config configs/models/smith-tiny.yaml --device cuda --backend mpi --steps 30 --batch-size 8 --run /tmp/gpu-shared \
     > "$OUT/shared.log" 2>&1
   tail -n 3 "$OUT/shared.log"
   for precision in bf16 fp32; do
     echo "[gpu-checks] SMITH paper config, $precision"
-    "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model configs/models/smith-paper.yaml --device cuda \
+    "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml --device cuda \
       --backend nccl --precision $precision --steps 60 --batch-size 32 --checkpoint-every 1000 \
       --run /tmp/gpu-$precision > "$OUT/$precision.log" 2>&1
     tail -n 2 "$OUT/$precision.log"

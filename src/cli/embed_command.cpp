@@ -1,4 +1,5 @@
 // `docmatch embed`: every document's vector to HDF5 (eval/embeddings.h).
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -18,14 +19,19 @@ Command AddEmbedCommand(CLI::App* app) {
   auto o = std::make_shared<eval::EmbedOptions>();
   auto flags = std::make_shared<DistributedFlags>();
   auto no_progress = std::make_shared<bool>(false);
-  sub->add_option("--model", o->model, "model folder")->required()->check(CLI::ExistingDirectory);
+  auto overwrite = std::make_shared<bool>(false);
+  sub->add_option("--model", o->model, "model folder")->required()->check(ModelFolder());
   sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
   sub->add_option("--output", o->output, "HDF5 file to write")->required();
   sub->add_option("--batch-size", o->batch_size, "documents per forward pass")->capture_default_str();
   AddDistributedFlags(sub, flags.get());
   sub->add_flag("--no-progress", *no_progress, "no progress bar");
-  return {sub, [o, flags, no_progress] {
+  sub->add_flag("--overwrite", *overwrite, "replace an existing --output");
+  return {sub, [o, flags, no_progress, overwrite] {
             o->progress = !*no_progress;
+            if (std::filesystem::exists(o->output) && !*overwrite) {
+              throw std::invalid_argument("[embed] '" + o->output + "' exists; pass --overwrite to replace it");
+            }
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
               const int64_t n = eval::RunEmbedding(*o, communicator, device);
               if (communicator.rank() == 0) std::cout << "[embed] " << n << " documents -> " << o->output << std::endl;

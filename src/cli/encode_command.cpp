@@ -119,13 +119,13 @@ Command AddEncodeCommand(CLI::App* app) {
       "  docmatch encode --model checkpoints/run/best --tokenizer corpora/wiki --input new.jsonl --output new.h5");
   sub->add_option("--model", flags->model, "model folder (a checkpoint, <run>/best, an import or an export)")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(ModelFolder());
   sub->add_option("--input", flags->input, "JSONL file or folder of .txt files ('-' = standard input)")
       ->capture_default_str();
   sub->add_option("--output", flags->output, "embeddings file (HDF5) instead of JSON lines on standard output");
   sub->add_flag("--overwrite", flags->overwrite, "replace an existing --output");
   sub->add_option("--tokenizer", flags->tokenizer,
-                  "tokenizer.model or the corpus folder the model was trained on, when the folder carries none "
+                  "the corpus folder the model was trained on (or its tokenizer file), when the folder carries none "
                   "(training checkpoints)");
   sub->add_option("--locale", flags->locale, "ICU locale for sentence rules, as given to `prepare`")
       ->capture_default_str();

@@ -25,7 +25,7 @@ Command AddEvalCommand(CLI::App* app) {
   auto flags = std::make_shared<DistributedFlags>();
   auto no_progress = std::make_shared<bool>(false);
   sub->add_option("--model", o->model, "model folder (leave out to score --embeddings made elsewhere by cosine)")
-      ->check(CLI::ExistingDirectory);
+      ->check(ModelFolder());
   sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
   sub->add_option("--embeddings", o->embeddings,
                   "an `embed` file of this model and corpus, or without --model vectors in corpus order from "
@@ -35,6 +35,10 @@ Command AddEvalCommand(CLI::App* app) {
       ->check(CLI::ExistingFile);
   sub->add_option("--test-pairs", o->test_pairs, "labelled pairs to classify")->check(CLI::ExistingFile);
   sub->add_option("--relevance", o->relevance, "relevance list for ranking (JSONL)")->check(CLI::ExistingFile);
+  sub->add_option("--write-rankings", o->write_rankings,
+                  "keep each ranking query's top K as JSON lines in <output>/rankings.jsonl (query, relevant, "
+                  "hits with id, score, relevant), e.g. for scripts/compare-rankings.py")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--output", o->output, "folder for metrics.json (and embeddings.h5)")->capture_default_str();
   sub->add_option("--threshold-objective", o->threshold_objective, "what the validation threshold maximises")
       ->capture_default_str()

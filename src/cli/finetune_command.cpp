@@ -31,9 +31,11 @@ Command AddFinetuneCommand(CLI::App* app) {
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("--valid-pairs", o->valid_pairs, "labelled validation pairs (JSONL)")->check(CLI::ExistingFile);
-  sub->add_option("--init", o->init, "model folder to start from (a pre-training checkpoint)")
-      ->check(CLI::ExistingDirectory);
-  sub->add_option("--model", o->model, "model YAML when training from scratch")->capture_default_str();
+  sub->add_option("--init,--model", o->init,
+                  "model folder to start from (a pre-training checkpoint, an import or an export)")
+      ->check(ModelFolder());
+  sub->add_option("--model-config", o->model, "model YAML when training from scratch (configs/models/)")
+      ->check(ModelConfigFile());
   sub->add_option("--loss", o->loss, "contrastive (ranking; the default) or bce (the papers' pair classifier)")
       ->check(CLI::IsMember({"contrastive", "bce"}))
       ->capture_default_str();

@@ -14,11 +14,11 @@ Command AddImportCommand(CLI::App* app) {
       "import-hf",
       "Import a Hugging Face BERT-family model folder (config.json, model.safetensors,\n"
       "vocab.txt) as a docmatch model folder: MatchBERT's flat encoder or SMITH's\n"
-      "sentence encoder carries the weights, tokenizer.model the WordPiece vocabulary.\n"
+      "sentence encoder carries the weights, tokenizer.wordpiece the WordPiece vocabulary.\n"
       "Prepare a corpus with that tokenizer, then finetune --init / embed / eval it.\n"
       "  scripts/fetch-models.py all-minilm-l6-v2\n"
       "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --output models/minilm\n"
-      "  docmatch prepare --input articles.jsonl --output corpora/wiki-wp --tokenizer models/minilm/tokenizer.model\n"
+      "  docmatch prepare --input articles.jsonl --output corpora/wiki-wp --tokenizer models/minilm\n"
       "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --kind smith --block-length 128 \\\n"
       "      --max-blocks 4 --output models/smith-short\n"
       "Anything docmatch's BERT layer cannot reproduce exactly (another model_type, tanh GELU,\n"

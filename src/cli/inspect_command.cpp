@@ -115,7 +115,12 @@ int Run(const InspectOptions& o) {
     const data::ShardHeader& h = shard.header();
     if (o.verify) return Verify({&shard});
     if (decode) {
-      const fs::path model = fs::path(o.path).parent_path() / data::kTokenizerFile;
+      // The corpus's tokenizer, whichever kind (a lone shard: tokenizer.model or .wordpiece beside it).
+      const fs::path folder = fs::path(o.path).parent_path();
+      const fs::path model = fs::exists(folder / data::kManifestFile)
+                                 ? fs::path(data::Corpus(folder.string()).tokenizer_path())
+                             : fs::exists(folder / data::kWordPieceFile) ? folder / data::kWordPieceFile
+                                                                         : folder / data::kTokenizerFile;
       const data::Tokenizer tokenizer = data::Tokenizer::Load(model.string());
       int64_t local = o.index;
       if (!o.doc_id.empty()) {

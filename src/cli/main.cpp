@@ -3,32 +3,19 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/yaml_config.h"
+#include "console/log_sink.h"
 #include "data/corpus/hdf5_util.h"
 #include "dist/build_info.h"
 #include "dist/runtime.h"
 
 namespace {
-
-// Edits (insert, delete, substitute, swap neighbours) between a and b.
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
-}
 
 // The first word that is neither an option nor --config's value: the
 // command the user meant to run, or empty.
@@ -44,6 +31,34 @@ std::string CommandWord(int argc, char** argv) {
   return "";
 }
 
+// The value of --config (`--config FILE` or `--config=FILE`), or "".
+std::string ConfigPath(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--config" && i + 1 < argc) return argv[i + 1];
+    if (word.rfind("--config=", 0) == 0) return word.substr(9);
+  }
+  return "";
+}
+
+// --dump-config prints a configuration, it does not run one: the paths it
+// names need not exist yet, nor every required option be given. Checks go
+// off; transforms (e.g. "auto" -> -1) stay, as the values still parse.
+void RelaxForDump(CLI::App* app) {
+  for (CLI::Option* option : app->get_options()) {
+    option->required(false);
+    for (int i = 0;; ++i) {
+      try {
+        CLI::Validator* validator = option->get_validator(i);
+        if (!validator->get_modifying()) validator->active(false);
+      } catch (const CLI::OptionNotFound&) {
+        break;
+      }
+    }
+  }
+  for (CLI::App* sub : app->get_subcommands({})) RelaxForDump(sub);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,7 +69,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
+  // Plain console lines, no log files unless a command asks (--log-dir).
+  for (auto severity : {google::GLOG_INFO, google::GLOG_WARNING, google::GLOG_ERROR, google::GLOG_FATAL}) {
+    google::SetLogDestination(severity, "");
+  }
+  docmatch::console::UsePlainConsoleLog(google::GLOG_INFO);
 
   CLI::App app{
       "docmatch: distributed training of encoders that match long documents\n"
@@ -103,21 +122,26 @@ int main(int argc, char** argv) {
     return command.app->get_name() == word;
   });
   if (!word.empty() && !known) {
-    std::string nearest, names;
-    size_t best = word.size();
-    for (const auto& command : commands) {
-      const std::string& name = command.app->get_name();
-      names += (names.empty() ? "" : ", ") + name;
-      const size_t distance = EditDistance(word, name);
-      if (distance < best) best = distance, nearest = name;
-    }
+    std::vector<std::string> names;
+    for (const auto& command : commands) names.push_back(command.app->get_name());
+    const std::string nearest = docmatch::cli::NearestName(word, names, 2);
     std::cerr << "docmatch: error: unknown command '" << word << "'";
-    if (!nearest.empty() && best <= 2) std::cerr << "; did you mean '" << nearest << "'?";
-    std::cerr << "\ncommands: " << names << " (docmatch --help tells what each does)" << std::endl;
+    if (!nearest.empty()) std::cerr << "; did you mean '" << nearest << "'?";
+    std::cerr << "\ncommands: ";
+    for (size_t i = 0; i < names.size(); ++i) std::cerr << (i ? ", " : "") << names[i];
+    std::cerr << " (docmatch --help tells what each does)" << std::endl;
     return 2;
   }
 
   try {
+    // CLI11 ignores config keys that name nothing; a misspelt one must not
+    // silently leave an option at its default. Checked first, so the key is
+    // named before any complaint about the options it failed to set.
+    const std::string config = ConfigPath(argc, argv);
+    if (!config.empty() && std::filesystem::is_regular_file(config)) docmatch::cli::CheckConfigKeys(config, app);
+    if (std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--dump-config"; })) {
+      RelaxForDump(&app);
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "data/text/prepare.h"
+#include "io/model_folder.h"
 
 namespace docmatch::cli {
 
@@ -15,8 +16,11 @@ Command AddPrepareCommand(CLI::App* app) {
                           "Input: a JSONL file ({\"id\", \"text\", optional \"title\"} a line) or a folder of\n"
                           ".txt files (file name = id); blank lines separate paragraphs. Sentences come\n"
                           "from ICU, tokens from SentencePiece (trained on the corpus unless --tokenizer\n"
-                          "names a model). Output: shard-NNNNN.h5 files, tokenizer.model and\n"
-                          "manifest.json in --output, and a report of what was skipped and why.");
+                          "names one). Output: shard-NNNNN.h5 files, the tokenizer (tokenizer.model, or\n"
+                          "tokenizer.wordpiece for a WordPiece vocabulary) and manifest.json in --output,\n"
+                          "and a report of what was skipped and why.\n"
+                          "  docmatch prepare --input articles.jsonl --output corpora/wiki\n"
+                          "  docmatch prepare --input mine.jsonl --output corpora/mine --tokenizer models/minilm");
   auto options = std::make_shared<data::PrepareOptions>();
   auto report_json = std::make_shared<std::string>();
   auto no_progress = std::make_shared<bool>(false);
@@ -24,10 +28,10 @@ Command AddPrepareCommand(CLI::App* app) {
   sub->add_option("-i,--input", options->input, "JSONL file or folder of .txt files")->required();
   sub->add_option("-o,--output", options->output, "corpus folder to write")->required();
   sub->add_option("--tokenizer", options->tokenizer_model,
-                  "tokenizer model to use: a SentencePiece model (ids 0-4 must be [PAD] <unk> [CLS] [SEP] "
-                  "[MASK]) or the WordPiece tokenizer.model of an `import-hf` folder; default: train a "
-                  "SentencePiece model on the corpus")
-      ->check(CLI::ExistingFile);
+                  "tokenizer to use: a model folder that carries one (import-hf output, an export), a corpus "
+                  "folder, or a tokenizer file (SentencePiece with ids 0-4 [PAD] <unk> [CLS] [SEP] [MASK], or "
+                  "docmatch's tokenizer.wordpiece); default: train a SentencePiece model on the corpus")
+      ->check(CLI::ExistingPath);
   sub->add_option("--vocab-size", options->tokenizer.vocab_size, "pieces in a trained tokenizer")
       ->capture_default_str()
       ->check(CLI::Range(64, 1 << 20));
@@ -56,6 +60,8 @@ Command AddPrepareCommand(CLI::App* app) {
 
   return {sub, [options, report_json, no_progress, invalid_utf8] {
             options->progress = !*no_progress;
+            if (!options->tokenizer_model.empty())
+              options->tokenizer_model = io::TokenizerFileOf(options->tokenizer_model);
             options->invalid_utf8 =
                 *invalid_utf8 == "skip" ? data::InvalidUtf8Policy::kSkip : data::InvalidUtf8Policy::kRepair;
             const data::PrepareReport report = data::Prepare(*options);

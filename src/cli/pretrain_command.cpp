@@ -9,34 +9,35 @@
 namespace docmatch::cli {
 
 Command AddPretrainCommand(CLI::App* app) {
-  CLI::App* sub =
-      app->add_subcommand("pretrain",
-                          "Pre-train on a prepared corpus: SMITH's masked word LM (wp) plus masked\n"
-                          "sentence-block prediction (wp+sp), DocSplit's contrastive halves (docsplit)\n"
-                          "or SDR's sentence objective (sdr, with an SDR model). Run it as is, or under\n"
-                          "mpirun for data parallelism (each rank reads its share; gradients are\n"
-                          "averaged). Checkpoints go to --run/step-<N>/ with 'latest'; running the same\n"
-                          "command again resumes. A checkpoint is a model folder for finetune --init.\n"
-                          "With --valid-corpus (prepared with this corpus's tokenizer.model) the\n"
-                          "objective on held-out documents is logged every --validate-every steps as\n"
-                          "valid/loss and the best model kept in --run/best (stop early: --patience).\n"
-                          "--init continues from any model folder instead of random weights (an import-hf\n"
-                          "output, a checkpoint, an export): DocSplit on your own corpus, no labels needed,\n"
-                          "from a pretrained encoder. Prepare the corpus with that folder's tokenizer.\n"
-                          "  docmatch pretrain --corpus corpora/manpages --model configs/models/smith-tiny.yaml\n"
-                          "  docmatch pretrain --corpus corpora/wiki-minilm --init checkpoints/minilm-import \\\n"
-                          "      --objective docsplit --lm-weight 0 --lr 2e-5 --batch-size 256 --grad-cache 16\n"
-                          "  mpirun -np 2 docmatch pretrain --config configs/pretrain-smith-tiny.yaml");
+  CLI::App* sub = app->add_subcommand(
+      "pretrain",
+      "Pre-train on a prepared corpus: SMITH's masked word LM (wp) plus masked\n"
+      "sentence-block prediction (wp+sp), DocSplit's contrastive halves (docsplit)\n"
+      "or SDR's sentence objective (sdr, with an SDR model). Run it as is, or under\n"
+      "mpirun for data parallelism (each rank reads its share; gradients are\n"
+      "averaged). Checkpoints go to --run/step-<N>/ with 'latest'; running the same\n"
+      "command again resumes. A checkpoint is a model folder for finetune --init.\n"
+      "With --valid-corpus (prepared with this corpus's tokenizer) the\n"
+      "objective on held-out documents is logged every --validate-every steps as\n"
+      "valid/loss and the best model kept in --run/best (stop early: --patience).\n"
+      "--init continues from any model folder instead of random weights (an import-hf\n"
+      "output, a checkpoint, an export): DocSplit on your own corpus, no labels needed,\n"
+      "from a pretrained encoder. Prepare the corpus with that folder's tokenizer.\n"
+      "  docmatch pretrain --corpus corpora/manpages --model-config configs/models/smith-tiny.yaml\n"
+      "  docmatch pretrain --corpus corpora/wiki-minilm --init checkpoints/minilm-import \\\n"
+      "      --objective docsplit --lm-weight 0 --lr 2e-5 --batch-size 256 --grad-cache 16\n"
+      "  mpirun -np 2 docmatch pretrain --config configs/pretrain-smith-tiny.yaml");
   auto o = std::make_shared<train::PretrainOptions>();
   auto flags = std::make_shared<DistributedFlags>();
   sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
-  sub->add_option("--model", o->model,
+  sub->add_option("--model-config", o->model,
                   std::string("model YAML for random weights (configs/models/; default ") +
-                      train::PretrainOptions::kDefaultModel + "); not with --init");
-  sub->add_option("--init", o->init,
+                      train::PretrainOptions::kDefaultModel + "); not with --init")
+      ->check(ModelConfigFile());
+  sub->add_option("--init,--model", o->init,
                   "model folder to continue from (import-hf output, checkpoint step-<N>/ or latest, export); "
                   "the corpus must be prepared with its tokenizer")
-      ->check(CLI::ExistingDirectory);
+      ->check(ModelFolder());
   sub->add_option("--objective", o->objective,
                   "wp (word LM: smith, match_bert), wp+sp (plus sentence blocks: smith), docsplit (contrastive "
                   "halves: smith, match_bert) or sdr (an sdr model)")
@@ -49,7 +50,7 @@ Command AddPretrainCommand(CLI::App* app) {
       ->capture_default_str();
   AddGradCacheFlag(sub, &o->grad_cache, "DocSplit", "documents");
   sub->add_option("--valid-corpus", o->valid_corpus,
-                  "prepared corpus for the validation loss (prepare --tokenizer <corpus>/tokenizer.model)")
+                  "prepared corpus for the validation loss (prepare --tokenizer <corpus>)")
       ->check(CLI::ExistingDirectory);
   sub->add_option("--loader-threads", o->loader_threads,
                   "threads per rank building batches from the stream (the batches are the same for any number)")

@@ -230,11 +230,11 @@ Command AddSearchCommand(CLI::App* app) {
   sub->add_flag("--exclude-self", flags->options.exclude_self, "a document query leaves itself out of its hits");
   sub->add_option("--model", flags->model,
                   "model folder for text queries (default: the folder the file names, when it exists)")
-      ->check(CLI::ExistingDirectory);
+      ->check(ModelFolder());
   sub->add_option("--corpus", flags->corpus, "corpus for titles and hybrid scores (default: the one the file names)")
       ->check(CLI::ExistingDirectory);
   sub->add_option("--tokenizer", flags->tokenizer,
-                  "tokenizer.model (or corpus folder) for text queries when the model folder carries none");
+                  "corpus folder (or tokenizer file) for text queries when the model folder carries none");
   sub->add_option("--lexical-weight", flags->options.lexical_weight,
                   "hybrid: (1 - w) x cosine + w x TF-IDF cosine over the corpus's tokens, as in `eval`")
       ->capture_default_str()

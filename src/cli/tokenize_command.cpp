@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "data/text/tokenizer.h"
+#include "io/model_folder.h"
 
 namespace docmatch::cli {
 namespace {
@@ -25,14 +26,15 @@ Command AddTokenizeCommand(CLI::App* app) {
   CLI::App* sub = app->add_subcommand(
       "tokenize",
       "tokenize standard input, one line at a time, with a corpus's or an imported model's tokenizer\n"
-      "  docmatch tokenize --tokenizer corpora/wiki/tokenizer.model < sentences.txt\n"
-      "  echo 'Long documents, matched.' | docmatch tokenize --tokenizer models/minilm/tokenizer.model --pieces");
-  sub->add_option("--tokenizer", options->tokenizer, "SentencePiece or WordPiece model file (tokenizer.model)")
+      "  docmatch tokenize --tokenizer corpora/wiki < sentences.txt\n"
+      "  echo 'Long documents, matched.' | docmatch tokenize --tokenizer models/minilm --pieces");
+  sub->add_option("--tokenizer", options->tokenizer,
+                  "a corpus folder, a model folder that carries a tokenizer (import, export), or a tokenizer file")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   sub->add_flag("--pieces", options->pieces, "print the pieces instead of their ids");
   return {sub, [options] {
-            const data::Tokenizer tokenizer = data::Tokenizer::Load(options->tokenizer);
+            const data::Tokenizer tokenizer = data::Tokenizer::Load(io::TokenizerFileOf(options->tokenizer));
             std::string line;
             while (std::getline(std::cin, line)) {
               const std::vector<int32_t> ids = tokenizer.Encode(line);

@@ -2,10 +2,12 @@
 // ranks' process set-up (placement, backend, per-rank logs) they drive.
 #include "cli/training_flags.h"
 
-#include <glog/logging.h>
-
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <map>
 
+#include "cli/yaml_config.h"
 #include "dist/runtime.h"
 
 namespace docmatch::cli {
@@ -16,6 +18,34 @@ void AddDeviceFlag(CLI::App* app, std::string* device) {
                   "them over the MPI backend when there are more ranks than GPUs), else the CPU")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+}
+
+CLI::Validator ModelFolder() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (std::filesystem::is_directory(path)) return "";
+        if (std::filesystem::exists(path)) {
+          return "'" + path +
+                 "' is a file; --model and --init take a model folder (a checkpoint, <run>/best, an import or an "
+                 "export); a model YAML goes to --model-config (pretrain, finetune)";
+        }
+        return "model folder '" + path + "' does not exist";
+      },
+      "FOLDER");
+}
+
+CLI::Validator ModelConfigFile() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (std::filesystem::is_regular_file(path)) return "";
+        if (std::filesystem::is_directory(path)) {
+          return "'" + path +
+                 "' is a folder; --model-config takes a model YAML (configs/models/), a model folder "
+                 "goes to --model (or --init)";
+        }
+        return "model YAML '" + path + "' does not exist";
+      },
+      "YAML");
 }
 
 void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
@@ -65,8 +95,25 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
   app->add_option("--accumulation", o->accumulation, "micro-steps per optimizer step")->capture_default_str();
   app->add_option("--steps", o->steps, "optimizer steps in all")->capture_default_str();
   app->add_option("--lr", o->optimizer.lr, "peak learning rate")->capture_default_str();
-  app->add_option("--warmup-steps", o->optimizer.warmup_steps, "linear warm-up steps")->capture_default_str();
-  app->add_option("--decay-steps", o->optimizer.total_steps, "the learning rate reaches 0 here")->capture_default_str();
+  // The schedule follows --steps unless given: -1 until parsed, "auto" in --help and --dump-config.
+  o->optimizer.warmup_steps = -1;
+  o->optimizer.total_steps = -1;
+  CLI::Transformer automatic(std::map<std::string, std::string>{{"auto", "-1"}});
+  automatic.description("");
+  app->add_option("--warmup-steps", o->optimizer.warmup_steps, "linear warm-up steps (auto: 10% of --steps)")
+      ->transform(automatic)
+      ->type_name("INT|auto")
+      ->default_str("auto");
+  app->add_option("--decay-steps", o->optimizer.total_steps,
+                  "the learning rate decays linearly to 0 at this step (auto: --steps)")
+      ->transform(automatic)
+      ->type_name("INT|auto")
+      ->default_str("auto");
+  app->final_callback([app, o] {
+    if (o->optimizer.warmup_steps < 0) o->optimizer.warmup_steps = std::max<int64_t>(1, o->steps / 10);
+    if (o->optimizer.total_steps < 0) o->optimizer.total_steps = o->steps;
+    o->config_yaml = CommandConfigYaml(*app);
+  });
   app->add_option("--weight-decay", o->optimizer.weight_decay, "AdamW weight decay")->capture_default_str();
   app->add_option("--clip", o->optimizer.max_grad_norm, "gradient norm clip (0 = off)")->capture_default_str();
   app->add_option("--seed", o->seed, "weights, data order and masks")->capture_default_str();

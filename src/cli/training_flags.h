@@ -23,6 +23,12 @@ void AddDistributedFlags(CLI::App* app, DistributedFlags* flags);
 // it with dist::ProcessDevice.
 void AddDeviceFlag(CLI::App* app, std::string* device);
 
+// --model means a model folder in every command (a checkpoint, <run>/best,
+// an import or an export); a model YAML is --model-config. These checks say
+// which one a wrong path was meant for.
+CLI::Validator ModelFolder();
+CLI::Validator ModelConfigFile();
+
 // Starts MPI (one process or mpirun's ranks), places this rank and runs
 // `body` on every rank; a failing rank ends the job (dist/runtime.h).
 int RunDistributed(const DistributedFlags& flags,

@@ -11,6 +11,8 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "console/log_sink.h"
+
 namespace docmatch::dist {
 namespace {
 std::string host_allocator = "system";
@@ -112,9 +114,7 @@ Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
 }
 
 void SetUpRankLogging(int rank, const std::string& log_dir) {
-  FLAGS_logtostderr = false;
-  FLAGS_alsologtostderr = false;
-  FLAGS_stderrthreshold = rank == 0 ? google::GLOG_INFO : google::GLOG_WARNING;
+  console::UsePlainConsoleLog(rank == 0 ? google::GLOG_INFO : google::GLOG_WARNING);
   // glog writes each message to the file of its severity and of every lower
   // one, so the INFO file holds everything; no other files, and none at all
   // without a log folder (glog would otherwise scatter them in /tmp).

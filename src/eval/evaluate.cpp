@@ -128,8 +128,43 @@ std::vector<int> Labels(const std::vector<data::LabelledPair>& pairs) {
   return labels;
 }
 
+// <output>/rankings.jsonl from every rank's top lists: rows (query, k documents;
+// -1 past the candidates) and their scores, in query order.
+void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
+                   const std::map<int64_t, std::vector<int64_t>>& relevance, const data::Corpus& corpus,
+                   const std::string& output) {
+  std::vector<std::string> ids;
+  for (int s = 0; s < corpus.num_shards(); ++s) {
+    const std::vector<std::string> shard = corpus.shard(s).ReadIds();
+    ids.insert(ids.end(), shard.begin(), shard.end());
+  }
+  const int64_t k = scores.size(1);
+  std::vector<int64_t> order(hits.size(0));
+  std::iota(order.begin(), order.end(), 0);
+  const auto* h = hits.data_ptr<int64_t>();
+  const auto* sc = scores.data_ptr<double>();
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return h[a * (k + 1)] < h[b * (k + 1)]; });
+  std::string text;
+  for (int64_t row : order) {
+    const int64_t query = h[row * (k + 1)];
+    const std::vector<int64_t>& relevant = relevance.at(query);
+    nlohmann::json line = {
+        {"query", ids[query]}, {"relevant", nlohmann::json::array()}, {"hits", nlohmann::json::array()}};
+    for (int64_t r : relevant) line["relevant"].push_back(ids[r]);
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t doc = h[row * (k + 1) + 1 + i];
+      if (doc < 0) break;
+      const bool is_relevant = std::find(relevant.begin(), relevant.end(), doc) != relevant.end();
+      line["hits"].push_back({{"id", ids[doc]}, {"score", sc[row * k + i]}, {"relevant", is_relevant}});
+    }
+    text += line.dump() + "\n";
+  }
+  fs::create_directories(output);
+  std::ofstream(output + "/rankings.jsonl") << text;
+}
+
 nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector<int64_t>>& relevance, int64_t N,
-                       const EvalOptions& options, dist::Communicator& communicator) {
+                       const EvalOptions& options, const data::Corpus& corpus, dist::Communicator& communicator) {
   std::vector<int64_t> queries;
   for (const auto& [query, relevant] : relevance) queries.push_back(query);
   if (options.max_queries > 0 && static_cast<int64_t>(queries.size()) > options.max_queries) {
@@ -145,6 +180,9 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   for (size_t i = communicator.rank(); i < queries.size(); i += communicator.size()) mine.push_back(queries[i]);
   console::ProgressBar bar("[eval] ranking", static_cast<int64_t>(mine.size()), "queries", "",
                            communicator.rank() == 0 && options.progress);
+  const int64_t k_kept = options.write_rankings;
+  std::vector<int64_t> kept_hits;  // per query: query, k documents
+  std::vector<double> kept_scores;
   // Queries per block: the block's (queries x N) scores stay near 4M numbers.
   const int64_t block = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N));
   for (size_t begin = 0; begin < mine.size(); begin += block) {
@@ -160,6 +198,18 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
       for (int64_t target : relevance.at(query)) {
         if (target != query) r.relevant[target < query ? target : target - 1] = true;
       }
+      if (k_kept > 0) {  // the top k candidates, best first (ties in corpus order)
+        std::vector<int64_t> top(N - 1);
+        std::iota(top.begin(), top.end(), 0);
+        const int64_t kept = std::min<int64_t>(k_kept, N - 1);
+        std::partial_sort(top.begin(), top.begin() + kept, top.end(),
+                          [&](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+        kept_hits.push_back(query);
+        for (int64_t i = 0; i < k_kept; ++i) {
+          kept_hits.push_back(i < kept ? (top[i] < query ? top[i] : top[i] + 1) : -1);
+          kept_scores.push_back(i < kept ? row[top[i]] : 0.0);
+        }
+      }
       batch.push_back(std::move(r));
     }
     const RankingMetrics m = EvaluateRanking(batch, ks);
@@ -174,6 +224,15 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
     bar.Add(static_cast<int64_t>(batch.size()), static_cast<int64_t>(batch.size()));
   }
   bar.Finish();
+  if (k_kept > 0) {
+    const int64_t rows = static_cast<int64_t>(kept_hits.size()) / (k_kept + 1);
+    const torch::Tensor hits =
+        communicator.AllGatherUneven(torch::tensor(kept_hits, torch::kLong).view({rows, k_kept + 1}));
+    const torch::Tensor scores =
+        communicator.AllGatherUneven(torch::tensor(kept_scores, torch::kFloat64).view({rows, k_kept}));
+    if (communicator.rank() == 0)
+      WriteRankings(hits.contiguous(), scores.contiguous(), relevance, corpus, options.output);
+  }
   torch::Tensor totals = torch::tensor(sums, torch::kFloat64);
   communicator.AllReduce(totals);
   const auto* t = totals.data_ptr<double>();
@@ -218,8 +277,8 @@ nlohmann::json Score(const Scorer& scorer, const EvalOptions& options, const dat
         static_cast<double>(std::max<int64_t>(positives, test.size() - positives)) / std::max<size_t>(1, test.size());
   }
   if (!options.relevance.empty()) {
-    metrics["ranking"] =
-        Ranking(scorer, data::ReadRelevance(options.relevance, corpus), scorer.vectors.size(0), options, communicator);
+    metrics["ranking"] = Ranking(scorer, data::ReadRelevance(options.relevance, corpus), scorer.vectors.size(0),
+                                 options, corpus, communicator);
   }
   if (communicator.rank() == 0) {
     fs::create_directories(options.output);

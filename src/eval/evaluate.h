@@ -36,6 +36,7 @@ struct EvalOptions {
   int64_t sdr_pair_pool = 64;  // SDR pairs: documents each pair's target is z-scored among
   double lexical_weight = 0;   // hybrid retrieval: share of the TF-IDF cosine (eval/lexical.h); 0 = dense only
   int64_t batch_size = 16;     // documents per embedding batch
+  int64_t write_rankings = 0;  // ranking: keep each query's top k in <output>/rankings.jsonl; 0 = none
   bool progress = true;
 };
 

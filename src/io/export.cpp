@@ -1,5 +1,7 @@
 // `export`: a model folder's encoder to safetensors with its config and
-// tokenizer, written under <output>.tmp and renamed when complete (export.h).
+// tokenizer, in docmatch's layout or as a Hugging Face BERT /
+// sentence-transformers folder, written under <output>.tmp and renamed when
+// complete (export.h).
 #include "io/export.h"
 
 #include <glog/logging.h>
@@ -7,48 +9,196 @@
 #include <filesystem>
 
 #include "data/corpus/corpus.h"
+#include "data/text/wordpiece.h"
+#include "io/bert_layout.h"
 #include "io/checksums.h"
+#include "io/file_writer.h"
 #include "io/model_folder.h"
 #include "io/safetensors.h"
 
 namespace docmatch::io {
 namespace fs = std::filesystem;
+namespace {
 
-void ExportModel(const std::string& model_folder, const std::string& corpus_folder, const std::string& output) {
+// Why the model cannot be written in BERT's layout, or "".
+std::string HfRefusal(const ModelFolderInfo& info, const data::Tokenizer& tokenizer) {
+  if (info.config.kind != "match_bert") {
+    return "its kind is " + info.config.kind +
+           "; the Hugging Face layout holds flat encoders (match_bert), other kinds export with --format docmatch";
+  }
+  if (std::string(tokenizer.kind()) != "wordpiece") {
+    return "its tokenizer is SentencePiece; BERT tokenizers read WordPiece vocabularies (models brought in with "
+           "import-hf, and what is fine-tuned from them)";
+  }
+  if (!info.config.match_bert.separator) {
+    return "it reads windows without [SEP] (separator: false), and BERT tokenizers always add one";
+  }
+  return "";
+}
+
+nlohmann::json BertConfig(const model::MatchBertConfig& m) {
+  return {{"architectures", {"BertModel"}},
+          {"model_type", "bert"},
+          {"vocab_size", m.vocab_size},
+          {"hidden_size", m.hidden},
+          {"num_hidden_layers", m.layers},
+          {"num_attention_heads", m.heads},
+          {"intermediate_size", m.intermediate},
+          {"hidden_act", "gelu"},  // erf GELU, as docmatch's layers
+          {"hidden_dropout_prob", m.dropout},
+          {"attention_probs_dropout_prob", m.dropout},
+          {"max_position_embeddings", m.max_tokens},
+          {"type_vocab_size", 2},
+          {"initializer_range", 0.02},
+          {"layer_norm_eps", 1e-12},
+          {"pad_token_id", data::kPadId},
+          {"position_embedding_type", "absolute"},
+          {"dtype", "float32"}};
+}
+
+// BertTokenizer's files and sentence-transformers' modules for `m`.
+void WriteHfFiles(const std::string& folder, const model::MatchBertConfig& m, const data::WordPiece& wordpiece,
+                  const std::map<std::string, torch::Tensor>& dense) {
+  std::string vocab;
+  for (int32_t id = 0; id < wordpiece.vocab_size(); ++id) vocab += wordpiece.Piece(id) + "\n";
+  WriteFile(folder + "/vocab.txt", vocab);
+  const data::WordPieceOptions& o = wordpiece.options();
+  nlohmann::json specials = {{"pad_token", wordpiece.Piece(data::kPadId)},
+                             {"unk_token", wordpiece.Piece(data::kUnkId)},
+                             {"cls_token", wordpiece.Piece(data::kClsId)},
+                             {"sep_token", wordpiece.Piece(data::kSepId)},
+                             {"mask_token", wordpiece.Piece(data::kMaskId)}};
+  nlohmann::json tokenizer = specials;
+  tokenizer["tokenizer_class"] = "BertTokenizer";
+  tokenizer["do_lower_case"] = o.lowercase;
+  tokenizer["do_basic_tokenize"] = true;
+  tokenizer["tokenize_chinese_chars"] = o.chinese_chars;
+  // null: follow do_lower_case, which is what docmatch's options hold unless set apart.
+  tokenizer["strip_accents"] = o.strip_accents == o.lowercase ? nlohmann::json() : nlohmann::json(o.strip_accents);
+  tokenizer["model_max_length"] = m.max_tokens;
+  WriteFile(folder + "/tokenizer_config.json", tokenizer.dump(2) + "\n");
+  WriteFile(folder + "/special_tokens_map.json", specials.dump(2) + "\n");
+
+  nlohmann::json modules = nlohmann::json::array();
+  auto add = [&](const std::string& path, const std::string& type) {
+    const int index = static_cast<int>(modules.size());
+    modules.push_back({{"idx", index},
+                       {"name", std::to_string(index)},
+                       {"path", path},
+                       {"type", "sentence_transformers.models." + type}});
+  };
+  add("", "Transformer");
+  add("1_Pooling", "Pooling");
+  fs::create_directories(folder + "/1_Pooling");
+  WriteFile(folder + "/1_Pooling/config.json", nlohmann::json({{"word_embedding_dimension", m.hidden},
+                                                               {"pooling_mode_cls_token", m.pooling == "cls"},
+                                                               {"pooling_mode_mean_tokens", m.pooling == "mean"},
+                                                               {"pooling_mode_max_tokens", false},
+                                                               {"pooling_mode_mean_sqrt_len_tokens", false}})
+                                                       .dump(2) +
+                                                   "\n");
+  if (!dense.empty()) {
+    const std::string path = std::to_string(modules.size()) + "_Dense";
+    add(path, "Dense");
+    fs::create_directories(folder + "/" + path);
+    WriteFile(folder + "/" + path + "/config.json",
+              nlohmann::json({{"in_features", m.hidden},
+                              {"out_features", m.hidden},
+                              {"bias", true},
+                              {"activation_function", "torch.nn.modules.linear.Identity"}})
+                      .dump(2) +
+                  "\n");
+    WriteSafetensors(dense, folder + "/" + path + "/model.safetensors", {{"format", "pt"}});
+    WriteChecksums(folder + "/" + path);
+  }
+  const std::string normalize = std::to_string(modules.size()) + "_Normalize";
+  add(normalize, "Normalize");
+  fs::create_directories(folder + "/" + normalize);
+  WriteFile(folder + "/modules.json", modules.dump(2) + "\n");
+  WriteFile(folder + "/sentence_bert_config.json",
+            nlohmann::json({{"max_seq_length", m.max_tokens}, {"do_lower_case", false}}).dump(2) + "\n");
+  WriteFile(folder + "/config_sentence_transformers.json",
+            nlohmann::json({{"similarity_fn_name", "cosine"}}).dump(2) + "\n");
+}
+
+}  // namespace
+
+std::string ExportModel(const ExportOptions& options) {
+  if (options.format != "auto" && options.format != "docmatch" && options.format != "hf") {
+    throw std::runtime_error("[export] --format is auto, docmatch or hf, not '" + options.format + "'");
+  }
+  if (fs::exists(options.output) && !options.overwrite) {
+    throw std::runtime_error("[export] '" + options.output + "' exists; pass --overwrite to replace it");
+  }
   ModelFolderInfo info;
-  std::unique_ptr<model::DocumentModel> model = LoadModelFolder(model_folder, &info);
-  std::string tokenizer;
-  if (!corpus_folder.empty()) {
-    const data::Corpus corpus(corpus_folder);
-    CheckTokenizer(info, corpus, model_folder);
-    tokenizer = corpus.tokenizer_path();
+  std::unique_ptr<model::DocumentModel> model = LoadModelFolder(options.model, &info);
+  std::string tokenizer_path;
+  if (!options.corpus.empty()) {
+    const data::Corpus corpus(options.corpus);
+    CheckTokenizer(info, corpus, options.model);
+    tokenizer_path = corpus.tokenizer_path();
     info.tokenizer_hash = corpus.manifest().tokenizer_hash;
   } else if (!info.tokenizer.empty()) {
-    tokenizer = model_folder + "/" + info.tokenizer;
+    tokenizer_path = options.model + "/" + info.tokenizer;
   } else {
-    throw std::runtime_error("[export] '" + model_folder +
+    throw std::runtime_error("[export] '" + options.model +
                              "' carries no tokenizer: give --corpus, the corpus the model was trained on");
   }
-  std::map<std::string, torch::Tensor> tensors;
-  for (const auto& p : model->module().named_parameters(true))
-    tensors[p.key()] = p.value().detach().to(torch::kCPU, torch::kFloat);
-  for (const auto& b : model->module().named_buffers(true)) tensors[b.key()] = b.value().to(torch::kCPU);
+  const data::Tokenizer tokenizer = data::Tokenizer::Load(tokenizer_path);
+  const std::string refusal = HfRefusal(info, tokenizer);
+  std::string format = options.format;
+  if (format == "auto") format = refusal.empty() ? "hf" : "docmatch";
+  if (format == "hf" && !refusal.empty()) {
+    throw std::runtime_error("[export] '" + options.model + "' cannot be written as a Hugging Face model: " + refusal);
+  }
 
-  const std::string tmp = output + ".tmp";
+  std::map<std::string, torch::Tensor> tensors, dense;
+  for (const auto& p : model->module().named_parameters(true))
+    tensors[p.key()] = p.value().detach().to(torch::kCPU, torch::kFloat).contiguous();
+  for (const auto& b : model->module().named_buffers(true)) tensors[b.key()] = b.value().to(torch::kCPU);
+  if (format == "hf") {
+    std::map<std::string, torch::Tensor> bert;
+    for (const auto& [name, value] : tensors) {
+      if (name == "dense.weight" || name == "dense.bias") {
+        dense["linear." + name.substr(6)] = value;
+        continue;
+      }
+      const std::string target = BertName(name, "encoder");
+      TORCH_CHECK(!target.empty(), "[export] docmatch's ", name, " has no place in BERT's layout");
+      bert[target] = value;
+    }
+    bert["embeddings.token_type_embeddings.weight"] = torch::zeros({2, info.config.match_bert.hidden});
+    tensors = std::move(bert);
+    info.layout = "bert";
+  }
+
+  const std::string tmp = options.output + ".tmp";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   WriteSafetensors(tensors, tmp + "/model.safetensors",
-                   {{"format", "pt"}, {"docmatch_kind", info.config.kind}, {"source", model_folder}});
-  fs::copy_file(tokenizer, tmp + "/tokenizer.model");
+                   {{"format", "pt"}, {"docmatch_kind", info.config.kind}, {"source", options.model}});
+  const std::string tokenizer_file = data::TokenizerFileName(tokenizer);
+  fs::copy_file(tokenizer_path, tmp + "/" + tokenizer_file);
   info.weights = "model.safetensors";
   info.prefix = "";
   info.stage = "export";
-  info.tokenizer = "tokenizer.model";
-  WriteModelFolderInfo(tmp, info);
+  info.tokenizer = tokenizer_file;
+  nlohmann::json config = ModelFolderInfoJson(info);
+  if (format == "hf") {
+    const model::MatchBertConfig& m = info.config.match_bert;
+    config.update(BertConfig(m));
+    WriteHfFiles(tmp, m, data::WordPiece::Parse(tokenizer.serialized_model(), tokenizer_path), dense);
+    if (m.chunks > 1) {
+      LOG(WARNING) << "[export] this model averages up to " << m.chunks << " windows of " << m.max_tokens
+                   << " tokens; sentence-transformers and transformers read the first window, so their vectors "
+                      "equal docmatch's for texts of up to one window";
+    }
+  }
+  WriteFile(tmp + "/" + kModelConfigFile, config.dump(2) + "\n");
   WriteChecksums(tmp);
-  fs::remove_all(output);
-  fs::rename(tmp, output);
-  LOG(INFO) << "[export] " << info.config.kind << " (" << tensors.size() << " tensors) -> " << output;
+  fs::remove_all(options.output);
+  fs::rename(tmp, options.output);
+  return format;
 }
 
 }  // namespace docmatch::io

@@ -13,6 +13,7 @@
 
 #include "data/text/tokenizer.h"
 #include "data/text/wordpiece.h"
+#include "io/bert_layout.h"
 #include "io/checksums.h"
 #include "io/file_writer.h"
 #include "io/model_folder.h"
@@ -72,35 +73,6 @@ void CheckArchitecture(const nlohmann::json& c, const std::string& origin) {
     if (!c.contains(key)) refuse(std::string("config.json has no '") + key + "'");
   }
   if (!c.value("pruned_heads", nlohmann::json::object()).empty()) refuse("pruned attention heads are not supported");
-}
-
-// HF tensor name (prefix and gamma/beta spelling normalised) -> docmatch name.
-std::string TargetName(std::string name, const std::string& encoder) {
-  auto replace = [&](const std::string& from, const std::string& to) {
-    const size_t at = name.find(from);
-    if (at != std::string::npos) name.replace(at, from.size(), to);
-  };
-  replace("LayerNorm.gamma", "LayerNorm.weight");
-  replace("LayerNorm.beta", "LayerNorm.bias");
-  if (name.rfind("embeddings.word_embeddings.", 0) == 0) return "embeddings.tokens." + name.substr(27);
-  if (name.rfind("embeddings.LayerNorm.", 0) == 0) return "embeddings.norm." + name.substr(21);
-  if (name.rfind("encoder.layer.", 0) != 0) return "";
-  const size_t dot = name.find('.', 14);
-  const std::string layer = name.substr(14, dot - 14), rest = name.substr(dot + 1);
-  const std::string base = encoder + ".layers." + layer + ".";
-  const std::pair<const char*, const char*> map[] = {{"attention.self.query.", "attention.query."},
-                                                     {"attention.self.key.", "attention.key."},
-                                                     {"attention.self.value.", "attention.value."},
-                                                     {"attention.output.dense.", "attention.output."},
-                                                     {"attention.output.LayerNorm.", "attention_norm."},
-                                                     {"intermediate.dense.", "intermediate."},
-                                                     {"output.dense.", "output."},
-                                                     {"output.LayerNorm.", "output_norm."}};
-  for (const auto& [from, to] : map) {
-    const std::string f(from);
-    if (rest.rfind(f, 0) == 0) return base + to + rest.substr(f.size());
-  }
-  return "";
 }
 
 // The sizes every docmatch transformer config shares, from BERT's config.json.
@@ -211,9 +183,10 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
       m.pooling = "cls";
       if (fs::exists(input / "1_Pooling/config.json")) {
         const nlohmann::json p = ReadJson(input / "1_Pooling/config.json");
-        if (p.value("pooling_mode_mean_tokens", false)) {
+        const std::string mode = p.value("pooling_mode", "");  // sentence-transformers 6; older: one flag a mode
+        if (mode == "mean" || p.value("pooling_mode_mean_tokens", false)) {
           m.pooling = "mean";
-        } else if (!p.value("pooling_mode_cls_token", false)) {
+        } else if (mode != "cls" && !p.value("pooling_mode_cls_token", false)) {
           throw std::runtime_error("[import] " + (input / "1_Pooling/config.json").string() +
                                    ": only mean or [CLS] pooling is supported");
         }
@@ -247,14 +220,29 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   // Weights.
   const std::string weights_path = (input / "model.safetensors").string();
   std::map<std::string, torch::Tensor> source = ReadSafetensors(weights_path).tensors;
-  const bool prefixed = source.count("bert.embeddings.word_embeddings.weight") > 0;
+  const std::string prefix = source.count("bert.embeddings.word_embeddings.weight") > 0 ? "bert." : "";
   const std::string encoder = options.kind == "smith" ? "sentence_encoder" : "encoder";
+  std::map<std::string, torch::Tensor> bert;  // BertModel's names
+  for (const auto& [name, tensor] : source) {
+    if (name.rfind(prefix, 0) == 0) {
+      bert[name.substr(prefix.size())] = tensor;
+    } else {
+      report.dropped.push_back(name);
+    }
+  }
+  std::vector<std::string> dropped;
+  const std::map<std::string, torch::Tensor> mapped = BertToDocmatch(bert, encoder, length, weights_path, &dropped);
+  for (const std::string& name : dropped) report.dropped.push_back(prefix + name);
   std::set<std::string> written;
-  torch::Tensor position_rows, type_row;
   torch::NoGradGuard no_grad;
-  auto copy = [&](const std::string& target, const torch::Tensor& value, const std::string& from) {
+  const torch::Tensor permutation = torch::tensor(order, torch::kLong);
+  for (const auto& [target, tensor] : mapped) {
+    const std::string from =
+        prefix + (target == "embeddings.positions.weight" ? "embeddings.position_embeddings + token_type_embeddings[0]"
+                                                          : BertName(target, encoder));
     const auto it = targets.find(target);
     if (it == targets.end()) throw std::runtime_error("[import] " + from + ": docmatch has no " + target);
+    const torch::Tensor value = target == "embeddings.tokens.weight" ? tensor.index_select(0, permutation) : tensor;
     if (it->second.sizes() != value.sizes()) {
       std::ostringstream m;
       m << "[import] " << from << " is " << value.sizes() << ", docmatch's " << target << " is " << it->second.sizes();
@@ -264,35 +252,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
     written.insert(target);
     ++report.mapped_tensors;
     report.mapped_parameters += value.numel();
-  };
-  const torch::Tensor permutation = torch::tensor(order, torch::kLong);
-  for (const auto& [raw_name, tensor] : source) {
-    std::string name = raw_name;
-    if (prefixed) {
-      if (name.rfind("bert.", 0) != 0) {
-        report.dropped.push_back(raw_name);
-        continue;
-      }
-      name = name.substr(5);
-    }
-    if (name == "embeddings.position_embeddings.weight") {
-      position_rows = tensor.slice(0, 0, length);
-      continue;
-    }
-    if (name == "embeddings.token_type_embeddings.weight") {
-      type_row = tensor[0];
-      continue;
-    }
-    const std::string target = TargetName(name, encoder);
-    if (target.empty()) {
-      report.dropped.push_back(raw_name);
-      continue;
-    }
-    copy(target, target == "embeddings.tokens.weight" ? tensor.index_select(0, permutation) : tensor, raw_name);
   }
-  if (!position_rows.defined()) throw std::runtime_error("[import] " + weights_path + " has no position embeddings");
-  copy("embeddings.positions.weight", type_row.defined() ? position_rows + type_row : position_rows,
-       "position_embeddings + token_type_embeddings[0]");
   const std::string layer_prefix = encoder + ".layers.";
   for (const auto& [name, _] : targets) {
     if (written.count(name)) continue;
@@ -312,13 +272,13 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   WriteSafetensors(tensors, tmp + "/model.safetensors",
                    {{"format", "pt"}, {"docmatch_kind", config.kind}, {"source", options.input}});
   const data::WordPiece wordpiece(pieces, wordpiece_options, data::kUnkId);
-  const data::Tokenizer tokenizer = data::Tokenizer::SaveWordPiece(wordpiece, tmp + "/" + data::kTokenizerFile);
+  const data::Tokenizer tokenizer = data::Tokenizer::SaveWordPiece(wordpiece, tmp + "/" + data::kWordPieceFile);
   ModelFolderInfo info;
   info.config = config;
   info.weights = "model.safetensors";
   info.stage = "import";
   info.tokenizer_hash = tokenizer.hash();
-  info.tokenizer = data::kTokenizerFile;
+  info.tokenizer = data::kWordPieceFile;
   WriteModelFolderInfo(tmp, info);
   WriteFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
   WriteChecksums(tmp);

@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
+#include "io/bert_layout.h"
 #include "io/checkpoint.h"
 #include "io/checksums.h"
 #include "io/file_writer.h"
@@ -13,7 +15,7 @@
 namespace docmatch::io {
 namespace fs = std::filesystem;
 
-void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info) {
+nlohmann::json ModelFolderInfoJson(const ModelFolderInfo& info) {
   nlohmann::json json = {{"format", "docmatch-model"},
                          {"version", 1},
                          {"model", model::ModelConfigToJson(info.config)},
@@ -22,7 +24,12 @@ void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info
                          {"stage", info.stage},
                          {"tokenizer_hash", info.tokenizer_hash}};
   if (!info.tokenizer.empty()) json["tokenizer"] = info.tokenizer;
-  WriteFile(folder + "/" + kModelConfigFile, json.dump(2) + "\n");
+  if (info.layout != "docmatch") json["layout"] = info.layout;
+  return json;
+}
+
+void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info) {
+  WriteFile(folder + "/" + kModelConfigFile, ModelFolderInfoJson(info).dump(2) + "\n");
 }
 
 ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
@@ -44,6 +51,9 @@ ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
     info.stage = json.value("stage", "");
     info.tokenizer_hash = json.value("tokenizer_hash", "");
     info.tokenizer = json.value("tokenizer", "");
+    info.layout = json.value("layout", "docmatch");
+    if (info.layout != "docmatch" && info.layout != "bert")
+      throw std::runtime_error("layout '" + info.layout + "' is not docmatch or bert");
     return info;
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error("[model] " + path + ": " + e.what());
@@ -53,7 +63,18 @@ ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
 void LoadFolderWeights(torch::nn::Module& module, const std::string& folder, const ModelFolderInfo& info) {
   const std::string path = folder + "/" + info.weights;
   VerifyChecksum(folder, info.weights);
-  if (fs::path(info.weights).extension() == ".safetensors") {
+  if (info.layout == "bert") {
+    // An `export --format hf` folder: BERT's names, the [CLS] dense layer apart.
+    std::map<std::string, torch::Tensor> state =
+        BertToDocmatch(ReadSafetensors(path).tensors, "encoder", std::numeric_limits<int64_t>::max(), path);
+    const std::string dense = folder + "/2_Dense";
+    if (fs::exists(dense + "/model.safetensors")) {
+      VerifyChecksum(dense, "model.safetensors");
+      for (const auto& [name, value] : ReadSafetensors(dense + "/model.safetensors").tensors)
+        state["dense." + name.substr(name.find('.') + 1)] = value;  // linear.weight -> dense.weight
+    }
+    LoadState(module, state, path, "");
+  } else if (fs::path(info.weights).extension() == ".safetensors") {
     LoadState(module, ReadSafetensors(path).tensors, path, info.prefix);
   } else {
     LoadModule(module, path, info.prefix);
@@ -80,10 +101,25 @@ void CheckTokenizer(const ModelFolderInfo& info, const data::Corpus& corpus, con
   }
 }
 
+std::string TokenizerFileOf(const std::string& path) {
+  if (!fs::is_directory(path)) return path;
+  if (fs::exists(fs::path(path) / data::kManifestFile)) return data::Corpus(path).tokenizer_path();
+  if (fs::exists(fs::path(path) / kModelConfigFile)) {
+    const ModelFolderInfo info = ReadModelFolderInfo(path);
+    if (info.tokenizer.empty()) {
+      throw std::runtime_error("[model] '" + path +
+                               "' carries no tokenizer (training checkpoints do not; imports and exports do): give "
+                               "the corpus it was trained on");
+    }
+    return (fs::path(path) / info.tokenizer).string();
+  }
+  throw std::runtime_error("'" + path + "' is neither a tokenizer file, a corpus nor a model folder");
+}
+
 data::Tokenizer LoadModelTokenizer(const std::string& folder, const ModelFolderInfo& info, const std::string& given) {
   std::string path;
   if (!given.empty()) {
-    path = std::filesystem::is_directory(given) ? data::Corpus(given).tokenizer_path() : given;
+    path = TokenizerFileOf(given);
   } else if (!info.tokenizer.empty()) {
     path = (std::filesystem::path(folder) / info.tokenizer).string();
   } else {

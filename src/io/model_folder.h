@@ -8,7 +8,11 @@
 //                            encoder (a pre-training checkpoint's heads),
 //                  "stage": "pretrain" | "finetune" | "export",
 //                  "tokenizer_hash": the corpus tokenizer it was trained with,
-//                  "tokenizer": "tokenizer.model" (exported folders only)}
+//                  "tokenizer": "tokenizer.model" | "tokenizer.wordpiece" (imports
+//                               and exports),
+//                  "layout": "docmatch" | "bert" (weights under BertModel's names,
+//                            io/bert_layout.h; a [CLS] dense layer in 2_Dense/:
+//                            `export --format hf`)}
 //   model.pt | model.safetensors
 //
 // Loading checks the tokenizer against the corpus a stage reads, so vectors
@@ -34,9 +38,12 @@ struct ModelFolderInfo {
   std::string prefix;  // "" or "encoder."
   std::string stage;
   std::string tokenizer_hash;
-  std::string tokenizer;  // file in the folder, exported models only
+  std::string tokenizer;            // file in the folder, imports and exports only
+  std::string layout = "docmatch";  // docmatch | bert
 };
 
+// config.json's content for `info`; WriteModelFolderInfo writes it.
+nlohmann::json ModelFolderInfoJson(const ModelFolderInfo& info);
 void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info);
 // Throws naming the folder when config.json is missing or malformed.
 ModelFolderInfo ReadModelFolderInfo(const std::string& folder);
@@ -51,9 +58,14 @@ void LoadFolderWeights(torch::nn::Module& module, const std::string& folder, con
 // corpus's.
 void CheckTokenizer(const ModelFolderInfo& info, const data::Corpus& corpus, const std::string& folder);
 
+// The tokenizer file `path` stands for: the file itself, a corpus folder's
+// tokenizer, or the tokenizer an import or export carries. Throws naming the
+// folder when it has none (a training checkpoint: give its corpus).
+std::string TokenizerFileOf(const std::string& path);
+
 // The tokenizer that turns raw text into this model's ids, for `encode` and
-// `search --text`: `given` (a tokenizer.model file, or a corpus folder whose
-// tokenizer to use) when not empty, else the folder's own (imports and
+// `search --text`: `given` (a tokenizer file, a corpus folder or a model
+// folder whose tokenizer to use: TokenizerFileOf) when not empty, else the folder's own (imports and
 // exports carry one). Throws when there is none, or when its hash is not the
 // one the model was trained with, naming both.
 data::Tokenizer LoadModelTokenizer(const std::string& folder, const ModelFolderInfo& info, const std::string& given);

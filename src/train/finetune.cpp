@@ -287,6 +287,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   run.set_console_lines(!options.progress);
   torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));  // dropout, per rank
   const std::optional<ResumedState> resumed = run.Resume(options.resume, model->module(), *optimizer);
+  run.RecordConfig(options.config_yaml, resumed.has_value());
 
   LoopResult result;
   int64_t step = resumed ? resumed->step : 0, epoch = resumed ? resumed->epoch : 0;

@@ -37,6 +37,7 @@ struct LoopOptions {
   bool bf16_gradients = false;        // all-reduce gradients in bf16 (half the bytes)
   bool resume = true;
   bool progress = true;
+  std::string config_yaml;  // the command's resolved options (--dump-config's YAML), kept in <run>/config.yaml
 };
 
 // How a training loop ended.

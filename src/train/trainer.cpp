@@ -139,6 +139,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   // Dropout draws: a per-rank stream, saved and restored with checkpoints.
   torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));
   const std::optional<ResumedState> resumed = run.Resume(options.resume, task.module, *optimizer);
+  run.RecordConfig(options.config_yaml, resumed.has_value());
   int64_t step = resumed ? resumed->step : 0;
   if (resumed) best.Restore(resumed->trainer);
 
@@ -289,7 +290,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   const std::string& objective = options.objective;
   TORCH_CHECK(objective == "wp" || objective == "wp+sp" || objective == "docsplit" || objective == "sdr",
               "[train] unknown objective '", objective, "' (wp, wp+sp, docsplit, sdr)");
-  TORCH_CHECK(options.init.empty() || options.model.empty(), "[train] give --model (random weights) or --init ",
+  TORCH_CHECK(options.init.empty() || options.model.empty(), "[train] give --model-config (random weights) or --init ",
               "(the model and weights of a folder), not both: --init ", options.init, " brings its own model");
   auto corpus = std::make_shared<const data::Corpus>(options.corpus);
   io::ModelFolderInfo init_info;

@@ -2,6 +2,8 @@
 // that pretrain and finetune share (training_run.h).
 #include "train/training_run.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <glog/logging.h>
@@ -292,6 +294,33 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
   OpenLogs(state.step);
   if (communicator_.rank() == 0) LOG(INFO) << "[ckpt] resumed from " << *latest << " at step " << state.step;
   return state;
+}
+
+void TrainingRun::RecordConfig(const std::string& config, bool resumed) {
+  if (communicator_.rank() != 0 || config.empty()) return;
+  const std::string path = run_ + "/config.yaml";
+  if (resumed && std::filesystem::exists(path)) {
+    try {
+      const YAML::Node before = YAML::LoadFile(path), now = YAML::Load(config);
+      std::string changed;
+      for (const auto& section : now) {
+        const std::string command = section.first.as<std::string>();
+        for (const auto& option : section.second) {
+          const std::string name = option.first.as<std::string>();
+          if (name == "no-progress" || name == "log-dir") continue;  // how it runs, not what it trains
+          const YAML::Node old = before[command] ? before[command][name] : YAML::Node();
+          const std::string was = old ? YAML::Dump(old) : "(unset)", is = YAML::Dump(option.second);
+          if (was != is) changed += (changed.empty() ? "" : ", ") + name + " " + was + " -> " + is;
+        }
+      }
+      if (!changed.empty()) {
+        LOG(WARNING) << "[train] resuming " << run_ << " with options that differ from its config.yaml: " << changed;
+      }
+    } catch (const YAML::Exception& e) {
+      LOG(WARNING) << "[train] " << path << " is unreadable (" << e.what() << "): options not compared";
+    }
+  }
+  io::WriteFile(path, config);
 }
 
 std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, torch::nn::Module& module,

@@ -135,6 +135,12 @@ class TrainingRun {
   // after the step it starts from, so the logs hold each step once.
   std::optional<ResumedState> Resume(bool resume, torch::nn::Module& module, torch::optim::Optimizer& optimizer);
 
+  // Rank 0 keeps `config` (the command's resolved options in --dump-config's
+  // YAML; nothing happens when it is empty) as <run>/config.yaml. When the
+  // run resumes, it first warns naming each option whose value differs from
+  // the config.yaml the run had.
+  void RecordConfig(const std::string& config, bool resumed);
+
   // Collective: every rank calls it. Rank 0 writes step-<step>/ with the
   // module as a model folder described by `info`; `trainer` gets step, epoch,
   // world_size and positions added.

@@ -230,7 +230,7 @@ def main():
     configs = {s: os.path.join(scratch, f"{s}.yaml") for s in ("pretrain", "finetune", "eval")}
     write(configs["pretrain"], f"""pretrain:
   corpus: {corpus}
-  model: {scratch}/tiny.yaml
+  model-config: {scratch}/tiny.yaml
   objective: wp+sp
   run: {scratch}/pipe/pretrain
   batch-size: 4

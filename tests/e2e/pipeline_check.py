@@ -173,9 +173,9 @@ def check_grad_cache(p):
     difference."""
     pairs = os.path.join(p.fixture, "pairs.train.jsonl")
     runs = {
-        "pretrain": ["pretrain", "--corpus", p.corpus, "--model", p.path("no-dropout.yaml"), "--objective",
+        "pretrain": ["pretrain", "--corpus", p.corpus, "--model-config", p.path("no-dropout.yaml"), "--objective",
                      "docsplit", "--lm-weight", "0.1", "--batch-size", "3"],
-        "finetune": ["finetune", "--corpus", p.corpus, "--model", p.path("no-dropout.yaml"), "--train-pairs", pairs,
+        "finetune": ["finetune", "--corpus", p.corpus, "--model-config", p.path("no-dropout.yaml"), "--train-pairs", pairs,
                      "--loss", "contrastive", "--hard-negatives", "1", "--batch-size", "3"],
     }
     worst = 0.0
@@ -199,7 +199,7 @@ def check_grad_cache(p):
 def check_buckets(p):
     """The gradient synchronizer's flags through the real command (NP >= 2).
     Returns the bucket counts logged."""
-    args = ["pretrain", "--corpus", p.corpus, "--model", p.path("no-dropout.yaml"), "--batch-size", "3",
+    args = ["pretrain", "--corpus", p.corpus, "--model-config", p.path("no-dropout.yaml"), "--batch-size", "3",
             "--steps", "3", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "3", "--log-every", "1",
             "--checkpoint-every", "3", "--fresh"]
     losses, buckets = {}, {}
@@ -228,7 +228,7 @@ def check_combine_modes(p, some):
         with open(config, "w") as f:
             f.write(TINY.replace("amplifier: 6.0", f"amplifier: 6.0, combine: {mode}"))
         run = p.path(f"combine-{mode}")
-        p.run(["finetune", "--corpus", p.corpus, "--model", config, "--run", run, "--steps", "2", "--batch-size", "4",
+        p.run(["finetune", "--corpus", p.corpus, "--model-config", config, "--run", run, "--steps", "2", "--batch-size", "4",
                "--train-pairs", os.path.join(p.fixture, "pairs.train.jsonl"), "--checkpoint-every", "2"], ranks=1)
         export, vectors = p.path(f"combine-{mode}-export"), p.path(f"combine-{mode}.h5")
         p.run(["export", "--model", os.path.join(run, "latest"), "--corpus", p.corpus, "--output", export], ranks=1)
@@ -284,7 +284,7 @@ def main():
     docmatch, fixture, ranks, mpiexec = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
     p = Pipeline(docmatch, fixture, ranks, mpiexec)
     started = time.time()
-    p.run(["pretrain", "--corpus", p.corpus, "--model", p.path("tiny.yaml"), "--objective", "wp+sp",
+    p.run(["pretrain", "--corpus", p.corpus, "--model-config", p.path("tiny.yaml"), "--objective", "wp+sp",
            "--run", p.path("pretrain"), "--steps", "12", "--batch-size", "4", "--lr", "1e-3", "--warmup-steps", "2",
            "--decay-steps", "12", "--checkpoint-every", "6", "--log-every", "1", "--fresh",
            "--valid-corpus", os.path.join(fixture, "valid-corpus"), "--validate-every", "4"])
@@ -308,7 +308,7 @@ def main():
     check([l["step"] for l in valid] == [8, 16], f"validations at {[l['step'] for l in valid]}")
     scalars += check_tensorboard(p.path("ft-straight"))
 
-    wrong = p.run(["finetune", "--corpus", p.corpus, "--model", p.path("wider.yaml"),
+    wrong = p.run(["finetune", "--corpus", p.corpus, "--model-config", p.path("wider.yaml"),
                    "--train-pairs", os.path.join(fixture, "pairs.train.jsonl"), "--run", p.path("ft-straight"),
                    "--steps", "20"], expect_failure=True)
     check("another model or config" in wrong.stderr and "shape differs" in wrong.stderr,

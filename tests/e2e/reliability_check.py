@@ -89,7 +89,7 @@ class Case:
         return result.stdout if stdout else output
 
     def pretrain(self, run, steps, *extra):
-        return ["pretrain", "--corpus", self.corpus, "--model", self.model, "--run", run, "--steps", str(steps),
+        return ["pretrain", "--corpus", self.corpus, "--model-config", self.model, "--run", run, "--steps", str(steps),
                 "--batch-size", "4", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "20",
                 "--checkpoint-every", "2", "--keep-last", "10", "--log-every", "1", "--no-progress", *extra]
 
@@ -311,7 +311,7 @@ def launch_sigterm(c):
     run = c.path("launched")
     config = c.path("launched.yaml")
     with open(config, "w") as f:
-        f.write(f"pretrain:\n  corpus: {c.corpus}\n  model: {c.model}\n  run: {run}\n  batch-size: 4\n"
+        f.write(f"pretrain:\n  corpus: {c.corpus}\n  model-config: {c.model}\n  run: {run}\n  batch-size: 4\n"
                 "  steps: 100000\n  checkpoint-every: 100000\n  log-every: 1\n")
     log = open(c.path("launched.log"), "w")
     script = subprocess.Popen(["bash", os.path.join(root, "launch", "pretrain.sh"), "--local", "--config", config,
@@ -347,7 +347,7 @@ def full_disk(c):
         check(re.search(r"writing '[^']*step-4\.tmp/\w+\.pt' failed: No space left on device", output),
               "a full disk during a checkpoint is not one clear line:\n" + output[-1500:])
         check(len([l for l in output.splitlines() if l.startswith("error:")]) == 1, "more than one error line")
-        check(sorted(os.listdir(run)) == [".lock", "latest", "metrics.jsonl", "step-2", "tensorboard"],
+        check(sorted(os.listdir(run)) == [".lock", "config.yaml", "latest", "metrics.jsonl", "step-2", "tensorboard"],
               f"the failed checkpoint left files: {sorted(os.listdir(run))}")
         c.run(["embed", "--model", os.path.join(run, "latest"), "--corpus", c.corpus, "--output",
                c.path("after-full.h5"), "--no-progress"])  # the previous checkpoint loads (checksums pass)

@@ -140,7 +140,7 @@ def main():
 
     # A model folder with a few steps behind it, and its embed file.
     model_run = os.path.join(scratch, "match-bert")
-    run("pretrain", "--corpus", corpus, "--model", os.path.join(scratch, "tiny.yaml"), "--objective", "wp",
+    run("pretrain", "--corpus", corpus, "--model-config", os.path.join(scratch, "tiny.yaml"), "--objective", "wp",
         "--run", model_run, "--steps", "2", "--batch-size", "4", "--warmup-steps", "1", "--decay-steps", "2",
         "--no-progress")
     model = os.path.join(model_run, "latest")
@@ -171,6 +171,26 @@ def main():
         same_ranking(others, order, scores, ids, f"search --id {ids[row]} --exclude-self")
     table = run("search", "--embeddings", embeddings, "--id", ids[3], "--top", "3").stdout
     check(table.startswith(f"query: {ids[3]}") and len(table.splitlines()) == 5, f"the table:\n{table}")
+
+    # eval --write-rankings: each query's top 4 by the model's cosine (eval
+    # scores are the model's logits, amplifier x cosine), numpy's order.
+    relevance = os.path.join(scratch, "relevance.jsonl")
+    with open(relevance, "w") as f:
+        for q in range(0, len(ids), 5):
+            f.write(json.dumps({"query": ids[q], "relevant": [ids[(q + 1) % len(ids)], ids[(q + 7) % len(ids)]]})
+                    + "\n")
+    run("eval", "--model", model, "--corpus", corpus, "--embeddings", embeddings, "--relevance", relevance,
+        "--output", os.path.join(scratch, "eval"), "--write-rankings", "4", "--no-progress")
+    written = [json.loads(line) for line in open(os.path.join(scratch, "eval", "rankings.jsonl"))]
+    check([w["query"] for w in written] == [ids[q] for q in range(0, len(ids), 5)], "a line per query, in order")
+    for w in written:
+        row = ids.index(w["query"])
+        order, scores = cosine_top(vectors, row, 4, exclude_self=True)
+        check([h["id"] for h in w["hits"]] == [ids[i] for i in order], f"rankings.jsonl for {w['query']}: {w}")
+        ratios = [h["score"] / s for h, s in zip(w["hits"], scores)]
+        check(max(ratios) - min(ratios) < 1e-5, f"scores not one multiple of the cosines: {ratios}")
+        check([h["relevant"] for h in w["hits"]] == [h["id"] in w["relevant"] for h in w["hits"]], "relevant flags")
+    figures["rankings_written"] = len(written)
 
     # Texts: a document's raw text finds it (tokenized as prepare does).
     raw = [json.loads(line) for line in open(articles)]
@@ -218,7 +238,7 @@ def main():
 
     # SDR: the hierarchical score re-ranks; a document is its own best match.
     sdr_run = os.path.join(scratch, "sdr")
-    run("pretrain", "--corpus", corpus, "--model", os.path.join(scratch, "sdr.yaml"), "--objective", "sdr",
+    run("pretrain", "--corpus", corpus, "--model-config", os.path.join(scratch, "sdr.yaml"), "--objective", "sdr",
         "--run", sdr_run, "--steps", "2", "--batch-size", "4", "--warmup-steps", "1", "--decay-steps", "2",
         "--no-progress")
     sdr_embeddings = os.path.join(scratch, "sdr.h5")

@@ -153,7 +153,7 @@ def main():
     reference_tokenizer.no_truncation()
     expected = [[int(to_docmatch[i]) for i in e.ids]
                 for e in reference_tokenizer.encode_batch(sentences, add_special_tokens=False)]
-    proc = subprocess.run([docmatch, "tokenize", "--tokenizer", os.path.join(flat, "tokenizer.model")],
+    proc = subprocess.run([docmatch, "tokenize", "--tokenizer", flat],
                           input="\n".join(sentences) + "\n", capture_output=True, text=True, check=True)
     got = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(got) == len(sentences), (len(got), len(sentences))

@@ -51,7 +51,7 @@ def main():
     model, corpus = os.path.join(scratch, "minilm"), os.path.join(scratch, "corpus")
     run = lambda *args: subprocess.run([docmatch, *args], check=True, stdout=subprocess.DEVNULL)  # noqa: E731
     run("import-hf", MODEL, "--output", model, "--chunks", "3")
-    run("prepare", "--input", articles, "--output", corpus, "--tokenizer", os.path.join(model, "tokenizer.model"),
+    run("prepare", "--input", articles, "--output", corpus, "--tokenizer", model,
         "--no-progress")
     mine = os.path.join(scratch, "docmatch.h5")
     run("embed", "--model", model, "--corpus", corpus, "--output", mine, "--no-progress")

@@ -56,7 +56,7 @@ def main():
 
     model, corpus = os.path.join(scratch, "minilm"), os.path.join(scratch, "corpus")
     run("import-hf", MODEL, "--output", model, "--max-tokens", "128", "--pooling", "mean")
-    run("prepare", "--input", articles, "--output", corpus, "--tokenizer", os.path.join(model, "tokenizer.model"),
+    run("prepare", "--input", articles, "--output", corpus, "--tokenizer", model,
         "--no-progress")
     with open(os.path.join(model, "config.json")) as f:
         imported = json.load(f)
@@ -68,7 +68,7 @@ def main():
               "--lr", "2e-5", "--warmup-steps", "0", "--log-every", "1", "--seed", "1", "--fresh", "--no-progress"]
     runs = {name: os.path.join(scratch, name) for name in ("from-minilm", "from-random", "continued")}
     run("pretrain", *common, "--init", model, "--run", runs["from-minilm"])
-    run("pretrain", *common, "--model", random_yaml, "--run", runs["from-random"])
+    run("pretrain", *common, "--model-config", random_yaml, "--run", runs["from-random"])
     pretrained = first_line(os.path.join(runs["from-minilm"], "metrics.jsonl"), "train/infonce")["train/infonce"]
     scratch_loss = first_line(os.path.join(runs["from-random"], "metrics.jsonl"), "train/infonce")["train/infonce"]
     # 32 views, 31 candidates each: chance is ln 31 = 3.43.
@@ -103,9 +103,9 @@ def main():
                            "--run", os.path.join(scratch, "refused"), "--steps", "1", "--no-progress"],
                           capture_output=True, text=True)
     assert proc.returncode != 0, "a corpus with another tokenizer was accepted"
-    for expected in (imported["tokenizer_hash"], other_hash, "prepare --tokenizer " + model + "/tokenizer.model"):
+    for expected in (imported["tokenizer_hash"], other_hash, "prepare --tokenizer " + model + "/tokenizer.wordpiece"):
         assert expected in proc.stderr, f"'{expected}' not in: {proc.stderr[-2000:]}"
-    proc = subprocess.run([docmatch, "pretrain", "--corpus", corpus, "--init", model, "--model", random_yaml,
+    proc = subprocess.run([docmatch, "pretrain", "--corpus", corpus, "--init", model, "--model-config", random_yaml,
                            "--run", os.path.join(scratch, "refused"), "--steps", "1", "--no-progress"],
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "not both" in proc.stderr, proc.stderr[-2000:]

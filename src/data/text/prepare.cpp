@@ -283,7 +283,7 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
     report.tokenizer_trained = true;
   } else {
     tokenizer = std::make_unique<Tokenizer>(Tokenizer::Load(options.tokenizer_model));
-    fs::copy_file(options.tokenizer_model, fs::path(options.output) / kTokenizerFile,
+    fs::copy_file(options.tokenizer_model, fs::path(options.output) / TokenizerFileName(*tokenizer),
                   fs::copy_options::overwrite_existing);
   }
   report.vocab_size = tokenizer->vocab_size();
@@ -307,6 +307,7 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
   Manifest manifest;
   manifest.tokenizer_hash = tokenizer->hash();
   manifest.vocab_size = tokenizer->vocab_size();
+  manifest.tokenizer_file = TokenizerFileName(*tokenizer);
   std::unique_ptr<ShardWriter> writer;
   auto close_shard = [&] {
     if (!writer) return;
@@ -372,7 +373,7 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
   bar.Finish();
   report.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - encode_start).count();
   report.shards = static_cast<int64_t>(manifest.shards.size());
-  report.bytes_on_disk += static_cast<int64_t>(fs::file_size(fs::path(options.output) / kTokenizerFile));
+  report.bytes_on_disk += static_cast<int64_t>(fs::file_size(fs::path(options.output) / manifest.tokenizer_file));
   report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   manifest.totals = report.totals;
   manifest.report = report.ToJson();

@@ -166,4 +166,8 @@ int Tokenizer::vocab_size() const { return wordpiece_ ? wordpiece_->vocab_size()
 
 const char* Tokenizer::kind() const { return wordpiece_ ? "wordpiece" : "sentencepiece"; }
 
+std::string TokenizerFileName(const Tokenizer& tokenizer) {
+  return std::string(tokenizer.kind()) == "wordpiece" ? kWordPieceFile : "tokenizer.model";
+}
+
 }  // namespace docmatch::data

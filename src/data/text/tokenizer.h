@@ -30,6 +30,10 @@ constexpr int32_t kClsId = 2;
 constexpr int32_t kSepId = 3;
 constexpr int32_t kMaskId = 4;
 
+// The file a WordPiece model is kept in (a SentencePiece one: tokenizer.model),
+// so that no tool takes docmatch's WordPiece file for SentencePiece.
+constexpr const char* kWordPieceFile = "tokenizer.wordpiece";
+
 struct TokenizerTrainingOptions {
   int vocab_size = 16000;              // pieces, the reserved ids included
   std::string model_type = "unigram";  // "unigram" or "bpe"
@@ -76,6 +80,9 @@ class Tokenizer {
   std::string serialized_;
   std::string hash_;
 };
+
+// "tokenizer.model" for a SentencePiece model, kWordPieceFile for WordPiece.
+std::string TokenizerFileName(const Tokenizer& tokenizer);
 
 // Hex FNV-1a 64 of `bytes`.
 std::string Fnv1a64Hex(std::string_view bytes);

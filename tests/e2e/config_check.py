@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Configuration that cannot go wrong silently, through the real binary:
+
+- a misspelt key or section of a --config file fails before anything runs,
+  naming the file, the line, the key and the nearest known name;
+- --model is a model folder everywhere: a YAML given to it names
+  --model-config, a folder given to --model-config names --model;
+- --dump-config prints a config whose paths do not exist yet;
+- the learning-rate schedule follows --steps (warm-up 10% of it, zero at
+  the last step), as the logged lr shows;
+- the run keeps its resolved options in <run>/config.yaml, and a resume
+  with other options warns naming each one, old and new value;
+- export refuses to replace an existing folder without --overwrite.
+
+usage: config_check.py DOCMATCH E2E_FIXTURE SCRATCH_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+TINY = """model: {kind: smith, hidden: 32, heads: 2, intermediate: 64, sentence_layers: 1,
+  document_layers: 1, block_length: 16, max_blocks: 8, dropout: 0.0, amplifier: 6.0}
+"""
+
+
+def check(condition, message):
+    if not condition:
+        sys.exit("FAILED: " + message)
+
+
+def main():
+    docmatch, fixture, scratch = sys.argv[1:4]
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch)
+    corpus = os.path.join(fixture, "corpus")
+    path = lambda *parts: os.path.join(scratch, *parts)  # noqa: E731
+
+    def run(*args, fail=False):
+        proc = subprocess.run([docmatch, *args], capture_output=True, text=True)
+        check((proc.returncode != 0) == fail, f"docmatch {' '.join(args)} exited {proc.returncode}:\n"
+              f"{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}")
+        return proc
+
+    with open(path("tiny.yaml"), "w") as f:
+        f.write(TINY)
+    with open(path("typo.yaml"), "w") as f:
+        f.write(f"pretrain:\n  corpus: {corpus}\n  bach_size: 4\n")
+    err = run("pretrain", "--config", path("typo.yaml"), fail=True).stderr
+    check(f"{path('typo.yaml')}:3: unknown option of pretrain 'bach_size'; did you mean 'batch-size'?" in err, err)
+    with open(path("section.yaml"), "w") as f:
+        f.write("pretran:\n  steps: 5\n")
+    err = run("pretrain", "--config", path("section.yaml"), "--corpus", corpus, fail=True).stderr
+    check("section.yaml:1: unknown section 'pretran'; did you mean 'pretrain'?" in err, err)
+    with open(path("synonym.yaml"), "w") as f:
+        f.write("finetune:\n  learning_rate: 1e-4\n")
+    err = run("finetune", "--config", path("synonym.yaml"), fail=True).stderr
+    check("unknown option of finetune 'learning_rate'; did you mean 'lr'?" in err, err)
+
+    err = run("finetune", "--corpus", corpus, "--model", path("tiny.yaml"), "--train-pairs",
+              os.path.join(fixture, "pairs.train.jsonl"), fail=True).stderr
+    check("is a file" in err and "--model-config" in err, err)
+    err = run("pretrain", "--corpus", corpus, "--model-config", scratch, fail=True).stderr
+    check("is a folder" in err and "--model" in err, err)
+
+    dumped = run("pretrain", "--corpus", path("not-yet"), "--model-config", path("tiny.yaml"), "--steps", "40",
+                 "--dump-config").stdout
+    check("corpus: " + path("not-yet") in dumped and "warmup-steps: auto" in dumped, dumped)
+
+    run_dir = path("run")
+    common = ["pretrain", "--corpus", corpus, "--model-config", path("tiny.yaml"), "--objective", "wp",
+              "--batch-size", "2", "--log-every", "1", "--checkpoint-every", "10", "--lr", "1e-3",
+              "--run", run_dir, "--device", "cpu", "--no-progress"]
+    run(*common, "--steps", "20")
+    lrs = {line["step"]: line["train/lr"] for line in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))
+           if "train/lr" in line}
+    # warm-up 2 steps (10% of 20), linear decay to 0 at step 20; step s logs the lr of update s - 1.
+    expected = {1: 1e-3 / 2, 2: 1e-3, 11: 1e-3 * 10 / 18, 20: 1e-3 / 18}
+    check(all(abs(lrs[s] - v) < 1e-9 for s, v in expected.items()), f"lr {[(s, lrs[s]) for s in expected]}")
+    config = open(os.path.join(run_dir, "config.yaml")).read()
+    check(config.startswith("pretrain:\n") and "  steps: 20\n" in config and "  lr: 1e-3\n" in config, config)
+
+    err = run(*common[:-7], "--lr", "5e-4", *common[-5:], "--steps", "22").stderr
+    warning = [line for line in err.splitlines() if "differ from its config.yaml" in line]
+    check(len(warning) == 1 and "lr 1e-3 -> 5e-4" in warning[0] and "steps 20 -> 22" in warning[0]
+          and warning[0].startswith("warning: "), err[-2000:])
+    check("  steps: 22\n" in open(os.path.join(run_dir, "config.yaml")).read(), "config.yaml not updated")
+
+    run("export", "--model", os.path.join(run_dir, "latest"), "--corpus", corpus, "--output", path("export"))
+    err = run("export", "--model", os.path.join(run_dir, "latest"), "--corpus", corpus, "--output",
+              path("export"), fail=True).stderr
+    check("exists; pass --overwrite" in err, err)
+    run("export", "--model", os.path.join(run_dir, "latest"), "--corpus", corpus, "--output", path("export"),
+        "--overwrite")
+    print(json.dumps({"logged_lr": {s: lrs[s] for s in expected}, "resume_warning": warning[0]}))
+
+
+if __name__ == "__main__":
+    main()
