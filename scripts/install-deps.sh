@@ -31,7 +31,7 @@ apt_packages=(
   libopenmpi-dev openmpi-bin
   libhdf5-dev hdf5-tools zlib1g-dev
   libgoogle-glog-dev libgtest-dev libgmock-dev
-  libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libhnswlib-dev
   libicu-dev libsentencepiece-dev sentencepiece
   groff-base man-db manpages manpages-dev
 )

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Downloads, on a machine with Debian 12's package registry, the .deb files
 that docmatch's GPU build needs on a machine without one (the lent GPU
-machine): Open MPI, HDF5, glog, GoogleTest, yaml-cpp, CLI11, nlohmann-json,
+machine): Open MPI, HDF5, glog, GoogleTest, yaml-cpp, CLI11, nlohmann-json, hnswlib,
 ICU and SentencePiece, with their library dependencies, into --output
 (default .device/debs, which git ignores and `device` carries).
 
@@ -19,7 +19,8 @@ import subprocess
 import sys
 
 ROOTS = ["libopenmpi-dev", "openmpi-bin", "libhdf5-dev", "libgoogle-glog-dev", "libgtest-dev", "libgmock-dev",
-         "libyaml-cpp-dev", "libcli11-dev", "nlohmann-json3-dev", "libicu-dev", "libsentencepiece-dev", "pkgconf",
+         "libyaml-cpp-dev", "libcli11-dev", "nlohmann-json3-dev", "libhnswlib-dev", "libicu-dev", "libsentencepiece-dev",
+         "pkgconf",
          "ccache"]
 # Present on the image or not needed to build and run docmatch.
 SKIP = re.compile(r"^(libc6|libc-dev-bin|libc6-dev|libcrypt|linux-libc-dev|libgcc|libstdc\+\+|gcc|g\+\+|cpp|gfortran|"

@@ -24,6 +24,7 @@ Command AddExportCommand(CLI::App* app);
 Command AddImportCommand(CLI::App* app);
 Command AddTokenizeCommand(CLI::App* app);
 Command AddSearchCommand(CLI::App* app);
+Command AddIndexCommand(CLI::App* app);
 Command AddEncodeCommand(CLI::App* app);
 
 }  // namespace docmatch::cli

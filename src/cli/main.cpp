@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
       "docmatch: distributed training of encoders that match long documents\n"
       "(SMITH, DocSplit, SMASH RNN / HAN, SDR, MatchBERT).\n\n"
       "A run goes: prepare a corpus into shards, then pretrain, finetune, embed\n"
-      "and eval; search finds the documents nearest a document or a text, and\n"
+      "and eval; search finds the documents nearest a document or a text (index\n"
+      "builds an approximate index for search --ann on large files), and\n"
       "encode turns raw text into vectors. Every command reads an optional YAML\n"
       "config (--config) whose section for the command holds its long options;\n"
       "flags override it, and --dump-config prints the result.\n\n"
@@ -103,6 +104,7 @@ int main(int argc, char** argv) {
       docmatch::cli::AddEvalCommand(&app),     docmatch::cli::AddExportCommand(&app),
       docmatch::cli::AddImportCommand(&app),   docmatch::cli::AddTokenizeCommand(&app),
       docmatch::cli::AddEncodeCommand(&app),   docmatch::cli::AddSearchCommand(&app),
+      docmatch::cli::AddIndexCommand(&app),
   };
   for (const auto& command : commands) {
     command.app->fallthrough();

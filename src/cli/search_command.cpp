@@ -1,5 +1,6 @@
 // `docmatch search`: the documents nearest to a document or a text, from an
 // `embed` (or `encode`) file, as a table or JSON lines (eval/search.h).
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -27,7 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct SearchFlags {
-  std::string embeddings, model, corpus, tokenizer, queries, text, format = "table", device = "auto";
+  std::string embeddings, model, corpus, tokenizer, queries, text, format = "table", device = "auto", index;
+  bool ann = false;
   std::vector<std::string> ids;
   eval::SearchOptions options;
 };
@@ -68,8 +70,15 @@ class SearchCommand {
   }
 
   int Run() {
+    eval::SearchOptions options = flags_.options;
+    std::unique_ptr<eval::AnnIndex> index;
+    if (flags_.ann || !flags_.index.empty()) {
+      index = std::make_unique<eval::AnnIndex>(
+          flags_.index.empty() ? eval::AnnIndex::DefaultPath(file_.path()) : flags_.index, file_);
+      options.index = index.get();
+    }
     const std::vector<eval::SearchQuery> queries = Queries();
-    const eval::Searcher searcher(file_, model_.get(), lexical_.get(), flags_.options, device_);
+    const eval::Searcher searcher(file_, model_.get(), lexical_.get(), options, device_);
     const std::vector<std::vector<eval::SearchHit>> results = searcher.Search(queries);
     for (size_t q = 0; q < queries.size(); ++q) Print(queries[q], results[q]);
     return 0;
@@ -247,11 +256,61 @@ Command AddSearchCommand(CLI::App* app) {
   sub->add_option("--block-rows", flags->options.block_rows, "vectors scored at a time (bounds the memory)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  sub->add_flag("--ann", flags->ann,
+                "approximate: the HNSW index `docmatch index` built beside the file (<embeddings>.hnsw) gives the\n"
+                "nearest cosines without reading every vector (bench/NOTES.md: where it pays, its recall)");
+  sub->add_option("--index", flags->index, "an HNSW index built elsewhere (implies --ann)")->check(CLI::ExistingFile);
+  sub->add_option("--ef", flags->options.ef, "--ann: candidates kept while searching; more = higher recall, slower")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_option("--format", flags->format, "table, or jsonl: {\"query\", \"hits\": [{rank, id, title, score}]}")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "jsonl"}));
   AddDeviceFlag(sub, &flags->device);
   return {sub, [flags] { return SearchCommand(*flags).Run(); }};
+}
+
+Command AddIndexCommand(CLI::App* app) {
+  CLI::App* sub =
+      app->add_subcommand("index",
+                          "Build the approximate nearest-neighbour index (HNSW, hnswlib) of an embeddings file, for\n"
+                          "`search --ann`: <embeddings>.hnsw and its record <embeddings>.hnsw.json. A search then\n"
+                          "visits a few thousand vectors per query instead of all; bench/NOTES.md measures build\n"
+                          "time, recall and where it beats exact search. Rebuild after the file changes (search\n"
+                          "refuses a stale index).\n"
+                          "  docmatch index --embeddings runs/wiki/embeddings.h5\n"
+                          "  docmatch search --embeddings runs/wiki/embeddings.h5 --ann --id Absolute_zero");
+  auto embeddings = std::make_shared<std::string>();
+  auto output = std::make_shared<std::string>();
+  auto options = std::make_shared<eval::AnnBuildOptions>();
+  auto no_progress = std::make_shared<bool>(false);
+  auto overwrite = std::make_shared<bool>(false);
+  sub->add_option("--embeddings", *embeddings, "an embeddings file (embed, encode --output, eval)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--output", *output, "index file (default: <embeddings>.hnsw)");
+  sub->add_option("--m", options->m, "graph degree: more = higher recall, larger and slower to build")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 256));
+  sub->add_option("--ef-construction", options->ef_construction, "candidates kept while inserting")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("-j,--threads", options->threads, "insertion threads (0 = all cores)")->capture_default_str();
+  sub->add_flag("--overwrite", *overwrite, "replace an existing index");
+  sub->add_flag("--no-progress", *no_progress, "no progress bar");
+  return {sub, [embeddings, output, options, no_progress, overwrite] {
+            const std::string path = output->empty() ? eval::AnnIndex::DefaultPath(*embeddings) : *output;
+            if (fs::exists(path) && !*overwrite) {
+              throw std::invalid_argument("[index] '" + path + "' exists; pass --overwrite to replace it");
+            }
+            options->progress = !*no_progress;
+            const eval::EmbeddingFile file(*embeddings);
+            const auto start = std::chrono::steady_clock::now();
+            eval::AnnIndex::Build(file, path, *options);
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            std::cout << "[index] " << file.size() << " vectors -> " << path << " in " << seconds << " s" << std::endl;
+            return 0;
+          }};
 }
 
 }  // namespace docmatch::cli

@@ -39,6 +39,12 @@ Searcher::Searcher(const EmbeddingFile& file, model::DocumentModel* model, const
                                 "-d vectors, but the model makes " + std::to_string(model_->dimension()) + "-d ones");
   }
   cosine_ = !model_ || model_->cosine();
+  if (options_.index && (!cosine_ || options_.lexical_weight > 0)) {
+    throw std::invalid_argument(
+        "[search] --ann finds the nearest cosines; this search scores with " +
+        std::string(options_.lexical_weight > 0 ? "TF-IDF fused in (--lexical-weight)" : "the model's pair head") +
+        ": search exactly");
+  }
   if (options_.lexical_weight > 0) {
     if (!lexical_) throw std::invalid_argument("[search] --lexical-weight needs the corpus's TF-IDF index");
     if (!cosine_ || file_.has_sentences()) {
@@ -126,7 +132,21 @@ std::vector<std::vector<SearchHit>> Searcher::Search(const std::vector<SearchQue
     // The running best `pool` of every query, merged with each block's best.
     torch::Tensor best_scores = torch::empty({Q, 0}, torch::kFloat64);
     torch::Tensor best_rows = torch::empty({Q, 0}, torch::kLong);
-    for (int64_t begin = 0; begin < N; begin += options_.block_rows) {
+    if (options_.index) {  // the graph's best instead of every block's
+      std::vector<int64_t> skip(Q, -1);
+      for (int64_t q = 0; q < Q; ++q) skip[q] = options_.exclude_self ? batch[q].row : -1;
+      const auto found = options_.index->Search(vectors, std::min(pool, N), options_.ef, skip);
+      const int64_t width = std::min(pool, N);
+      best_scores = torch::full({Q, width}, -std::numeric_limits<double>::infinity(), torch::kFloat64);
+      best_rows = torch::zeros({Q, width}, torch::kLong);
+      for (int64_t q = 0; q < Q; ++q) {
+        for (size_t i = 0; i < found[q].size(); ++i) {
+          best_rows[q][static_cast<int64_t>(i)] = found[q][i].first;
+          best_scores[q][static_cast<int64_t>(i)] = found[q][i].second;
+        }
+      }
+    }
+    for (int64_t begin = 0; begin < (options_.index ? 0 : N); begin += options_.block_rows) {
       const int64_t end = std::min(N, begin + options_.block_rows);
       torch::Tensor scores = BlockScores(vectors, lexical, begin, end);
       if (options_.exclude_self) {

@@ -10,6 +10,10 @@
 //         SDR's hierarchical score (eval/sdr_scoring.h) orders them
 // and with a lexical index, (1 - w) * cosine + w * TF-IDF cosine (hybrid, as
 // eval --lexical-weight).
+//
+// Approximate search (an AnnIndex, `docmatch index`): the graph gives each
+// query its best cosines without reading every row (SDR: the candidates its
+// hierarchical score then orders); cosine scores only, no hybrid.
 #pragma once
 
 #include <torch/torch.h>
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "data/corpus/document.h"
+#include "eval/ann_index.h"
 #include "eval/embeddings.h"
 #include "eval/lexical.h"
 #include "model/document_model.h"
@@ -37,11 +42,13 @@ struct SearchHit {
 
 struct SearchOptions {
   int64_t top = 10;
-  bool exclude_self = false;   // a document query leaves itself out
-  double lexical_weight = 0;   // hybrid: share of the TF-IDF cosine (needs `lexical`)
-  int64_t rerank = 100;        // SDR: candidates the hierarchical score orders
-  bool sdr_normalize = true;   // SDR: the paper's z-score over those candidates
-  int64_t block_rows = 16384;  // rows scored at a time
+  bool exclude_self = false;        // a document query leaves itself out
+  double lexical_weight = 0;        // hybrid: share of the TF-IDF cosine (needs `lexical`)
+  int64_t rerank = 100;             // SDR: candidates the hierarchical score orders
+  bool sdr_normalize = true;        // SDR: the paper's z-score over those candidates
+  int64_t block_rows = 16384;       // rows scored at a time
+  const AnnIndex* index = nullptr;  // approximate: candidates from the HNSW graph instead of every row
+  int64_t ef = 128;                 // with `index`: candidates kept while searching (recall vs time)
 };
 
 class Searcher {

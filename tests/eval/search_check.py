@@ -192,6 +192,43 @@ def main():
         check([h["relevant"] for h in w["hits"]] == [h["id"] in w["relevant"] for h in w["hits"]], "relevant flags")
     figures["rankings_written"] = len(written)
 
+    # search --ann: the HNSW index gives exact search's hits on this small
+    # file; a stale or truncated index, or --ann with hybrid scores, is refused.
+    # The tiny model's vectors are nearly parallel (cosines within 1e-6 of
+    # each other, so float noise orders them); the index is checked on random
+    # vectors of the same shape, whose neighbours are well separated.
+    spread = os.path.join(scratch, "spread.h5")
+    shutil.copy(embeddings, spread)
+    with h5py.File(spread, "r+") as f:
+        shape = f["vectors"].shape
+        f["vectors"][...] = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    run("index", "--embeddings", spread, "--no-progress")
+    for row in (0, 17, len(ids) - 1):
+        exact = hits(run("search", "--embeddings", spread, "--id", ids[row], "--format", "jsonl",
+                         "--exclude-self").stdout)[0]["hits"]
+        approximate = hits(run("search", "--embeddings", spread, "--id", ids[row], "--format", "jsonl",
+                               "--exclude-self", "--ann").stdout)[0]["hits"]
+        check([h["id"] for h in approximate] == [h["id"] for h in exact] and
+              max(abs(a["score"] - b["score"]) for a, b in zip(approximate, exact)) < 1e-5,
+              f"--ann on {ids[row]}: {approximate} vs {exact}")
+    err = run("index", "--embeddings", spread, "--no-progress", fail=True).stderr
+    check("exists; pass --overwrite" in err, err)
+    err = run("search", "--embeddings", spread, "--id", ids[0], "--ann", "--lexical-weight", "0.5",
+              fail=True).stderr
+    check("--ann finds the nearest cosines" in err, err)
+    stale = os.path.join(scratch, "stale.h5")
+    shutil.copy(spread, stale)
+    shutil.copy(spread + ".hnsw", stale + ".hnsw")
+    shutil.copy(spread + ".hnsw.json", stale + ".hnsw.json")
+    with h5py.File(stale, "r+") as f:
+        f["vectors"][0] = -f["vectors"][0]  # same size, same ids: other vectors
+    err = run("search", "--embeddings", stale, "--id", ids[0], "--ann", fail=True).stderr
+    check("was built from other vectors" in err and "docmatch index" in err, err)
+    with open(spread + ".hnsw", "r+b") as f:
+        f.truncate(1000)
+    err = run("search", "--embeddings", spread, "--id", ids[0], "--ann", fail=True).stderr
+    check("truncated or replaced" in err, err)
+
     # Texts: a document's raw text finds it (tokenized as prepare does).
     raw = [json.loads(line) for line in open(articles)]
     by_id = {a["id"]: a for a in raw}
@@ -253,6 +290,14 @@ def main():
     check(got[0]["id"] == ids[4] and abs(got[0]["score"] - expected) < 1e-4 * abs(expected),
           f"SDR, z-scored (the default): {ids[4]} found {got[0]} first, numpy's self score {expected}")
     check(all(a["score"] >= b["score"] for a, b in zip(got, got[1:])), "SDR hits in score order")
+    # --ann gives SDR its candidates from the index; re-ranking all of them
+    # must give exact search's list.
+    run("index", "--embeddings", sdr_embeddings, "--no-progress")
+    approximate = hits(run("search", "--embeddings", sdr_embeddings, "--id", ids[4], "--format", "jsonl",
+                           "--rerank", str(len(ids)), "--ann").stdout)[0]["hits"]
+    check([h["id"] for h in approximate] == [h["id"] for h in got] and
+          max(abs(a["score"] - b["score"]) for a, b in zip(approximate, got)) < 1e-6,
+          f"SDR --ann: {approximate} vs {got}")
     figures["sdr_zscored_self_score"] = round(expected, 4)
 
     # Errors name what is wrong.

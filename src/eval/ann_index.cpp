@@ -1,0 +1,168 @@
+// Building, checking and querying the HNSW index of an embeddings file (ann_index.h).
+#include "eval/ann_index.h"
+
+#include <hnswlib/hnswlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "console/progress.h"
+#include "data/text/tokenizer.h"
+
+namespace docmatch::eval {
+namespace fs = std::filesystem;
+namespace {
+
+std::string IdsHash(const EmbeddingFile& file) {
+  std::string all;
+  for (const std::string& id : file.ids()) all += id + "\n";
+  return data::Fnv1a64Hex(all);
+}
+
+// A fingerprint of the vectors: 64 rows spread over the file (any re-embedding
+// changes them), hashed with the ids, without reading the whole file.
+std::string VectorsHash(const EmbeddingFile& file) {
+  std::string bytes;
+  for (int64_t i = 0; i < 64; ++i) {
+    const int64_t row = i * file.size() / 64;
+    const torch::Tensor v = file.Vectors(row, row + 1).to(torch::kFloat).contiguous();
+    bytes.append(reinterpret_cast<const char*>(v.data_ptr<float>()), v.numel() * sizeof(float));
+  }
+  return data::Fnv1a64Hex(bytes);
+}
+
+torch::Tensor Unit(const torch::Tensor& rows) {
+  return torch::nn::functional::normalize(rows.to(torch::kFloat), torch::nn::functional::NormalizeFuncOptions().dim(1))
+      .contiguous();
+}
+
+// Runs body(i) for i in [0, n) on `threads` threads.
+void Parallel(int64_t n, int threads, const std::function<void(int64_t)>& body) {
+  std::atomic<int64_t> next{0};
+  std::vector<std::thread> pool;
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      try {
+        for (int64_t i = next++; i < n; i = next++) body(i);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(failure_mutex);
+        failure = std::current_exception();
+        next = n;
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace
+
+void AnnIndex::Build(const EmbeddingFile& file, const std::string& path, const AnnBuildOptions& options) {
+  const int64_t N = file.size(), D = file.dimension();
+  if (N == 0) throw std::runtime_error("[index] " + file.path() + " holds no vectors");
+  hnswlib::InnerProductSpace space(static_cast<size_t>(D));
+  hnswlib::HierarchicalNSW<float> graph(&space, static_cast<size_t>(N), static_cast<size_t>(options.m),
+                                        static_cast<size_t>(options.ef_construction), options.seed);
+  const int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  console::ProgressBar bar("[index] inserting", N, "vectors", "", options.progress);
+  constexpr int64_t kBlock = 8192;  // rows read from the file at a time
+  for (int64_t begin = 0; begin < N; begin += kBlock) {
+    const int64_t end = std::min(N, begin + kBlock);
+    const torch::Tensor block = Unit(file.Vectors(begin, end));
+    const float* data = block.data_ptr<float>();
+    // The first point alone: hnswlib's entry point must exist before threads insert.
+    const int64_t first = begin == 0 ? 1 : 0;
+    if (first) graph.addPoint(data, 0);
+    Parallel(end - begin - first, threads,
+             [&](int64_t i) { graph.addPoint(data + (i + first) * D, static_cast<size_t>(begin + i + first)); });
+    bar.Add(end - begin);
+  }
+  bar.Finish();
+  const std::string tmp = path + ".tmp";
+  graph.saveIndex(tmp);
+  const nlohmann::json meta = {{"format", "docmatch-hnsw"},
+                               {"version", 1},
+                               {"embeddings", file.path()},
+                               {"embeddings_bytes", static_cast<int64_t>(fs::file_size(file.path()))},
+                               {"ids_hash", IdsHash(file)},
+                               {"vectors_hash", VectorsHash(file)},
+                               {"rows", N},
+                               {"dimension", D},
+                               {"m", options.m},
+                               {"ef_construction", options.ef_construction},
+                               {"index_bytes", static_cast<int64_t>(fs::file_size(tmp))}};
+  std::ofstream(path + ".json.tmp") << meta.dump(2) << "\n";
+  fs::rename(tmp, path);
+  fs::rename(path + ".json.tmp", path + ".json");
+}
+
+AnnIndex::AnnIndex(const std::string& path, const EmbeddingFile& file) {
+  const std::string meta_path = path + ".json";
+  std::ifstream in(meta_path);
+  if (!in || !fs::exists(path)) {
+    throw std::runtime_error("[search] no index " + path + " (with " + meta_path +
+                             "): build it with `docmatch index "
+                             "--embeddings " +
+                             file.path() + "`");
+  }
+  nlohmann::json meta;
+  try {
+    in >> meta;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("[search] " + meta_path + " is unreadable: " + e.what());
+  }
+  const auto stale = [&](const std::string& why) {
+    throw std::runtime_error("[search] index " + path + " " + why + ": rebuild it with `docmatch index --embeddings " +
+                             file.path() + "`");
+  };
+  if (meta.value("format", "") != "docmatch-hnsw") stale("is not a docmatch HNSW index");
+  if (meta.value("index_bytes", int64_t{-1}) != static_cast<int64_t>(fs::file_size(path))) {
+    stale("is " + std::to_string(fs::file_size(path)) + " bytes, not the " +
+          std::to_string(meta.value("index_bytes", int64_t{-1})) + " written (truncated or replaced)");
+  }
+  if (meta.value("rows", int64_t{-1}) != file.size() || meta.value("dimension", int64_t{-1}) != file.dimension() ||
+      meta.value("ids_hash", "") != IdsHash(file) || meta.value("vectors_hash", "") != VectorsHash(file) ||
+      meta.value("embeddings_bytes", int64_t{-1}) != static_cast<int64_t>(fs::file_size(file.path()))) {
+    stale("was built from other vectors than " + file.path() + " holds now");
+  }
+  space_ = std::make_unique<hnswlib::InnerProductSpace>(static_cast<size_t>(file.dimension()));
+  graph_ =
+      std::make_unique<hnswlib::HierarchicalNSW<float>>(space_.get(), path, false, static_cast<size_t>(file.size()));
+}
+
+AnnIndex::~AnnIndex() = default;
+
+std::vector<std::vector<std::pair<int64_t, double>>> AnnIndex::Search(const torch::Tensor& queries, int64_t k,
+                                                                      int64_t ef,
+                                                                      const std::vector<int64_t>& skip) const {
+  const torch::Tensor unit = Unit(queries);
+  const int64_t Q = unit.size(0), D = unit.size(1);
+  std::vector<std::vector<std::pair<int64_t, double>>> out(Q);
+  graph_->setEf(static_cast<size_t>(std::max(ef, k + 1)));
+  const float* data = unit.data_ptr<float>();
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  Parallel(Q, std::min<int>(threads, static_cast<int>(Q)), [&](int64_t q) {
+    auto found = graph_->searchKnn(data + q * D, static_cast<size_t>(k + 1));  // farthest first
+    std::vector<std::pair<int64_t, double>>& hits = out[q];
+    while (!found.empty()) {
+      const auto [distance, row] = found.top();
+      found.pop();
+      if (static_cast<int64_t>(row) != skip[q]) hits.emplace_back(static_cast<int64_t>(row), 1.0 - distance);
+    }
+    std::sort(hits.begin(), hits.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    if (static_cast<int64_t>(hits.size()) > k) hits.resize(k);
+  });
+  return out;
+}
+
+}  // namespace docmatch::eval
