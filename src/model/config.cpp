@@ -79,8 +79,17 @@ Setters Fields(ModelConfig& config, const std::string& origin) {
   }
   if (config.kind == "smash") {
     SmashConfig& c = config.smash;
-    return {{"vocab_size", Set(&c.vocab_size)}, {"embedding", Set(&c.embedding)},     {"gru_units", Set(&c.gru_units)},
-            {"depths", Set(&c.depths)},         {"pair_hidden", Set(&c.pair_hidden)}, {"dropout", Set(&c.dropout)}};
+    return {{"vocab_size", Set(&c.vocab_size)},
+            {"embedding", Set(&c.embedding)},
+            {"gru_units", Set(&c.gru_units)},
+            {"depths", Set(&c.depths)},
+            {"pair_hidden", Set(&c.pair_hidden)},
+            {"dropout", Set(&c.dropout)},
+            {"max_paragraphs", Set(&c.input.max_paragraphs)},
+            {"max_sentences", Set(&c.input.max_sentences)},
+            {"max_words", Set(&c.input.max_words)},
+            {"max_document_sentences", Set(&c.input.max_document_sentences)},
+            {"max_document_words", Set(&c.input.max_document_words)}};
   }
   throw std::runtime_error(origin + ": model kind '" + config.kind + "' is not one of smith, match_bert, sdr, smash");
 }

@@ -68,7 +68,7 @@ class SmashModel : public DocumentModel {
   torch::nn::Module& module() override { return *pair_; }
   int64_t dimension() const override { return pair_->encoder->output_size(); }
   torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
-    return pair_->encoder(ToTensors(data::BuildHierarchyBatch(documents, {}), device));
+    return pair_->encoder(ToTensors(data::BuildHierarchyBatch(documents, config().smash.input), device));
   }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return pair_->Head(a, b); }
   torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {

@@ -12,10 +12,9 @@ HierarchyTensors ToTensors(const data::HierarchyBatch& batch, const torch::Devic
   t.tokens =
       torch::from_blob(const_cast<int32_t*>(batch.tokens.data()), {batch.B, batch.P, batch.S, batch.W}, torch::kInt32)
           .to(device, torch::kLong);
-  t.sentence_order =
-      torch::from_blob(const_cast<int64_t*>(batch.sentence_order.data()), {batch.B, batch.D}, torch::kInt64)
-          .clone()
-          .to(device);
+  t.sentences =
+      torch::from_blob(const_cast<int32_t*>(batch.sentences.data()), {batch.B, batch.D, batch.L}, torch::kInt32)
+          .to(device, torch::kLong);
   t.words = torch::from_blob(const_cast<int32_t*>(batch.words.data()), {batch.B, batch.N}, torch::kInt32)
                 .to(device, torch::kLong);
   return t;
@@ -63,56 +62,67 @@ SmashEncoderImpl::SmashEncoderImpl(const SmashConfig& config) : config_(config) 
     }
     start = end + 1;
   }
+  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"max_paragraphs", config.input.max_paragraphs},
+                                   {"max_sentences", config.input.max_sentences},
+                                   {"max_words", config.input.max_words},
+                                   {"max_document_sentences", config.input.max_document_sentences},
+                                   {"max_document_words", config.input.max_document_words}}) {
+    TORCH_CHECK(value >= 1, "SMASH model key ", key, " is ", value, "; it must be at least 1");
+  }
   const int64_t E = config.embedding, U = config.gru_units;
   embedding_ = register_module(
       "embedding", torch::nn::Embedding(torch::nn::EmbeddingOptions(config.vocab_size, E).padding_idx(data::kPadId)));
   dropout_ = register_module("dropout", torch::nn::Dropout(config.dropout));
-  if (paragraph_depth_ || sentence_depth_) word_to_sentence_ = register_module("word_to_sentence", GruAttention(E, U));
   if (paragraph_depth_) {
-    sentence_to_paragraph_ = register_module("sentence_to_paragraph", GruAttention(2 * U, U));
-    paragraph_to_document_ = register_module("paragraph_to_document", GruAttention(2 * U, U));
+    p_word_to_sentence_ = register_module("p_word_to_sentence", GruAttention(E, U));
+    p_sentence_to_paragraph_ = register_module("p_sentence_to_paragraph", GruAttention(2 * U, U));
+    p_paragraph_to_document_ = register_module("p_paragraph_to_document", GruAttention(2 * U, U));
   }
-  if (sentence_depth_) sentence_to_document_ = register_module("sentence_to_document", GruAttention(2 * U, U));
-  if (word_depth_) word_to_document_ = register_module("word_to_document", GruAttention(E, U));
+  if (sentence_depth_) {
+    s_word_to_sentence_ = register_module("s_word_to_sentence", GruAttention(E, U));
+    s_sentence_to_document_ = register_module("s_sentence_to_document", GruAttention(2 * U, U));
+  }
+  if (word_depth_) w_word_to_document_ = register_module("w_word_to_document", GruAttention(E, U));
 }
 
 int64_t SmashEncoderImpl::output_size() const {
   return 2 * config_.gru_units * (paragraph_depth_ + sentence_depth_ + word_depth_);
 }
 
+torch::Tensor SmashEncoderImpl::EncodeSentences(GruAttention& words_to_sentence, const torch::Tensor& rows) {
+  const torch::Tensor lengths = rows.ne(data::kPadId).sum(1);  // (R,)
+  const torch::Tensor real = lengths.gt(0).nonzero().squeeze(1);
+  const torch::Tensor vectors =
+      words_to_sentence(dropout_(embedding_(rows.index_select(0, real))), lengths.index_select(0, real));
+  return torch::zeros({rows.size(0), vectors.size(1)}, vectors.options()).index_copy(0, real, vectors);
+}
+
 torch::Tensor SmashEncoderImpl::forward(const HierarchyTensors& batch) {
-  const int64_t B = batch.tokens.size(0), P = batch.tokens.size(1), S = batch.tokens.size(2), W = batch.tokens.size(3);
+  const int64_t B = batch.tokens.size(0);
   const int64_t C = 2 * config_.gru_units;
   std::vector<torch::Tensor> depths;
-  torch::Tensor sentences;  // (B * P * S, C) sentence vectors, zero at padding
-  if (paragraph_depth_ || sentence_depth_) {
-    // Words -> sentence over the real sentences only.
-    const torch::Tensor flat = batch.tokens.reshape({B * P * S, W});
-    const torch::Tensor lengths = flat.ne(data::kPadId).sum(1);  // (B*P*S,)
-    const torch::Tensor real = lengths.gt(0).nonzero().squeeze(1);
-    const torch::Tensor vectors =
-        word_to_sentence_(dropout_(embedding_(flat.index_select(0, real))), lengths.index_select(0, real));
-    sentences = torch::zeros({B * P * S, C}, vectors.options()).index_copy(0, real, vectors);
-  }
   if (paragraph_depth_) {
-    // Sentence -> paragraph over the real paragraphs, then paragraph -> document.
+    // Words -> sentence over the grid's real sentences, sentence -> paragraph
+    // over the real paragraphs, then paragraph -> document.
+    const int64_t P = batch.tokens.size(1), S = batch.tokens.size(2), W = batch.tokens.size(3);
+    const torch::Tensor sentences = EncodeSentences(p_word_to_sentence_, batch.tokens.reshape({B * P * S, W}));
     const torch::Tensor counts =
         batch.tokens.ne(data::kPadId).any(3).sum(2).reshape({B * P});  // sentences per paragraph
     const torch::Tensor real = counts.gt(0).nonzero().squeeze(1);
     const torch::Tensor vectors =
-        sentence_to_paragraph_(sentences.view({B * P, S, C}).index_select(0, real), counts.index_select(0, real));
+        p_sentence_to_paragraph_(sentences.view({B * P, S, C}).index_select(0, real), counts.index_select(0, real));
     const torch::Tensor paragraphs = torch::zeros({B * P, C}, vectors.options()).index_copy(0, real, vectors);
-    depths.push_back(paragraph_to_document_(paragraphs.view({B, P, C}), counts.view({B, P}).gt(0).sum(1)));
+    depths.push_back(p_paragraph_to_document_(paragraphs.view({B, P, C}), counts.view({B, P}).gt(0).sum(1)));
   }
   if (sentence_depth_) {
-    // All sentences of a document in order (sentence_order), then -> document.
-    const torch::Tensor order = batch.sentence_order;  // (B, D)
-    const torch::Tensor rows = torch::arange(B, order.options()).unsqueeze(1) * (P * S);
-    const torch::Tensor gathered = sentences.index_select(0, (rows + order.clamp_min(0)).reshape(-1));
-    depths.push_back(sentence_to_document_(gathered.view({B, order.size(1), C}), order.ge(0).sum(1)));
+    // The document's own sentences in order: words -> sentence -> document.
+    const int64_t D = batch.sentences.size(1), L = batch.sentences.size(2);
+    const torch::Tensor sentences = EncodeSentences(s_word_to_sentence_, batch.sentences.reshape({B * D, L}));
+    const torch::Tensor counts = batch.sentences.ne(data::kPadId).any(2).sum(1);  // (B,)
+    depths.push_back(s_sentence_to_document_(sentences.view({B, D, C}), counts));
   }
   if (word_depth_) {
-    depths.push_back(word_to_document_(dropout_(embedding_(batch.words)), batch.words.ne(data::kPadId).sum(1)));
+    depths.push_back(w_word_to_document_(dropout_(embedding_(batch.words)), batch.words.ne(data::kPadId).sum(1)));
   }
   return torch::cat(depths, 1);
 }

@@ -1,13 +1,15 @@
 // SMASH RNN (Jiang et al., WWW 2019, §3) and HAN (Yang et al., NAACL 2016).
 //
-// Each depth is a bidirectional GRU followed by attention pooling
-// (u = tanh(W h + b), a = softmax(u . context) over real positions):
-//   P depth: words -> sentence -> paragraph -> document
-//   S depth: words -> sentence -> document
-//   W depth: words -> document
-// The document vector concatenates the chosen depths ("P", "P+S", "P+S+W");
-// HAN is the S depth alone. The words -> sentence encoder is shared by the P
-// and S depths. Padding never reaches a GRU (packed sequences of real units
+// Each depth is its own attention-based hierarchical RNN: at every level a
+// bidirectional GRU followed by attention pooling (u = tanh(W h + b),
+// a = softmax(u . context) over real positions):
+//   P depth: words -> sentence -> paragraph -> document (the paragraph grid)
+//   S depth: words -> sentence -> document (the document's own sentences)
+//   W depth: words -> document (the document's first words)
+// The depths share only the word embeddings; every GRU and attention belongs
+// to one depth (the paper's three RNNs of different depths). The document
+// vector concatenates the chosen depths ("P", "P+S", "P+S+W"); HAN is the S
+// depth alone. Padding never reaches a GRU (packed sequences of real units
 // only) and is masked in every attention. Pairs: concat -> FC + ReLU -> FC ->
 // sigmoid, trained with binary cross-entropy.
 #pragma once
@@ -25,14 +27,15 @@ struct SmashConfig {
   int64_t embedding = 256;       // word embedding size (paper: 256)
   int64_t gru_units = 128;       // per direction (paper: 128); each depth outputs 2x this
   std::string depths = "P+S+W";  // any of P, S, W joined by '+'; HAN = "S"
-  int64_t pair_hidden = 256;     // the pair head's hidden layer
+  int64_t pair_hidden = 128;     // the pair head's hidden layer (paper: 128)
   double dropout = 0.1;          // on word embeddings and the pair head
+  data::HierarchyOptions input;  // truncation of each depth's view (model keys max_paragraphs, ...)
 };
 
 struct HierarchyTensors {
-  torch::Tensor tokens;          // (B, P, S, W) int64
-  torch::Tensor sentence_order;  // (B, D) int64, -1 padding
-  torch::Tensor words;           // (B, N) int64
+  torch::Tensor tokens;     // (B, P, S, W) int64: the paragraph grid
+  torch::Tensor sentences;  // (B, D, L) int64: the document's sentences in order
+  torch::Tensor words;      // (B, N) int64
 };
 HierarchyTensors ToTensors(const data::HierarchyBatch& batch, const torch::Device& device);
 
@@ -71,10 +74,15 @@ class SmashEncoderImpl : public torch::nn::Module {
  private:
   SmashConfig config_;
   bool paragraph_depth_ = false, sentence_depth_ = false, word_depth_ = false;
+  // Runs `words_to_sentence` over the real rows of (R, L) token rows ->
+  // (R, C) sentence vectors, zero for all-padding rows.
+  torch::Tensor EncodeSentences(GruAttention& words_to_sentence, const torch::Tensor& rows);
+
   torch::nn::Embedding embedding_{nullptr};
   torch::nn::Dropout dropout_{nullptr};
-  GruAttention word_to_sentence_{nullptr}, sentence_to_paragraph_{nullptr}, paragraph_to_document_{nullptr},
-      sentence_to_document_{nullptr}, word_to_document_{nullptr};
+  // p_: the paragraph depth's levels, s_: the sentence depth's, w_: the word depth's.
+  GruAttention p_word_to_sentence_{nullptr}, p_sentence_to_paragraph_{nullptr}, p_paragraph_to_document_{nullptr},
+      s_word_to_sentence_{nullptr}, s_sentence_to_document_{nullptr}, w_word_to_document_{nullptr};
 };
 TORCH_MODULE(SmashEncoder);
 

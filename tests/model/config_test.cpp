@@ -23,6 +23,19 @@ TEST(ModelConfig, ShippedPaperConfigsHaveThePapersSizes) {
   EXPECT_EQ(smash.smash.embedding, 256);
   EXPECT_EQ(smash.smash.gru_units, 128);
   EXPECT_EQ(smash.smash.depths, "P+S+W");
+  EXPECT_EQ(smash.smash.pair_hidden, 128);  // the paper's pair hidden layer
+  EXPECT_EQ(smash.smash.input.max_document_sentences, 64);
+  // The truncation keys reach the batch options, and round-trip through JSON
+  // (a checkpoint's config) unchanged.
+  const ModelConfig narrow = ModelConfigFromYaml(
+      YAML::Load("{kind: smash, max_paragraphs: 3, max_sentences: 4, max_words: 5, max_document_sentences: 6, "
+                 "max_document_words: 7}"),
+      "test");
+  const data::HierarchyOptions& input = narrow.smash.input;
+  EXPECT_EQ(std::vector<int64_t>({input.max_paragraphs, input.max_sentences, input.max_words,
+                                  input.max_document_sentences, input.max_document_words}),
+            std::vector<int64_t>({3, 4, 5, 6, 7}));
+  EXPECT_EQ(ModelConfigFromJson(ModelConfigToJson(narrow), "json").smash.input.max_document_sentences, 6);
   EXPECT_EQ(LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/han.yaml").smash.depths, "S");
   EXPECT_EQ(LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/sdr-paper.yaml").sdr.margin, 1.0);
   for (const char* tiny : {"smith-tiny.yaml", "match-bert-tiny.yaml", "sdr-tiny.yaml", "smash-tiny.yaml"}) {

@@ -1,13 +1,19 @@
-// SMASH RNN and HAN: shapes per depth, padding invariance, gradients, the
-// pair loss against float64, and learning on a tiny batch.
+// SMASH RNN and HAN: shapes per depth, padding invariance, each depth its own
+// RNN, the sentence depth against a one-sentence-at-a-time formulation,
+// truncation from the model config, gradients, the pair loss against float64,
+// and learning on a tiny batch.
 #include "model/smash.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <random>
+#include <set>
 
 #include "../data/test_corpus.h"
+#include "model/document_model.h"
 #include "real_text.h"
 
 namespace docmatch::model {
@@ -26,6 +32,40 @@ SmashConfig Tiny(const std::string& depths) {
 
 HierarchyTensors Batch(const std::vector<const data::Document*>& docs) {
   return ToTensors(data::BuildHierarchyBatch(docs, {}), torch::kCPU);
+}
+
+// A document from paragraphs of sentences of token ids.
+data::Document Make(const std::vector<std::vector<std::vector<int32_t>>>& paragraphs) {
+  data::Document d;
+  d.index = 0;
+  d.sentence_offsets = {0};
+  d.paragraph_offsets = {0};
+  for (const auto& paragraph : paragraphs) {
+    for (const auto& sentence : paragraph) {
+      d.tokens.insert(d.tokens.end(), sentence.begin(), sentence.end());
+      d.sentence_offsets.push_back(d.num_tokens());
+    }
+    d.paragraph_offsets.push_back(d.num_sentences());
+  }
+  return d;
+}
+
+// `count` sentences of 3 to 9 distinct-ish token ids (5 .. 1004).
+std::vector<std::vector<int32_t>> Sentences(int count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int32_t>> sentences(count);
+  for (auto& sentence : sentences) {
+    sentence.resize(3 + rng() % 7);
+    for (int32_t& token : sentence) token = static_cast<int32_t>(5 + rng() % 1000);
+  }
+  return sentences;
+}
+
+GruAttentionImpl& Level(SmashEncoder& encoder, const std::string& name) {
+  for (const auto& child : encoder->named_children()) {
+    if (child.key() == name) return *child.value()->as<GruAttentionImpl>();
+  }
+  throw std::runtime_error("no SMASH level " + name);
 }
 
 int64_t Count(const torch::nn::Module& m) {
@@ -62,6 +102,111 @@ TEST(Smash, PaddingAtEveryDepthDoesNotChangeADocumentsVector) {
   const torch::Tensor alone = encoder(Batch({&small}));
   const torch::Tensor together = encoder(Batch({&large, &small}));
   EXPECT_TRUE(torch::allclose(together[1], alone[0], 1e-5, 1e-6));
+}
+
+TEST(Smash, EachDepthIsItsOwnRnnSharingOnlyTheWordEmbeddings) {
+  // The parameters that move the P, S and W parts of the document vector
+  // (nonzero gradient of that part's sum) overlap only in the embeddings.
+  std::vector<data::Document> docs;
+  for (int i = 0; i < 3; ++i) docs.push_back(data::testing::SyntheticDocument(i, 4));
+  const HierarchyTensors t = Batch({&docs[0], &docs[1], &docs[2]});
+  torch::manual_seed(3);
+  SmashEncoder encoder(Tiny("P+S+W"));
+  std::vector<std::set<std::string>> movers;
+  for (int64_t part = 0; part < 3; ++part) {
+    encoder->zero_grad();
+    encoder(t).slice(1, 16 * part, 16 * (part + 1)).sum().backward();
+    std::set<std::string> names;
+    for (const auto& p : encoder->named_parameters()) {
+      if (p.value().grad().defined() && p.value().grad().abs().sum().item<double>() > 0) names.insert(p.key());
+    }
+    movers.push_back(names);
+  }
+  for (int64_t a = 0; a < 3; ++a) {
+    EXPECT_GE(movers[a].size(), 5u) << "depth " << a << " has its own GRU and attention";
+    for (int64_t b = a + 1; b < 3; ++b) {
+      std::vector<std::string> shared;
+      std::set_intersection(movers[a].begin(), movers[a].end(), movers[b].begin(), movers[b].end(),
+                            std::back_inserter(shared));
+      EXPECT_EQ(shared, std::vector<std::string>{"embedding.weight"}) << "depths " << a << " and " << b;
+    }
+  }
+}
+
+TEST(Smash, SentenceDepthReadsTheDocumentsOwnSentencesOneAtATime) {
+  // Twelve sentences: as 2 paragraphs of 6, and as 12 paragraphs of 1. The
+  // paragraph grid (max 3 paragraphs x 4 sentences) would keep 8 and 3 of
+  // them; the sentence depth reads the document's first 10 sentences either
+  // way, each cut at 5 words, and equals running its word -> sentence RNN on
+  // each sentence alone, then its sentence -> document RNN on the 10 vectors.
+  const auto sentences = Sentences(12, 11);
+  const data::Document two =
+      Make({{sentences.begin(), sentences.begin() + 6}, {sentences.begin() + 6, sentences.end()}});
+  std::vector<std::vector<std::vector<int32_t>>> singles;
+  for (const auto& sentence : sentences) singles.push_back({sentence});
+  const data::Document twelve = Make(singles);
+  SmashConfig c = Tiny("S");
+  c.input.max_paragraphs = 3;
+  c.input.max_sentences = 4;
+  c.input.max_words = 5;
+  c.input.max_document_sentences = 10;
+  torch::manual_seed(4);
+  SmashEncoder encoder(c);
+  encoder->eval();
+  auto encode = [&](const std::vector<const data::Document*>& docs) {
+    return encoder(ToTensors(data::BuildHierarchyBatch(docs, c.input), torch::kCPU));
+  };
+  const torch::Tensor batched = encode({&two, &twelve});
+
+  torch::NoGradGuard no_grad;
+  torch::Tensor table;
+  for (const auto& p : encoder->named_parameters()) {
+    if (p.key() == "embedding.weight") table = p.value();
+  }
+  std::vector<torch::Tensor> vectors;
+  for (int64_t s = 0; s < 10; ++s) {
+    const int64_t length = std::min<int64_t>(5, sentences[s].size());
+    const torch::Tensor ids = torch::tensor(std::vector<int64_t>(sentences[s].begin(), sentences[s].begin() + length));
+    vectors.push_back(
+        Level(encoder, "s_word_to_sentence").forward(table.index_select(0, ids).unsqueeze(0), torch::tensor({length})));
+  }
+  const torch::Tensor expected =
+      Level(encoder, "s_sentence_to_document").forward(torch::cat(vectors).unsqueeze(0), torch::tensor({int64_t{10}}));
+  EXPECT_TRUE(torch::allclose(batched[0], expected[0], 1e-5, 1e-6)) << batched[0] << expected[0];
+  EXPECT_TRUE(torch::allclose(batched[1], expected[0], 1e-5, 1e-6));
+  // Sentences past the tenth, and words past the fifth, are not read.
+  std::vector<std::vector<int32_t>> changed = sentences;
+  changed[11][0] = 999;
+  const auto long_one = std::find_if(changed.begin(), changed.begin() + 10, [](const auto& x) { return x.size() > 5; });
+  ASSERT_NE(long_one, changed.begin() + 10) << "a sentence of more than 5 words among the first 10";
+  (*long_one)[5] = 998;
+  const data::Document later = Make({changed});
+  EXPECT_TRUE(torch::allclose(encode({&later})[0], expected[0], 1e-5, 1e-6));
+  changed[9][0] = changed[9][0] == 7 ? 8 : 7;
+  const data::Document earlier = Make({changed});
+  EXPECT_FALSE(torch::allclose(encode({&earlier})[0], expected[0], 1e-5, 1e-6));
+}
+
+TEST(Smash, TruncationComesFromTheModelConfig) {
+  // Two documents differ only in each sentence's words past the third:
+  // max_words 3 (and max_document_words 3) embeds them alike, the default not.
+  auto sentences = Sentences(6, 12);
+  for (auto& sentence : sentences) sentence.resize(6, 17);
+  auto longer = sentences;
+  for (auto& sentence : longer) sentence[4] = 23;
+  const data::Document a = Make({{sentences.begin(), sentences.begin() + 3}, {sentences.begin() + 3, sentences.end()}});
+  const data::Document b = Make({{longer.begin(), longer.begin() + 3}, {longer.begin() + 3, longer.end()}});
+  for (const bool narrow : {true, false}) {
+    ModelConfig config;
+    config.kind = "smash";
+    config.smash = Tiny("P+S+W");
+    if (narrow) config.smash.input.max_words = config.smash.input.max_document_words = 3;
+    torch::manual_seed(5);
+    auto model = DocumentModel::Create(config);
+    model->module().eval();
+    const torch::Tensor vectors = model->Embed({&a, &b}, torch::kCPU);
+    EXPECT_EQ(torch::allclose(vectors[0], vectors[1], 1e-6, 1e-7), narrow) << (narrow ? "max_words 3" : "default");
+  }
 }
 
 TEST(Smash, EveryParameterGetsAGradientAndThePairLossIsBce) {
@@ -111,14 +256,16 @@ TEST(Smash, LearnsATinySetOfPairs) {
 }
 
 TEST(Smash, PaperSizedParameterCount) {
-  // 256-d embeddings, 128 GRU units per direction, P+S+W, 16K vocabulary.
+  // 256-d embeddings, 128 GRU units per direction, P+S+W, 16K vocabulary,
+  // a 128-unit pair hidden layer.
   SmashConfig c;
   SmashPair pair(c);
-  const int64_t gru = [](int64_t in, int64_t u) { return 2 * (3 * u * in + 3 * u * u + 6 * u); }(256, 128);
-  const int64_t gru_hidden_in = 2 * (3 * 128 * 256 + 3 * 128 * 128 + 6 * 128);
+  const auto gru = [](int64_t in, int64_t u) { return 2 * (3 * u * in + 3 * u * u + 6 * u); };
   const int64_t pooling = 256 * 256 + 256 + 256;
-  // Embedding + 5 GRU levels (2 read words, 3 read 256-d vectors) + 5 poolings + head.
-  const int64_t expected = 16000 * 256 + 2 * gru + 3 * gru_hidden_in + 5 * pooling + (2 * 768 * 256 + 256) + (256 + 1);
+  // Embedding + 6 GRU levels (P: 3, S: 2, W: 1; three of them read words, three
+  // read 256-d vectors) + 6 poolings + head.
+  const int64_t expected =
+      16000 * 256 + 3 * gru(256, 128) + 3 * gru(256, 128) + 6 * pooling + (2 * 768 * 128 + 128) + (128 + 1);
   EXPECT_EQ(Count(*pair), expected);
   std::cout << "[model] SMASH P+S+W paper size: " << Count(*pair->encoder) << " encoder parameters, " << Count(*pair)
             << " with the pair head" << std::endl;

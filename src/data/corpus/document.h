@@ -22,6 +22,7 @@ struct Document {
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_sentences() const { return static_cast<int64_t>(sentence_offsets.size()) - 1; }
   int64_t num_paragraphs() const { return static_cast<int64_t>(paragraph_offsets.size()) - 1; }
+  int64_t sentence_length(int64_t s) const { return sentence_offsets[s + 1] - sentence_offsets[s]; }
 
   // Tokens of sentence `s` (copy; samplers that care use the offsets).
   std::vector<int32_t> Sentence(int64_t s) const {

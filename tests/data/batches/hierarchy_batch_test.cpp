@@ -15,6 +15,7 @@ TEST(HierarchyBatch, TruncatesEachDepthAndKeepsOrder) {
   options.max_paragraphs = 2;
   options.max_sentences = 3;
   options.max_words = 4;
+  options.max_document_sentences = 5;
   options.max_document_words = 10;
   const HierarchyBatch batch = BuildHierarchyBatch({&a, &b}, options);
   EXPECT_LE(batch.P, 2);
@@ -23,7 +24,6 @@ TEST(HierarchyBatch, TruncatesEachDepthAndKeepsOrder) {
   EXPECT_LE(batch.N, 10);
   for (int64_t d = 0; d < 2; ++d) {
     const Document& doc = d == 0 ? a : b;
-    int64_t order = 0;
     for (int64_t p = 0; p < std::min<int64_t>(doc.num_paragraphs(), 2); ++p) {
       for (int64_t k = 0; k < std::min<int64_t>(doc.paragraph_offsets[p + 1] - doc.paragraph_offsets[p], 3); ++k) {
         const auto sentence = doc.Sentence(doc.paragraph_offsets[p] + k);
@@ -31,10 +31,19 @@ TEST(HierarchyBatch, TruncatesEachDepthAndKeepsOrder) {
           const int32_t expected = w < std::min<int64_t>(4, sentence.size()) ? sentence[w] : kPadId;
           EXPECT_EQ(batch.tokens[((d * batch.P + p) * batch.S + k) * batch.W + w], expected);
         }
-        EXPECT_EQ(batch.sentence_order[d * batch.D + order++], p * batch.S + k);
       }
     }
-    for (; order < batch.D; ++order) EXPECT_EQ(batch.sentence_order[d * batch.D + order], -1);
+    // The sentence view: the document's own first 5 sentences, whatever
+    // paragraph they sit in (past the grid's 3 per paragraph), 4 words each.
+    EXPECT_LE(batch.D, 5);
+    EXPECT_LE(batch.L, 4);
+    for (int64_t s = 0; s < batch.D; ++s) {
+      const auto sentence = s < doc.num_sentences() ? doc.Sentence(s) : std::vector<int32_t>();
+      for (int64_t w = 0; w < batch.L; ++w) {
+        const int32_t expected = w < std::min<int64_t>(4, sentence.size()) ? sentence[w] : kPadId;
+        EXPECT_EQ(batch.sentences[(d * batch.D + s) * batch.L + w], expected) << d << " " << s << " " << w;
+      }
+    }
     for (int64_t w = 0; w < batch.N; ++w) {
       EXPECT_EQ(batch.words[d * batch.N + w], w < std::min<int64_t>(10, doc.num_tokens()) ? doc.tokens[w] : kPadId);
     }
