@@ -130,20 +130,39 @@ Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, double temperat
   return objective;
 }
 
+BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor v = vectors.detach().to(torch::kCPU, torch::kFloat64);
+  const int64_t N = v.size(0);
+  BlockPoolSpread spread;
+  if (N < 2) return spread;
+  const torch::Tensor unit = v / v.norm(2, 1, true).clamp_min(1e-12);
+  const torch::Tensor gram = unit.mm(unit.t());
+  spread.mean_cosine = (gram.sum() - gram.diagonal().sum()).item<double>() / static_cast<double>(N * (N - 1));
+  const torch::Tensor singular = torch::linalg_svdvals(v);
+  const torch::Tensor p = singular / singular.sum().clamp_min(1e-300);
+  spread.effective_rank = torch::exp(-(p * p.clamp_min(1e-300).log()).sum()).item<double>();
+  return spread;
+}
+
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
                            dist::Communicator& communicator) {
   const auto out = model->forward(batch, sentence_blocks);
   Totals totals(communicator);
   const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true);
   const int lm_slot = totals.Add(lm, out.lm_labels.size(0));
-  torch::Tensor block;
-  int block_slot = -1;
+  torch::Tensor block, targets;
+  int block_slot = -1, top1_slot = -1;
   if (sentence_blocks) {
     // This rank's predictions against every rank's original block vectors.
     const dist::Gathered pool = dist::AllGatherWithGrad(out.block_originals, communicator);
     const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options()) + pool.offset;
     block = model::SentenceBlockLoss(out.block_predictions, pool.all, positive, /*sum=*/true);
     block_slot = totals.Add(block, out.block_predictions.size(0));
+    targets = pool.all.detach();
+    const torch::Tensor hits =
+        torch::matmul(out.block_predictions.detach(), targets.t()).argmax(1).eq(positive).sum().to(torch::kFloat64);
+    top1_slot = totals.Add(hits, out.block_predictions.size(0));
   }
   totals.Reduce(batch.tokens.device());
   Objective objective;
@@ -154,6 +173,16 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
     objective.parts["block"] = totals.mean(block_slot);
   }
   for (const auto& [name, value] : objective.parts) objective.value += value;
+  if (sentence_blocks) {
+    // Diagnostics, not loss terms: how often the true block scores highest,
+    // and how alike the candidate targets are (mean pairwise cosine; the
+    // effective rank exp(entropy) of their normalised singular values). The
+    // pool is every rank's, so these are the same on every rank.
+    objective.parts["block_top1"] = totals.mean(top1_slot);
+    const BlockPoolSpread spread = MeasureBlockPool(targets);
+    objective.parts["block_cosine"] = spread.mean_cosine;
+    objective.parts["block_rank"] = spread.effective_rank;
+  }
   return objective;
 }
 

@@ -42,8 +42,19 @@ struct Objective {
 // sync, the earlier ones accumulate like micro-steps.
 void Backward(const Objective& objective, double scale, const std::function<void(bool last)>& prepare);
 
+// How spread out a pool of block vectors (N, C) is: the mean cosine between
+// distinct rows, and the effective rank exp(-sum p log p) of the singular
+// values normalised to sum 1 (1: every row on one line; C: evenly spread).
+struct BlockPoolSpread {
+  double mean_cosine = 0;
+  double effective_rank = 0;
+};
+BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors);
+
 // SMITH-WP (sentence_blocks false) or WP+SP: word LM + masked sentence-block
-// prediction against every rank's masked blocks.
+// prediction against every rank's masked blocks. parts: lm, block, and the
+// diagnostics block_top1 (share of predictions whose own block scores
+// highest), block_cosine and block_rank (MeasureBlockPool of the targets).
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
                            dist::Communicator& communicator);
 
