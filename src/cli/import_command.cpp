@@ -13,20 +13,24 @@ Command AddImportCommand(CLI::App* app) {
   CLI::App* sub = app->add_subcommand(
       "import-hf",
       "Import a Hugging Face BERT-family model folder (config.json, model.safetensors,\n"
-      "vocab.txt) as a docmatch model folder: MatchBERT's flat encoder or SMITH's\n"
-      "sentence encoder carries the weights, tokenizer.wordpiece the WordPiece vocabulary.\n"
+      "vocab.txt) as a docmatch model folder: MatchBERT's flat encoder, SMITH's sentence\n"
+      "encoder or SDR's sentence encoder carries the weights, tokenizer.wordpiece the\n"
+      "WordPiece vocabulary.\n"
       "Prepare a corpus with that tokenizer, then finetune --init / embed / eval it.\n"
       "  scripts/fetch-models.py all-minilm-l6-v2\n"
       "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --output models/minilm\n"
       "  docmatch prepare --input articles.jsonl --output corpora/wiki-wp --tokenizer models/minilm\n"
       "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --kind smith --block-length 128 \\\n"
       "      --max-blocks 4 --output models/smith-short\n"
+      "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --kind sdr --output models/sdr-minilm\n"
+      "  docmatch pretrain --objective sdr --init models/sdr-minilm --corpus corpora/wiki-wp --run runs/sdr\n"
       "Anything docmatch's BERT layer cannot reproduce exactly (another model_type, tanh GELU,\n"
       "relative positions) is refused; import.json lists the tensors mapped, dropped and fresh.");
   sub->add_option("input", o->input, "Hugging Face model folder")->required()->check(CLI::ExistingDirectory);
   sub->add_option("--output", o->output, "docmatch model folder to write")->required();
-  sub->add_option("--kind", o->kind, "match_bert (flat encoder) or smith (sentence encoder)")
-      ->check(CLI::IsMember({"match_bert", "smith"}))
+  sub->add_option("--kind", o->kind,
+                  "match_bert (flat encoder), smith (SMITH's sentence encoder) or sdr (SDR's sentence encoder)")
+      ->check(CLI::IsMember({"match_bert", "smith", "sdr"}))
       ->capture_default_str();
   sub->add_option("--lowercase", o->lowercase, "lower-case text: auto reads tokenizer_config.json")
       ->check(CLI::IsMember({"auto", "true", "false"}))
@@ -34,7 +38,8 @@ Command AddImportCommand(CLI::App* app) {
   sub->add_option("--seed", o->seed, "seed of the layers the checkpoint does not have")->capture_default_str();
   sub->add_option("--dropout", o->dropout, "dropout of the docmatch model")->capture_default_str();
   sub->add_option("--max-tokens", o->max_tokens,
-                  "match_bert: tokens per window, [CLS] and [SEP] included (0: the model's max_seq_length)")
+                  "match_bert: tokens per window, [CLS] and [SEP] included (0: the model's max_seq_length);\n"
+                  "sdr: tokens per sentence, [CLS] and [SEP] included (0: 128)")
       ->capture_default_str();
   sub->add_option("--pooling", o->pooling, "match_bert: auto (from 1_Pooling), cls or mean")
       ->check(CLI::IsMember({"auto", "cls", "mean"}))

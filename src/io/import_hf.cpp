@@ -204,8 +204,17 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
     s.max_blocks = options.max_blocks;
     s.combine = options.combine;
     length = s.block_length;
+  } else if (options.kind == "sdr") {
+    // SDR's sentence encoder, mean-pooled over [CLS] sentence [SEP] as the
+    // BERT checkpoint read its inputs (the paper continues RoBERTa).
+    model::SdrConfig& s = config.sdr;
+    SetTransformerSizes(c, rows, options.dropout, &s);
+    s.layers = c["num_hidden_layers"];
+    s.max_tokens = options.max_tokens > 0 ? options.max_tokens : std::min<int64_t>(128, positions);
+    s.separator = true;
+    length = s.max_tokens;
   } else {
-    throw std::runtime_error("[import] --kind is match_bert or smith, not '" + options.kind + "'");
+    throw std::runtime_error("[import] --kind is match_bert, smith or sdr, not '" + options.kind + "'");
   }
   if (length > positions) {
     throw std::runtime_error("[import] sequences of " + std::to_string(length) + " tokens need more than the " +

@@ -74,8 +74,10 @@ Setters Fields(ModelConfig& config, const std::string& origin) {
   }
   if (config.kind == "sdr") {
     SdrConfig& c = config.sdr;
-    return TransformerKeys(
-        &c, {{"layers", Set(&c.layers)}, {"max_tokens", Set(&c.max_tokens)}, {"margin", Set(&c.margin)}});
+    return TransformerKeys(&c, {{"layers", Set(&c.layers)},
+                                {"max_tokens", Set(&c.max_tokens)},
+                                {"margin", Set(&c.margin)},
+                                {"separator", Set(&c.separator)}});
   }
   if (config.kind == "smash") {
     SmashConfig& c = config.smash;

@@ -96,24 +96,29 @@ class SdrModel : public DocumentModel {
 
   std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,
                                                 const torch::Device& device) override {
-    // All sentences of all documents in one padded batch, cut at max_tokens;
-    // an empty sentence reads as one <unk> so that every row has a token.
-    const int64_t max_tokens = config().sdr.max_tokens;
+    // All sentences of all documents in one padded batch, cut at max_tokens
+    // (as training reads them: [CLS] sentence [SEP] with `separator`); an
+    // empty sentence without separators reads as one <unk> so that every row
+    // has a token.
+    const bool separator = config().sdr.separator;
+    const int64_t room = config().sdr.max_tokens - (separator ? 2 : 0);
+    const int64_t extra = separator ? 2 : 0;
     int64_t rows = 0, T = 1;
     for (const data::Document* d : documents) {
       TORCH_CHECK(d->num_sentences() > 0, "[embed] document '", d->id, "' has no sentences");
       rows += d->num_sentences();
-      for (int64_t s = 0; s < d->num_sentences(); ++s)
-        T = std::max(T, std::min(max_tokens, d->sentence_offsets[s + 1] - d->sentence_offsets[s]));
+      for (int64_t s = 0; s < d->num_sentences(); ++s) T = std::max(T, std::min(room, d->sentence_length(s)) + extra);
     }
     std::vector<int32_t> tokens(rows * T, data::kPadId);
     int64_t row = 0;
     for (const data::Document* d : documents) {
       for (int64_t s = 0; s < d->num_sentences(); ++s, ++row) {
-        const int64_t begin = d->sentence_offsets[s];
-        const int64_t length = std::min(max_tokens, d->sentence_offsets[s + 1] - begin);
-        if (length == 0) tokens[row * T] = data::kUnkId;
-        std::copy_n(d->tokens.begin() + begin, length, tokens.begin() + row * T);
+        const int64_t length = std::min(room, d->sentence_length(s));
+        auto out = tokens.begin() + row * T;
+        if (separator) *out++ = data::kClsId;
+        if (length == 0 && !separator) *out = data::kUnkId;
+        out = std::copy_n(d->tokens.begin() + d->sentence_offsets[s], length, out);
+        if (separator) *out = data::kSepId;
       }
     }
     const torch::Tensor ids = torch::from_blob(tokens.data(), {rows, T}, torch::kInt32).to(device, torch::kLong);

@@ -20,7 +20,8 @@ struct SdrConfig {
   int64_t layers = 6;           // L
   int64_t max_tokens = 64;      // tokens per sentence
   double dropout = 0.1;
-  double margin = 1.0;  // negatives pushed below cosine 1 - margin (paper: 0)
+  double margin = 1.0;     // negatives pushed below cosine 1 - margin (paper: 0)
+  bool separator = false;  // read each sentence as [CLS] ... [SEP], as BERT does (imports set it)
 
   TransformerConfig Transformer() const { return {hidden, heads, intermediate, layers, dropout}; }
 };

@@ -328,7 +328,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
     model::SentenceEncoder model(config.sdr);
     LoadInit(options.init, init_info, *model, *model, rank);
     model->to(device);
-    data::SdrOptions sdr{config.sdr.max_tokens, 0.5, options.seed};
+    data::SdrOptions sdr{config.sdr.max_tokens, 0.5, options.seed, config.sdr.separator};
     const int64_t offset = rank * options.batch_size, global = world * options.batch_size;
     Task<data::SdrBatch> task{
         *model,

@@ -176,6 +176,24 @@ def main():
     smith = os.path.join(scratch, "minilm-smith")
     run_import(docmatch, minilm, smith, "--kind", "smith", "--block-length", "128", "--max-blocks", "4")
     figures["all-minilm-l6-v2 (smith)"] = compare(probe, smith, bert, rows, to_docmatch, scratch, "minilm-smith")
+    # SDR's sentence encoder from MiniLM (the paper continues a pretrained
+    # encoder): the same token states, and a one-sentence document's vector,
+    # mean-pooled over [CLS] sentence [SEP] as SDR now reads a sentence,
+    # equals SentenceTransformer's embedding of that sentence.
+    sdr = os.path.join(scratch, "minilm-sdr")
+    run_import(docmatch, minilm, sdr, "--kind", "sdr")
+    figures["all-minilm-l6-v2 (sdr)"] = compare(probe, sdr, bert, rows, to_docmatch, scratch, "minilm-sdr")
+    texts = [t for t in sentences[:80] if len(reference_tokenizer.encode(t, add_special_tokens=False).ids) <= 100][:30]
+    proc = subprocess.run([docmatch, "encode", "--model", sdr],
+                          input="".join(json.dumps({"id": f"s{i}", "text": t}) + "\n" for i, t in enumerate(texts)),
+                          capture_output=True, text=True, check=True)
+    encoded = {line["id"]: np.array(line["vector"]) for line in map(json.loads, proc.stdout.splitlines())}
+    from sentence_transformers import SentenceTransformer
+    reference = SentenceTransformer(minilm, device="cpu").encode(texts, normalize_embeddings=True)
+    difference = max(float(np.abs(encoded[f"s{i}"] - reference[i]).max()) for i in range(len(texts)))
+    figures["all-minilm-l6-v2 (sdr)"]["encode_vs_sentence_transformers"] = difference
+    assert len(encoded) == len(texts) and difference < TOLERANCE, \
+        f"SDR import's sentence vectors differ from SentenceTransformer's by {difference}"
 
     # rxnfp: its own vocabulary and special ids, random ids of it.
     rx = os.path.join(scratch, "rxnfp-flat")

@@ -5,13 +5,14 @@
 //   token_states_probe MODEL_FOLDER INPUTS.safetensors OUTPUTS.safetensors
 //
 // INPUTS holds "ids" (B, T) int64 in docmatch ids, kPadId after each row's
-// end; OUTPUTS gets "states" (B, T, C) float32: MatchBERT's flat encoder, or
-// SMITH's sentence encoder with every row one block.
+// end; OUTPUTS gets "states" (B, T, C) float32: MatchBERT's flat encoder,
+// SMITH's sentence encoder with every row one block, or SDR's sentence encoder.
 #include <iostream>
 
 #include "io/model_folder.h"
 #include "io/safetensors.h"
 #include "model/match_bert.h"
+#include "model/sdr.h"
 #include "model/smith.h"
 
 using namespace docmatch;
@@ -37,6 +38,8 @@ int main(int argc, char** argv) {
       // One document per row, one block each: every block is real.
       const auto blocks = smith.EncodeBlocks(ids.view({B, 1, T}), torch::ones({B, 1}, torch::kBool));
       states = blocks.tokens.Unpack(blocks.token_states);
+    } else if (info.config.kind == "sdr") {
+      states = dynamic_cast<model::SentenceEncoderImpl&>(model->module()).Encode(ids);
     } else {
       throw std::runtime_error("not an imported transformer: " + info.config.kind);
     }

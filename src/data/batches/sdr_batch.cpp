@@ -48,7 +48,12 @@ SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrO
     const auto [a, p] = ChooseSentences(*d, &random);
     auto cut = [&](int64_t s) {
       std::vector<int32_t> tokens = d->Sentence(s);
-      if (static_cast<int64_t>(tokens.size()) > options.max_tokens) tokens.resize(options.max_tokens);
+      const int64_t room = options.max_tokens - (options.separator ? 2 : 0);
+      if (static_cast<int64_t>(tokens.size()) > room) tokens.resize(room);
+      if (options.separator) {
+        tokens.insert(tokens.begin(), kClsId);
+        tokens.push_back(kSepId);
+      }
       return tokens;
     };
     anchors.push_back(cut(a));
@@ -70,8 +75,9 @@ SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrO
     for (int64_t b = 0; b < B; ++b) {
       std::copy(rows[b].begin(), rows[b].end(), tokens->begin() + b * T);
       if (!masks) continue;
-      std::vector<int64_t> positions(rows[b].size());
-      for (size_t t = 0; t < rows[b].size(); ++t) positions[t] = b * T + static_cast<int64_t>(t);
+      const int64_t skip = options.separator ? 1 : 0;  // [CLS] and [SEP] are never masked
+      std::vector<int64_t> positions;
+      for (int64_t t = skip; t < static_cast<int64_t>(rows[b].size()) - skip; ++t) positions.push_back(b * T + t);
       MaskWords(*masks, view, epoch, static_cast<uint64_t>(batch.document_index[b]), positions, tokens, labels);
     }
   };

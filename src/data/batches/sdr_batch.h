@@ -15,9 +15,10 @@
 namespace docmatch::data {
 
 struct SdrOptions {
-  int64_t max_tokens = 64;  // tokens per sentence (longer ones are cut)
+  int64_t max_tokens = 64;  // tokens per sentence row, [CLS] and [SEP] included (longer ones are cut)
   double positive_rate = 0.5;
-  uint64_t seed = 1234;  // keys the pair draws
+  uint64_t seed = 1234;    // keys the pair draws
+  bool separator = false;  // rows read [CLS] sentence [SEP]; the word masks never touch the two
 };
 
 struct SdrBatch {

@@ -76,5 +76,53 @@ TEST(SdrBatch, TruncatesMasksAndDependsOnlyOnTheDocument) {
   EXPECT_EQ(Row(batch.partner_labels, 1, batch.T), Row(other.partner_labels, 1, other.T));
 }
 
+TEST(SdrBatch, SeparatorRowsReadClsSentenceSepAndTheirMarksAreNeverMasked) {
+  // Rows of at most 6 tokens: [CLS], the sentence's first 4, [SEP]. With
+  // half of every row's words masked, [CLS] and [SEP] stay and carry no label.
+  std::vector<Document> docs;
+  for (int i = 0; i < 40; ++i) docs.push_back(testing::SyntheticDocument(i, 21));
+  std::vector<const Document*> pointers;
+  for (const auto& d : docs) pointers.push_back(&d);
+  SdrOptions options;
+  options.max_tokens = 6;
+  options.separator = true;
+  const SdrBatch clean = BuildSdrBatch(pointers, options, nullptr, 0);
+  MaskOptions masks;
+  masks.vocab_size = 1005;
+  masks.word_fraction = 0.5;
+  const SdrBatch masked = BuildSdrBatch(pointers, options, &masks, 0);
+  EXPECT_LE(clean.T, 6);
+  int64_t labelled = 0;
+  for (int64_t b = 0; b < clean.B; ++b) {
+    for (const auto* rows : {&clean.anchors, &clean.partners}) {
+      const std::vector<int32_t> row = Row(*rows, b, clean.T);
+      ASSERT_GE(row.size(), 3u) << b;
+      EXPECT_EQ(row.front(), kClsId) << b;
+      EXPECT_EQ(row.back(), kSepId) << b;
+      const std::vector<int32_t> words(row.begin() + 1, row.end() - 1);
+      const auto [p, s] = Locate(docs[b], words);
+      if (s < 0) {  // cut: the words are the first 4 of one of its sentences
+        bool found = false;
+        for (int64_t t = 0; t < docs[b].num_sentences(); ++t) {
+          const std::vector<int32_t> sentence = docs[b].Sentence(t);
+          found |= sentence.size() > 4 && std::vector<int32_t>(sentence.begin(), sentence.begin() + 4) == words;
+        }
+        EXPECT_TRUE(found) << b;
+      }
+    }
+    for (const auto& [rows, labels] :
+         {std::pair{&masked.anchors, &masked.anchor_labels}, std::pair{&masked.partners, &masked.partner_labels}}) {
+      const std::vector<int32_t> row = Row(*rows, b, masked.T);
+      EXPECT_EQ(row.front(), kClsId) << b;
+      EXPECT_EQ(row.back(), kSepId) << b;
+      EXPECT_EQ((*labels)[b * masked.T], kIgnoreLabel) << b;
+      EXPECT_EQ((*labels)[b * masked.T + static_cast<int64_t>(row.size()) - 1], kIgnoreLabel) << b;
+      for (int64_t t = 1; t + 1 < static_cast<int64_t>(row.size()); ++t)
+        labelled += (*labels)[b * masked.T + t] != kIgnoreLabel;
+    }
+  }
+  EXPECT_GT(labelled, 0);
+}
+
 }  // namespace
 }  // namespace docmatch::data
