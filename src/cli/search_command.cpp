@@ -295,7 +295,9 @@ Command AddIndexCommand(CLI::App* app) {
   sub->add_option("--ef-construction", options->ef_construction, "candidates kept while inserting")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  sub->add_option("-j,--threads", options->threads, "insertion threads (0 = all cores)")->capture_default_str();
+  sub->add_option("-j,--threads", options->threads, "insertion threads (0 = all cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--overwrite", *overwrite, "replace an existing index");
   sub->add_flag("--no-progress", *no_progress, "no progress bar");
   return {sub, [embeddings, output, options, no_progress, overwrite] {

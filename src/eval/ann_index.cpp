@@ -7,12 +7,15 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "console/progress.h"
 #include "data/text/tokenizer.h"
+#include "io/file_writer.h"
 
 namespace docmatch::eval {
 namespace fs = std::filesystem;
@@ -41,12 +44,18 @@ torch::Tensor Unit(const torch::Tensor& rows) {
       .contiguous();
 }
 
-// Runs body(i) for i in [0, n) on `threads` threads.
+// Runs body(i) for i in [0, n) on `threads` threads (0: every core), items
+// handed out one at a time (HNSW insertions vary in cost); the first
+// exception stops the rest and is rethrown. at::parallel_for ran on one
+// thread here (ATen's OpenMP loop is compiled into the caller, which is not
+// built with -fopenmp), so the threads are our own.
 void Parallel(int64_t n, int threads, const std::function<void(int64_t)>& body) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<int64_t>(threads, n));
   std::atomic<int64_t> next{0};
-  std::vector<std::thread> pool;
   std::exception_ptr failure;
   std::mutex failure_mutex;
+  std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       try {
@@ -62,6 +71,22 @@ void Parallel(int64_t n, int threads, const std::function<void(int64_t)>& body) 
   if (failure) std::rethrow_exception(failure);
 }
 
+// The bytes hnswlib's saveIndex writes for `graph`: its header fields, the
+// level-0 block, then each element's upper-level links behind their size.
+// A file of another size was cut short (a full disk: saveIndex does not check
+// its stream).
+int64_t SavedBytes(const hnswlib::HierarchicalNSW<float>& g) {
+  size_t bytes = sizeof(g.offsetLevel0_) + sizeof(g.max_elements_) + sizeof(g.cur_element_count) +
+                 sizeof(g.size_data_per_element_) + sizeof(g.label_offset_) + sizeof(g.offsetData_) +
+                 sizeof(g.maxlevel_) + sizeof(g.enterpoint_node_) + sizeof(g.maxM_) + sizeof(g.maxM0_) + sizeof(g.M_) +
+                 sizeof(g.mult_) + sizeof(g.ef_construction_);
+  bytes += g.cur_element_count * g.size_data_per_element_;
+  for (size_t i = 0; i < g.cur_element_count; ++i) {
+    bytes += sizeof(unsigned int) + (g.element_levels_[i] > 0 ? g.size_links_per_element_ * g.element_levels_[i] : 0);
+  }
+  return static_cast<int64_t>(bytes);
+}
+
 }  // namespace
 
 void AnnIndex::Build(const EmbeddingFile& file, const std::string& path, const AnnBuildOptions& options) {
@@ -70,24 +95,32 @@ void AnnIndex::Build(const EmbeddingFile& file, const std::string& path, const A
   hnswlib::InnerProductSpace space(static_cast<size_t>(D));
   hnswlib::HierarchicalNSW<float> graph(&space, static_cast<size_t>(N), static_cast<size_t>(options.m),
                                         static_cast<size_t>(options.ef_construction), options.seed);
-  const int threads =
-      options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   console::ProgressBar bar("[index] inserting", N, "vectors", "", options.progress);
   constexpr int64_t kBlock = 8192;  // rows read from the file at a time
   for (int64_t begin = 0; begin < N; begin += kBlock) {
     const int64_t end = std::min(N, begin + kBlock);
     const torch::Tensor block = Unit(file.Vectors(begin, end));
     const float* data = block.data_ptr<float>();
-    // The first point alone: hnswlib's entry point must exist before threads insert.
+    // The first point alone: hnswlib's entry point must exist before threads
+    // insert (addPoint is thread-safe).
     const int64_t first = begin == 0 ? 1 : 0;
     if (first) graph.addPoint(data, 0);
-    Parallel(end - begin - first, threads,
-             [&](int64_t i) { graph.addPoint(data + (i + first) * D, static_cast<size_t>(begin + i + first)); });
+    Parallel(end - begin - first, options.threads, [&](int64_t i) {
+      const int64_t row = begin + first + i;
+      graph.addPoint(data + (row - begin) * D, static_cast<size_t>(row));
+    });
     bar.Add(end - begin);
   }
   bar.Finish();
   const std::string tmp = path + ".tmp";
   graph.saveIndex(tmp);
+  const int64_t expected = SavedBytes(graph);
+  const int64_t written = fs::exists(tmp) ? static_cast<int64_t>(fs::file_size(tmp)) : 0;
+  if (written != expected) {
+    fs::remove(tmp);
+    throw std::runtime_error("[index] writing " + path + " stopped after " + std::to_string(written) + " of " +
+                             std::to_string(expected) + " bytes (is the disk full?); nothing was replaced");
+  }
   const nlohmann::json meta = {{"format", "docmatch-hnsw"},
                                {"version", 1},
                                {"embeddings", file.path()},
@@ -98,10 +131,9 @@ void AnnIndex::Build(const EmbeddingFile& file, const std::string& path, const A
                                {"dimension", D},
                                {"m", options.m},
                                {"ef_construction", options.ef_construction},
-                               {"index_bytes", static_cast<int64_t>(fs::file_size(tmp))}};
-  std::ofstream(path + ".json.tmp") << meta.dump(2) << "\n";
+                               {"index_bytes", expected}};
   fs::rename(tmp, path);
-  fs::rename(path + ".json.tmp", path + ".json");
+  io::ReplaceFile(path + ".json", meta.dump(2) + "\n");
 }
 
 AnnIndex::AnnIndex(const std::string& path, const EmbeddingFile& file) {
@@ -148,8 +180,7 @@ std::vector<std::vector<std::pair<int64_t, double>>> AnnIndex::Search(const torc
   std::vector<std::vector<std::pair<int64_t, double>>> out(Q);
   graph_->setEf(static_cast<size_t>(std::max(ef, k + 1)));
   const float* data = unit.data_ptr<float>();
-  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  Parallel(Q, std::min<int>(threads, static_cast<int>(Q)), [&](int64_t q) {
+  Parallel(Q, 0, [&](int64_t q) {
     auto found = graph_->searchKnn(data + q * D, static_cast<size_t>(k + 1));  // farthest first
     std::vector<std::pair<int64_t, double>>& hits = out[q];
     while (!found.empty()) {

@@ -8,8 +8,8 @@
 // Files: <path> is hnswlib's own format; <path>.json records what it was
 // built from (rows, dimension, the embeddings file's bytes, a hash of its ids
 // and of 64 rows spread over it, M, ef_construction, the index file's bytes),
-// so a stale, truncated or foreign
-// index is refused, naming the file, instead of answering for other vectors.
+// so a stale, truncated or foreign index is refused, naming the file, instead
+// of answering for other vectors.
 #pragma once
 
 #include <torch/torch.h>

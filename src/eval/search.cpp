@@ -1,5 +1,5 @@
-// Exact top-k search over an embeddings file, a block of rows at a time
-// (search.h).
+// Top-k search over an embeddings file: exactly, a block of rows at a time,
+// or through the HNSW index (search.h).
 #include "eval/search.h"
 
 #include <algorithm>
@@ -112,6 +112,54 @@ torch::Tensor Searcher::BlockScores(const torch::Tensor& queries, const torch::T
   return scores;
 }
 
+std::vector<std::vector<SearchHit>> Searcher::ExactCandidates(const std::vector<SearchQuery>& batch,
+                                                              const torch::Tensor& vectors,
+                                                              const torch::Tensor& lexical, int64_t pool) const {
+  const int64_t N = file_.size(), Q = static_cast<int64_t>(batch.size());
+  // The running best `pool` of every query, merged with each block's best.
+  torch::Tensor best_scores = torch::empty({Q, 0}, torch::kFloat64);
+  torch::Tensor best_rows = torch::empty({Q, 0}, torch::kLong);
+  for (int64_t begin = 0; begin < N; begin += options_.block_rows) {
+    const int64_t end = std::min(N, begin + options_.block_rows);
+    torch::Tensor scores = BlockScores(vectors, lexical, begin, end);
+    if (options_.exclude_self) {
+      for (int64_t q = 0; q < Q; ++q) {
+        const int64_t row = batch[q].row;
+        if (row >= begin && row < end) scores[q][row - begin] = -std::numeric_limits<double>::infinity();
+      }
+    }
+    auto [block_scores, block_rows] = scores.topk(std::min(pool, end - begin), 1);
+    best_scores = torch::cat({best_scores, block_scores}, 1);
+    best_rows = torch::cat({best_rows, block_rows + begin}, 1);
+    auto [kept, order] = best_scores.topk(std::min(pool, best_scores.size(1)), 1);
+    best_scores = kept;
+    best_rows = best_rows.gather(1, order);
+  }
+  best_scores = best_scores.contiguous();
+  best_rows = best_rows.contiguous();
+  std::vector<std::vector<SearchHit>> candidates(Q);
+  for (int64_t q = 0; q < Q; ++q) {
+    const double* s = best_scores.data_ptr<double>() + q * best_scores.size(1);
+    const int64_t* rows = best_rows.data_ptr<int64_t>() + q * best_rows.size(1);
+    for (int64_t i = 0; i < best_scores.size(1); ++i) {
+      if (std::isfinite(s[i])) candidates[q].push_back({rows[i], s[i]});
+    }
+  }
+  return candidates;
+}
+
+std::vector<std::vector<SearchHit>> Searcher::IndexCandidates(const std::vector<SearchQuery>& batch,
+                                                              const torch::Tensor& vectors, int64_t pool) const {
+  std::vector<int64_t> skip;
+  for (const SearchQuery& query : batch) skip.push_back(options_.exclude_self ? query.row : -1);
+  const auto found = options_.index->Search(vectors, std::min(pool, file_.size()), options_.ef, skip);
+  std::vector<std::vector<SearchHit>> candidates(found.size());
+  for (size_t q = 0; q < found.size(); ++q) {
+    for (const auto& [row, score] : found[q]) candidates[q].push_back({row, score});
+  }
+  return candidates;
+}
+
 std::vector<std::vector<SearchHit>> Searcher::Search(const std::vector<SearchQuery>& queries) const {
   const int64_t N = file_.size();
   const bool sdr = file_.has_sentences();
@@ -129,52 +177,15 @@ std::vector<std::vector<SearchHit>> Searcher::Search(const std::vector<SearchQue
     std::vector<model::DocumentSentences> sentences;
     const torch::Tensor vectors = QueryVectors(batch, &sentences);
     const torch::Tensor lexical = options_.lexical_weight > 0 ? LexicalScores(batch) : torch::Tensor();
-    // The running best `pool` of every query, merged with each block's best.
-    torch::Tensor best_scores = torch::empty({Q, 0}, torch::kFloat64);
-    torch::Tensor best_rows = torch::empty({Q, 0}, torch::kLong);
-    if (options_.index) {  // the graph's best instead of every block's
-      std::vector<int64_t> skip(Q, -1);
-      for (int64_t q = 0; q < Q; ++q) skip[q] = options_.exclude_self ? batch[q].row : -1;
-      const auto found = options_.index->Search(vectors, std::min(pool, N), options_.ef, skip);
-      const int64_t width = std::min(pool, N);
-      best_scores = torch::full({Q, width}, -std::numeric_limits<double>::infinity(), torch::kFloat64);
-      best_rows = torch::zeros({Q, width}, torch::kLong);
-      for (int64_t q = 0; q < Q; ++q) {
-        for (size_t i = 0; i < found[q].size(); ++i) {
-          best_rows[q][static_cast<int64_t>(i)] = found[q][i].first;
-          best_scores[q][static_cast<int64_t>(i)] = found[q][i].second;
-        }
-      }
-    }
-    for (int64_t begin = 0; begin < (options_.index ? 0 : N); begin += options_.block_rows) {
-      const int64_t end = std::min(N, begin + options_.block_rows);
-      torch::Tensor scores = BlockScores(vectors, lexical, begin, end);
-      if (options_.exclude_self) {
-        for (int64_t q = 0; q < Q; ++q) {
-          const int64_t row = batch[q].row;
-          if (row >= begin && row < end) scores[q][row - begin] = -std::numeric_limits<double>::infinity();
-        }
-      }
-      auto [block_scores, block_rows] = scores.topk(std::min(pool, end - begin), 1);
-      best_scores = torch::cat({best_scores, block_scores}, 1);
-      best_rows = torch::cat({best_rows, block_rows + begin}, 1);
-      auto [kept, order] = best_scores.topk(std::min(pool, best_scores.size(1)), 1);
-      best_scores = kept;
-      best_rows = best_rows.gather(1, order);
-    }
+    std::vector<std::vector<SearchHit>> candidates =
+        options_.index ? IndexCandidates(batch, vectors, pool) : ExactCandidates(batch, vectors, lexical, pool);
     for (int64_t q = 0; q < Q; ++q) {
-      std::vector<SearchHit> hits;
-      const torch::Tensor query_scores = best_scores[q].contiguous(), query_rows = best_rows[q].contiguous();
-      const auto* s = query_scores.data_ptr<double>();
-      const auto* rows = query_rows.data_ptr<int64_t>();
-      for (int64_t i = 0; i < best_scores.size(1); ++i) {
-        if (std::isfinite(s[i])) hits.push_back({rows[i], s[i]});
-      }
+      std::vector<SearchHit>& hits = candidates[q];
       if (sdr && !hits.empty()) {
-        std::vector<model::DocumentSentences> candidates;
-        for (const SearchHit& hit : hits) candidates.push_back(file_.Sentences(hit.row, hit.row + 1)[0]);
+        std::vector<model::DocumentSentences> documents;
+        for (const SearchHit& hit : hits) documents.push_back(file_.Sentences(hit.row, hit.row + 1)[0]);
         const torch::Tensor hierarchical =
-            SdrScores(sentences[q], candidates, options_.sdr_normalize).to(torch::kFloat64).contiguous();
+            SdrScores(sentences[q], documents, options_.sdr_normalize).to(torch::kFloat64).contiguous();
         for (size_t i = 0; i < hits.size(); ++i) hits[i].score = hierarchical.data_ptr<double>()[i];
       }
       // Best first; exact ties (duplicate documents) in file order, as a

@@ -71,6 +71,13 @@ class Searcher {
   // (Q, B) scores of the queries against rows [begin, end).
   torch::Tensor BlockScores(const torch::Tensor& queries, const torch::Tensor& lexical, int64_t begin,
                             int64_t end) const;
+  // Each query's best `pool` rows (unordered, the query's own row left out
+  // with exclude_self): every block of the file scored, or the index's graph.
+  std::vector<std::vector<SearchHit>> ExactCandidates(const std::vector<SearchQuery>& batch,
+                                                      const torch::Tensor& vectors, const torch::Tensor& lexical,
+                                                      int64_t pool) const;
+  std::vector<std::vector<SearchHit>> IndexCandidates(const std::vector<SearchQuery>& batch,
+                                                      const torch::Tensor& vectors, int64_t pool) const;
 
   const EmbeddingFile& file_;
   model::DocumentModel* model_;

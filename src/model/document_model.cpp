@@ -5,6 +5,7 @@
 #include "data/batches/blocks.h"
 #include "data/batches/flat_batch.h"
 #include "data/batches/hierarchy_batch.h"
+#include "data/batches/sdr_batch.h"
 #include "data/text/tokenizer.h"
 
 namespace docmatch::model {
@@ -96,35 +97,27 @@ class SdrModel : public DocumentModel {
 
   std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,
                                                 const torch::Device& device) override {
-    // All sentences of all documents in one padded batch, cut at max_tokens
-    // (as training reads them: [CLS] sentence [SEP] with `separator`); an
-    // empty sentence without separators reads as one <unk> so that every row
-    // has a token.
-    const bool separator = config().sdr.separator;
-    const int64_t room = config().sdr.max_tokens - (separator ? 2 : 0);
-    const int64_t extra = separator ? 2 : 0;
-    int64_t rows = 0, T = 1;
+    // All sentences of all documents in one padded batch, each read as
+    // training reads it (data::SdrSentenceRow); an empty row reads as one
+    // <unk> so that every row has a token.
+    std::vector<std::vector<int32_t>> sentence_rows;
+    int64_t T = 1;
     for (const data::Document* d : documents) {
       TORCH_CHECK(d->num_sentences() > 0, "[embed] document '", d->id, "' has no sentences");
-      rows += d->num_sentences();
-      for (int64_t s = 0; s < d->num_sentences(); ++s) T = std::max(T, std::min(room, d->sentence_length(s)) + extra);
-    }
-    std::vector<int32_t> tokens(rows * T, data::kPadId);
-    int64_t row = 0;
-    for (const data::Document* d : documents) {
-      for (int64_t s = 0; s < d->num_sentences(); ++s, ++row) {
-        const int64_t length = std::min(room, d->sentence_length(s));
-        auto out = tokens.begin() + row * T;
-        if (separator) *out++ = data::kClsId;
-        if (length == 0 && !separator) *out = data::kUnkId;
-        out = std::copy_n(d->tokens.begin() + d->sentence_offsets[s], length, out);
-        if (separator) *out = data::kSepId;
+      for (int64_t s = 0; s < d->num_sentences(); ++s) {
+        sentence_rows.push_back(data::SdrSentenceRow(*d, s, config().sdr.max_tokens, config().sdr.separator));
+        if (sentence_rows.back().empty()) sentence_rows.back().push_back(data::kUnkId);
+        T = std::max<int64_t>(T, sentence_rows.back().size());
       }
     }
+    const int64_t rows = static_cast<int64_t>(sentence_rows.size());
+    std::vector<int32_t> tokens(rows * T, data::kPadId);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(sentence_rows[r].begin(), sentence_rows[r].end(), tokens.begin() + r * T);
     const torch::Tensor ids = torch::from_blob(tokens.data(), {rows, T}, torch::kInt32).to(device, torch::kLong);
     const torch::Tensor vectors = Normalize(encoder_(ids));
     std::vector<DocumentSentences> out;
-    row = 0;
+    int64_t row = 0;
     for (const data::Document* d : documents) {
       out.push_back({vectors.slice(0, row, row + d->num_sentences()), d->paragraph_offsets});
       row += d->num_sentences();

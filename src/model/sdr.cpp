@@ -32,6 +32,9 @@ SdrTensors ToTensors(const data::SdrBatch& batch, const torch::Device& device) {
 }
 
 SentenceEncoderImpl::SentenceEncoderImpl(const SdrConfig& config) : config_(config) {
+  TORCH_CHECK(
+      config.max_tokens > (config.separator ? 2 : 0), "SDR model key max_tokens is ", config.max_tokens,
+      config.separator ? "; with separator ([CLS] and [SEP]) it must be at least 3" : "; it must be at least 1");
   embeddings = register_module("embeddings", Embeddings(config.vocab_size, config.max_tokens, config.Transformer()));
   encoder_ = register_module("encoder", TransformerEncoder(config.Transformer()));
   lm_transform_ = register_module("lm_transform", torch::nn::Linear(config.hidden, config.hidden));

@@ -39,6 +39,24 @@ TEST(SdrContrastiveLoss, EqualsAFloat64HandComputation) {
   }
 }
 
+TEST(SentenceEncoder, SentencesTooShortForTheirMarksAreRefused) {
+  SdrConfig c;
+  c.vocab_size = 1005;
+  c.hidden = 32;
+  c.heads = 2;
+  c.intermediate = 64;
+  c.layers = 1;
+  c.max_tokens = 2;
+  EXPECT_NO_THROW(SentenceEncoder{c});  // two words a sentence
+  c.separator = true;                   // [CLS] and [SEP] would leave none
+  try {
+    SentenceEncoder encoder(c);
+    FAIL() << "max_tokens 2 with separator was accepted";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at least 3"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SentenceEncoder, MeanPoolsRealTokensGetsGradientsAndLearns) {
   torch::manual_seed(0);
   SdrConfig c;

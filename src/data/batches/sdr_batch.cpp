@@ -35,6 +35,17 @@ std::pair<int64_t, int64_t> ChooseSentences(const Document& d, KeyedRandom* rand
 
 }  // namespace
 
+std::vector<int32_t> SdrSentenceRow(const Document& d, int64_t s, int64_t max_tokens, bool separator) {
+  const int64_t marks = separator ? 2 : 0;
+  CHECK_GT(max_tokens, marks) << "[data] SDR: sentences of " << max_tokens << " tokens leave no room for words";
+  const auto begin = d.tokens.begin() + d.sentence_offsets[s];
+  std::vector<int32_t> row;
+  if (separator) row.push_back(kClsId);
+  row.insert(row.end(), begin, begin + std::min(d.sentence_length(s), max_tokens - marks));
+  if (separator) row.push_back(kSepId);
+  return row;
+}
+
 SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrOptions& options,
                        const MaskOptions* masks, int64_t epoch, int64_t global_offset, int64_t global_size) {
   SdrBatch batch;
@@ -46,18 +57,8 @@ SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrO
     CHECK_GT(d->num_sentences(), 0) << "[data] SDR: document " << d->id << " has no sentences";
     KeyedRandom random(options.seed, {kSdrPairKey, static_cast<uint64_t>(epoch), static_cast<uint64_t>(d->index)});
     const auto [a, p] = ChooseSentences(*d, &random);
-    auto cut = [&](int64_t s) {
-      std::vector<int32_t> tokens = d->Sentence(s);
-      const int64_t room = options.max_tokens - (options.separator ? 2 : 0);
-      if (static_cast<int64_t>(tokens.size()) > room) tokens.resize(room);
-      if (options.separator) {
-        tokens.insert(tokens.begin(), kClsId);
-        tokens.push_back(kSepId);
-      }
-      return tokens;
-    };
-    anchors.push_back(cut(a));
-    partners.push_back(cut(p));
+    anchors.push_back(SdrSentenceRow(*d, a, options.max_tokens, options.separator));
+    partners.push_back(SdrSentenceRow(*d, p, options.max_tokens, options.separator));
     batch.T =
         std::max({batch.T, static_cast<int64_t>(anchors.back().size()), static_cast<int64_t>(partners.back().size())});
     // Positive with probability positive_rate; a negative needs a batch mate.

@@ -32,6 +32,11 @@ struct SdrBatch {
   std::vector<int64_t> document_index;  // (B,)
 };
 
+// Sentence `s` of `d` as SDR reads it: its first max_tokens tokens, or with
+// `separator` [CLS] + its first max_tokens - 2 + [SEP]. Training and
+// embedding both read sentences through this.
+std::vector<int32_t> SdrSentenceRow(const Document& d, int64_t s, int64_t max_tokens, bool separator);
+
 // `masks` null: no MLM masks (evaluation). On N ranks, `global_offset` is
 // this rank's first position in the global batch of `global_size` documents:
 // a negative's partner is then drawn from the whole global batch and `pair`

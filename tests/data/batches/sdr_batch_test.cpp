@@ -20,6 +20,16 @@ std::pair<int64_t, int64_t> Locate(const Document& d, const std::vector<int32_t>
   return {-1, -1};
 }
 
+// `count` synthetic documents, and pointers to them for BuildSdrBatch.
+struct Synthetic {
+  Synthetic(int count, uint64_t seed) {
+    for (int i = 0; i < count; ++i) docs.push_back(testing::SyntheticDocument(i, seed));
+    for (const auto& d : docs) pointers.push_back(&d);
+  }
+  std::vector<Document> docs;
+  std::vector<const Document*> pointers;
+};
+
 std::vector<int32_t> Row(const std::vector<int32_t>& v, int64_t b, int64_t T) {
   std::vector<int32_t> row(v.begin() + b * T, v.begin() + (b + 1) * T);
   while (!row.empty() && row.back() == kPadId) row.pop_back();
@@ -27,10 +37,9 @@ std::vector<int32_t> Row(const std::vector<int32_t>& v, int64_t b, int64_t T) {
 }
 
 TEST(SdrBatch, PairsComeFromOneParagraphAndHalfAreNegatives) {
-  std::vector<Document> docs;
-  for (int i = 0; i < 400; ++i) docs.push_back(testing::SyntheticDocument(i, 55));
-  std::vector<const Document*> pointers;
-  for (const auto& d : docs) pointers.push_back(&d);
+  const Synthetic synthetic(400, 55);
+  const std::vector<Document>& docs = synthetic.docs;
+  const std::vector<const Document*>& pointers = synthetic.pointers;
   SdrOptions options;
   options.max_tokens = 64;  // longer than any synthetic sentence: nothing is cut
   const SdrBatch batch = BuildSdrBatch(pointers, options, nullptr, 0);
@@ -79,10 +88,9 @@ TEST(SdrBatch, TruncatesMasksAndDependsOnlyOnTheDocument) {
 TEST(SdrBatch, SeparatorRowsReadClsSentenceSepAndTheirMarksAreNeverMasked) {
   // Rows of at most 6 tokens: [CLS], the sentence's first 4, [SEP]. With
   // half of every row's words masked, [CLS] and [SEP] stay and carry no label.
-  std::vector<Document> docs;
-  for (int i = 0; i < 40; ++i) docs.push_back(testing::SyntheticDocument(i, 21));
-  std::vector<const Document*> pointers;
-  for (const auto& d : docs) pointers.push_back(&d);
+  const Synthetic synthetic(40, 21);
+  const std::vector<Document>& docs = synthetic.docs;
+  const std::vector<const Document*>& pointers = synthetic.pointers;
   SdrOptions options;
   options.max_tokens = 6;
   options.separator = true;
