@@ -106,7 +106,8 @@ def smith_vector(tokens, sentence_offsets, c, w):
     block_vectors = np.maximum(linear(states[:, 0], w, "block_dense"), 0)
     block_vectors = np.stack([normalize(v) for v in block_vectors])
     S = len(blocks)
-    x = (block_vectors + w["block_positions.weight"][:S])[None]
+    x = layer_norm(block_vectors + w["block_positions.weight"][:S], w["document_embedding_norm.weight"],
+                   w["document_embedding_norm.bias"])[None]
     states = encoder(x, np.ones((1, S), bool), w, "document_encoder", c["document_layers"], c["heads"])[0]
     document = normalize(linear(states[0], w, "document_dense"))
     if c["combine"] == "normal":

@@ -74,6 +74,7 @@ class Encoder(nn.Module):
         self.sentence_encoder = Stack(c, c["sentence_layers"])
         self.block_dense = nn.Linear(h, h)
         self.block_positions = nn.Embedding(c["max_blocks"], h)
+        self.document_embedding_norm = nn.LayerNorm(h, eps=1e-12)
         self.document_encoder = Stack(c, c["document_layers"])
         self.document_dense = nn.Linear(h, h)  # fine-tuning's head: loaded, unused here
 
@@ -113,6 +114,7 @@ class SmithPretraining(nn.Module):
         is_masked[flat] = True
         inputs = torch.where(is_masked.view(B, S, 1), self.block_mask_vector.view(1, 1, -1), vectors)
         inputs = inputs + e.block_positions(torch.arange(S, device=tokens.device)).unsqueeze(0)
+        inputs = e.document_embedding_norm(inputs)
         doc_states = e.document_encoder(inputs, block_mask)
         predictions = self.block_norm(self.block_dense(doc_states.reshape(B * S, -1)[flat]))
         block_loss = F.cross_entropy(predictions @ originals.t(), torch.arange(len(flat), device=tokens.device))

@@ -41,6 +41,8 @@ SmithEncoderImpl::SmithEncoderImpl(const SmithConfig& config) : config_(config) 
   block_dense_ = register_module("block_dense", torch::nn::Linear(C, C));
   block_positions_ = register_module("block_positions", torch::nn::Embedding(config.max_blocks, C));
   document_encoder_ = register_module("document_encoder", TransformerEncoder(config.Document()));
+  document_embedding_norm_ = register_module(
+      "document_embedding_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(1e-12)));
   document_dense_ = register_module("document_dense", torch::nn::Linear(C, C));
   if (config.combine == "attention") {
     // The official code's attention pooling: a tanh projection of each block
@@ -79,7 +81,14 @@ SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tok
 
 torch::Tensor SmithEncoderImpl::EncodeDocument(const torch::Tensor& vectors, const torch::Tensor& block_mask) {
   const torch::Tensor position = torch::arange(vectors.size(1), block_mask.options().dtype(torch::kLong));
-  return document_encoder_(vectors + block_positions_(position).unsqueeze(0), block_mask);
+  // As BERT's embeddings and the official DocBertModel: position added, then
+  // LayerNorm and dropout. The unit block vectors enter at the scale the
+  // layers expect; without the norm, a masked block's context reached its
+  // prediction too faintly for the block task to start (smith_test.cpp,
+  // MaskedBlockTaskIsLearnedWhereItIsLearnable).
+  const torch::Tensor inputs = document_embedding_norm_(vectors + block_positions_(position).unsqueeze(0));
+  return document_encoder_(F::dropout(inputs, F::DropoutFuncOptions().p(config_.dropout).training(is_training())),
+                           block_mask);
 }
 
 torch::Tensor SmithEncoderImpl::Combine(const torch::Tensor& block_vectors, const torch::Tensor& states,

@@ -4,7 +4,8 @@
 //   tokens (B, S, T) --pack real blocks--> (R, T)
 //     -> embeddings + sentence transformer (L1 layers)     §3.2, eq. 1
 //     -> [CLS] state -> dense + ReLU -> L2 norm = block vector (R, C)
-//     -> scatter back to (B, S, C), + block position embedding
+//     -> scatter back to (B, S, C), + block position embedding,
+//        LayerNorm + dropout (the official DocBertModel's embeddings)
 //     -> document transformer (L2 layers)                   eq. 2
 //     -> first output -> dense -> L2 norm = document-level vector (B, C)
 //     -> combine (§4.1.4): normal keeps it; sum_concat / mean_concat /
@@ -87,6 +88,7 @@ class SmithEncoderImpl : public torch::nn::Module {
   torch::nn::Linear block_dense_{nullptr}, document_dense_{nullptr}, attention_projection_{nullptr};
   torch::Tensor attention_context_;
   torch::nn::Embedding block_positions_{nullptr};
+  torch::nn::LayerNorm document_embedding_norm_{nullptr};
 };
 TORCH_MODULE(SmithEncoder);
 

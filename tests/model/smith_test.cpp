@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <random>
 
 #include "../data/test_corpus.h"
 #include "data/text/tokenizer.h"
@@ -351,6 +352,98 @@ TEST(Smith, PretrainingLossEqualsASecondFormulationInFloat64) {
   }
   EXPECT_NEAR(lm.item<double>(), lm_expected, 1e-4);
   EXPECT_NEAR(total.item<double>(), lm.item<double>() + block.item<double>(), 1e-6);
+}
+
+// Documents whose blocks share a vocabulary of their own: document d's
+// sentences (one block each, block_length - 1 tokens) draw from ids
+// [10 + 50 d, 10 + 50 d + 50). A masked block is then predictable from its
+// unmasked neighbours, and only from them.
+std::vector<data::Document> TopicDocuments(int count, int blocks, int64_t block_length, uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::vector<data::Document> docs;
+  for (int d = 0; d < count; ++d) {
+    data::Document doc;
+    doc.index = d;
+    doc.id = "topic-" + std::to_string(d);
+    doc.sentence_offsets = {0};
+    doc.paragraph_offsets = {0};
+    for (int s = 0; s < blocks; ++s) {
+      for (int64_t t = 0; t + 1 < block_length; ++t) doc.tokens.push_back(10 + 50 * d + static_cast<int32_t>(random() % 50));
+      doc.sentence_offsets.push_back(doc.num_tokens());
+    }
+    doc.paragraph_offsets.push_back(doc.num_sentences());
+    docs.push_back(std::move(doc));
+  }
+  return docs;
+}
+
+TEST(Smith, MaskedBlocksAreReplacedByTheMaskVectorAndTargetsAreTheUnmaskedBlockVectors) {
+  torch::manual_seed(4);
+  const SmithConfig c = Tiny();
+  SmithPretraining model(SmithEncoder(c), c);
+  model->to(torch::kFloat64);  // so that "unchanged" can mean equal to 1e-12
+  model->eval();
+  const auto docs = TopicDocuments(3, 5, c.block_length, 2);
+  const BlockTensors t = ToTensors(Batch(docs, c, true), torch::kCPU);
+  ASSERT_EQ(t.masked_blocks.ge(0).sum().item<int64_t>(), 6);
+  const auto out = model->forward(t, true);
+  // Targets: the block vectors of the same tokens, nothing masked at block level.
+  const auto blocks = model->encoder->EncodeBlocks(t.tokens, t.block_mask);
+  std::vector<int64_t> flat;
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t k = 0; k < t.masked_blocks.size(1); ++k) flat.push_back(b * 5 + t.masked_blocks[b][k].item<int64_t>());
+  const torch::Tensor expected = blocks.vectors.reshape({15, -1}).index_select(0, torch::tensor(flat));
+  EXPECT_TRUE(torch::allclose(out.block_originals, expected, 1e-12, 1e-14));
+  // Predictions do not depend on what the masked blocks say: replacing their
+  // tokens changes the targets but not a single prediction.
+  BlockTensors changed = t;
+  changed.tokens = t.tokens.clone();
+  for (int64_t b = 0; b < 3; ++b) {
+    for (int64_t k = 0; k < t.masked_blocks.size(1); ++k) {
+      auto row = changed.tokens[b][t.masked_blocks[b][k].item<int64_t>()];
+      row.slice(0, 1).masked_fill_(row.slice(0, 1).ne(data::kPadId), 900);
+    }
+  }
+  const auto again = model->forward(changed, true);
+  EXPECT_LT((again.block_predictions - out.block_predictions).abs().max().item<double>(), 1e-12);
+  EXPECT_GT((again.block_originals - out.block_originals).abs().max().item<double>(), 1e-3);
+  // ...while an unmasked block's tokens do reach them.
+  BlockTensors neighbour = t;
+  neighbour.tokens = t.tokens.clone();
+  int64_t unmasked = 0;
+  while ((t.masked_blocks[0] == unmasked).any().item<bool>()) ++unmasked;
+  neighbour.tokens[0][unmasked].slice(0, 1).fill_(900);
+  const auto moved = model->forward(neighbour, true);
+  EXPECT_GT((moved.block_predictions[0] - out.block_predictions[0]).abs().max().item<double>(), 1e-8);
+}
+
+TEST(Smith, MaskedBlockTaskIsLearnedWhereItIsLearnable) {
+  // The block loss alone, fresh masks each step, on documents whose blocks
+  // share a vocabulary: the loss must fall well below chance, ln P.
+  torch::manual_seed(6);
+  SmithConfig c = Tiny();
+  c.hidden = 32;
+  c.intermediate = 64;
+  SmithPretraining model(SmithEncoder(c), c);
+  const auto docs = TopicDocuments(8, 8, c.block_length, 3);
+  std::vector<const data::Document*> pointers;
+  for (const auto& d : docs) pointers.push_back(&d);
+  data::MaskOptions masks;
+  masks.vocab_size = c.vocab_size;
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  double last = 0;
+  const double chance = std::log(16.0);
+  for (int step = 0; step < 300; ++step) {
+    const BlockTensors t = ToTensors(data::BuildBlockBatch(pointers, {c.block_length, c.max_blocks}, &masks, step), torch::kCPU);
+    optimizer.zero_grad();
+    const auto [total, lm, block] = model->Loss(t, true);
+    block.backward();
+    optimizer.step();
+    last = step < 280 ? 0 : last + block.item<double>() / 20;
+    if (step % 50 == 0) std::cout << "[block] step " << step << " loss " << block.item<double>() << std::endl;
+  }
+  std::cout << "[block] last 20 steps: " << last << " (chance " << chance << ")" << std::endl;
+  EXPECT_LT(last, 0.5 * chance);
 }
 
 TEST(Smith, SiameseTowersShareEveryParameter) {
