@@ -69,9 +69,10 @@ torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& lab
 }
 
 torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::Tensor& candidates,
-                                const torch::Tensor& positive, bool sum) {
-  const torch::Tensor scores = torch::matmul(predictions, candidates.t());  // (M, N)
-  return torch::nn::functional::cross_entropy(scores, positive, CrossEntropy(sum));
+                                const torch::Tensor& positive, bool sum, torch::Tensor* scores) {
+  const torch::Tensor logits = torch::matmul(predictions, candidates.t());  // (M, N)
+  if (scores) *scores = logits.detach();
+  return torch::nn::functional::cross_entropy(logits, positive, CrossEntropy(sum));
 }
 
 torch::Tensor SiameseCosineLoss(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& labels,

@@ -28,9 +28,11 @@ torch::Tensor DecoderCrossEntropy(const torch::Tensor& hidden, const torch::Tens
 
 // SMITH masked sentence-block prediction (§4.2.2): each prediction (M, C)
 // scores every candidate (N, C) by dot product; softmax cross-entropy with the
-// original block `positive` (M,) as the target, averaged over M.
+// original block `positive` (M,) as the target, averaged over M. With
+// `scores`, the logits (M, N) are written there, detached, for metrics on the
+// same pass.
 torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::Tensor& candidates,
-                                const torch::Tensor& positive, bool sum = false);
+                                const torch::Tensor& positive, bool sum = false, torch::Tensor* scores = nullptr);
 
 // Siamese pair loss (SMITH §4.3, MatchBERT): sigmoid cross-entropy of
 // amplifier * cos(a, b) against `labels` (B,) in {0, 1}; a, b (B, C).

@@ -157,12 +157,11 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
     // This rank's predictions against every rank's original block vectors.
     const dist::Gathered pool = dist::AllGatherWithGrad(out.block_originals, communicator);
     const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options()) + pool.offset;
-    block = model::SentenceBlockLoss(out.block_predictions, pool.all, positive, /*sum=*/true);
+    torch::Tensor scores;
+    block = model::SentenceBlockLoss(out.block_predictions, pool.all, positive, /*sum=*/true, &scores);
     block_slot = totals.Add(block, out.block_predictions.size(0));
     targets = pool.all.detach();
-    const torch::Tensor hits =
-        torch::matmul(out.block_predictions.detach(), targets.t()).argmax(1).eq(positive).sum().to(torch::kFloat64);
-    top1_slot = totals.Add(hits, out.block_predictions.size(0));
+    top1_slot = totals.Add(scores.argmax(1).eq(positive).sum().to(torch::kFloat64), out.block_predictions.size(0));
   }
   totals.Reduce(batch.tokens.device());
   Objective objective;
@@ -174,14 +173,15 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
   }
   for (const auto& [name, value] : objective.parts) objective.value += value;
   if (sentence_blocks) {
-    // Diagnostics, not loss terms: how often the true block scores highest,
-    // and how alike the candidate targets are (mean pairwise cosine; the
-    // effective rank exp(entropy) of their normalised singular values). The
+    // Not loss terms: how often the true block scores highest (from the
+    // loss's own scores, in the same all-reduce), and, on logged steps only
+    // (an SVD of the whole pool), how alike the candidate targets are. The
     // pool is every rank's, so these are the same on every rank.
     objective.parts["block_top1"] = totals.mean(top1_slot);
-    const BlockPoolSpread spread = MeasureBlockPool(targets);
-    objective.parts["block_cosine"] = spread.mean_cosine;
-    objective.parts["block_rank"] = spread.effective_rank;
+    objective.diagnostics = [targets] {
+      const BlockPoolSpread spread = MeasureBlockPool(targets);
+      return std::map<std::string, double>{{"block_cosine", spread.mean_cosine}, {"block_rank", spread.effective_rank}};
+    };
   }
   return objective;
 }

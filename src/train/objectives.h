@@ -29,6 +29,9 @@ struct Objective {
   torch::Tensor loss;                   // local and scaled: what Backward() back-propagates
   double value = 0;                     // the global-batch mean of the objective, same on every rank
   std::map<std::string, double> parts;  // e.g. {"lm": ..., "block": ...}, global means
+  // Figures too costly for every step, measured only for the steps that are
+  // logged (the trainer calls it then; no collectives inside); may be empty.
+  std::function<std::map<std::string, double>()> diagnostics;
   // Set by gradient caching (grad_cache.h), whose `loss` holds no graph: it
   // re-runs the chunks and back-propagates `scale` times their cached
   // gradients, calling `prepare(last)` before each chunk's pass.
@@ -52,9 +55,9 @@ struct BlockPoolSpread {
 BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors);
 
 // SMITH-WP (sentence_blocks false) or WP+SP: word LM + masked sentence-block
-// prediction against every rank's masked blocks. parts: lm, block, and the
-// diagnostics block_top1 (share of predictions whose own block scores
-// highest), block_cosine and block_rank (MeasureBlockPool of the targets).
+// prediction against every rank's masked blocks. parts: lm, block and
+// block_top1 (share of predictions whose own block scores highest);
+// diagnostics: block_cosine and block_rank (MeasureBlockPool of the targets).
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
                            dist::Communicator& communicator);
 

@@ -170,6 +170,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
     double loss = 0;
     bool finite = true;
     std::map<std::string, double> parts;
+    std::function<std::map<std::string, double>()> diagnostics;  // the last micro-step's, run only if logged
     int64_t documents = 0;
     for (int64_t micro = 0; micro < options.accumulation; ++micro) {
       std::optional<Batch> batch = loader->Next();
@@ -195,6 +196,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       timer.Mark("backward");
       loss += objective.value / options.accumulation;
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
+      diagnostics = objective.diagnostics;
       documents += task.documents(*batch) * world;
       tokens += task.tokens(*batch) * world;
       if (task.flops) flops += task.flops(*batch);
@@ -212,6 +214,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
     documents_seen += documents;
 
     if (step % options.log_every == 0 || step == options.steps) {
+      if (diagnostics) parts.merge(diagnostics());
       parts["loss"] = loss;
       parts["lr"] = LearningRate(options.optimizer, step - 1);
       parts["epoch"] = static_cast<double>(stream->epoch());

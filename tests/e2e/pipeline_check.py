@@ -295,6 +295,12 @@ def main():
     check(sorted(valid) == [4, 8, 12] and all(np.isfinite(v) and v > 0 for v in valid.values()),
           f"pretrain validations: {valid}")
     validations = len(valid)
+    # The block task's figures on every logged step: top-1 from the loss's
+    # scores, the targets' spread from the diagnostics run only when logging.
+    train = [l for l in read_jsonl(p.path("pretrain", "metrics.jsonl")) if "train/loss" in l]
+    check(len(train) == 12 and all(0 <= l["train/block_top1"] <= 1 and -1 - 1e-9 <= l["train/block_cosine"] <= 1 + 1e-9
+                                   and 1 - 1e-9 <= l["train/block_rank"] for l in train),
+          f"pretrain block figures: {[{k: v for k, v in l.items() if 'block' in k} for l in train[:2]]}")
     best = json.load(open(p.path("pretrain", "latest", "trainer.json")))["validation"]["best_step"]
     check(best == min(valid, key=valid.get) and os.path.isfile(p.path("pretrain", "best", "model.pt")),
           f"best step {best}, validation losses {valid}")

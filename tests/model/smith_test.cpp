@@ -270,7 +270,16 @@ TEST(Losses, EqualFloat64HandComputations) {
     for (size_t i = 0; i < v.size(); ++i) t[i] = torch::tensor({v[i][0], v[i][1]});
     return t;
   };
-  EXPECT_NEAR(SentenceBlockLoss(tensor(pred), tensor(cand), torch::tensor(positive)).item<double>(), expected, 1e-6);
+  torch::Tensor scores;
+  EXPECT_NEAR(SentenceBlockLoss(tensor(pred), tensor(cand), torch::tensor(positive), false, &scores).item<double>(),
+              expected, 1e-6);
+  // The scores handed back for metrics are the dot products above.
+  ASSERT_EQ(scores.sizes(), (std::vector<int64_t>{static_cast<int64_t>(pred.size()), static_cast<int64_t>(cand.size())}));
+  for (size_t m = 0; m < pred.size(); ++m) {
+    for (size_t n = 0; n < cand.size(); ++n) {
+      EXPECT_NEAR(scores[m][n].item<double>(), pred[m][0] * cand[n][0] + pred[m][1] * cand[n][1], 1e-6);
+    }
+  }
 
   // Siamese: amplifier * cosine through a sigmoid cross-entropy.
   const std::vector<double> a0 = {1, 2, 2}, b0 = {2, 1, 2}, a1 = {1, 0, 0}, b1 = {-1, 1, 0};
@@ -407,6 +416,23 @@ TEST(Smith, MaskedBlocksAreReplacedByTheMaskVectorAndTargetsAreTheUnmaskedBlockV
   const auto again = model->forward(changed, true);
   EXPECT_LT((again.block_predictions - out.block_predictions).abs().max().item<double>(), 1e-12);
   EXPECT_GT((again.block_originals - out.block_originals).abs().max().item<double>(), 1e-3);
+  // What stands in for them is the learned mask vector: moving it moves
+  // every prediction and no target (not by a constant, which the document
+  // LayerNorm removes).
+  const torch::Tensor shift = torch::linspace(-1.0, 1.0, c.hidden, torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    model->named_parameters()["block_mask_vector"].add_(shift);
+  }
+  const auto shifted = model->forward(t, true);
+  EXPECT_LT((shifted.block_originals - out.block_originals).abs().max().item<double>(), 1e-12);
+  for (int64_t m = 0; m < out.block_predictions.size(0); ++m) {
+    EXPECT_GT((shifted.block_predictions[m] - out.block_predictions[m]).abs().max().item<double>(), 1e-3) << m;
+  }
+  {
+    torch::NoGradGuard no_grad;
+    model->named_parameters()["block_mask_vector"].sub_(shift);
+  }
   // ...while an unmasked block's tokens do reach them.
   BlockTensors neighbour = t;
   neighbour.tokens = t.tokens.clone();
