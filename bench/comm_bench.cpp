@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
     docmatch::data::MaskOptions masks;
     masks.vocab_size = config.vocab_size;
     const auto batch = docmatch::model::ToTensors(
-        docmatch::data::BuildBlockBatch(pointers, {config.block_length, config.max_blocks}, &masks, 0), torch::kCPU);
+        docmatch::data::BuildBlockBatch(pointers, config.Blocks(), &masks, 0), torch::kCPU);
     int64_t parameters = 0;
     for (const auto& p : model->parameters()) parameters += p.numel();
 

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   docmatch::model::SmithConfig config = docmatch::model::LoadModelConfig(model_path).smith;
   config.vocab_size = corpus->manifest().vocab_size;
   config.dropout = 0.0;
-  const docmatch::data::BlockOptions blocks{config.block_length, config.max_blocks};
+  const docmatch::data::BlockOptions blocks = config.Blocks();
 
   // Packing: blocks a naive implementation pads to (B x max_blocks, or B x the
   // batch's longest document) against the real blocks encoded.

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   for (const auto& d : documents) pointers.push_back(&d);
   const data::MaskOptions masks = data::PretrainingMasks(config.vocab_size, /*seed=*/1, /*sentence_blocks=*/true);
   const data::BlockBatch batch =
-      data::BuildBlockBatch(pointers, {config.block_length, config.max_blocks}, &masks, /*epoch=*/0);
+      data::BuildBlockBatch(pointers, config.Blocks(), &masks, /*epoch=*/0);
   const torch::Device device(device_name);
   const model::BlockTensors tensors = model::ToTensors(batch, device);
 

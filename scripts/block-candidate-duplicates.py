@@ -26,7 +26,7 @@ for path in sorted(glob.glob(os.path.join(corpus, "shard-*.h5"))):
     for d in range(len(do) - 1):
         s0, s1 = po[do[d]], po[do[d + 1]]
         offs = so[s0:s1 + 1] - so[s0]
-        docs.append(pack_blocks(tok[so[s0]:so[s1]], offs, 32, 32))
+        docs.append(pack_blocks(tok[so[s0]:so[s1]], offs, 32, 32, True))
 rng = random.Random(1)
 exact = near = total = 0
 for _ in range(2000):

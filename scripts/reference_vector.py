@@ -24,7 +24,7 @@ import h5py
 import numpy as np
 from safetensors.numpy import load_file
 
-PAD, CLS = 0, 2
+PAD, CLS, SEP = 0, 2, 3
 EPS = 1e-12
 _erf = np.vectorize(math.erf)
 
@@ -80,32 +80,38 @@ def embed_tokens(ids, w):
     return layer_norm(x, w["embeddings.norm.weight"], w["embeddings.norm.bias"])
 
 
-def pack_blocks(tokens, sentence_offsets, block_length, max_blocks):
-    """SMITH's greedy sentence filling (data/batches/blocks.h)."""
-    room, blocks, current = block_length - 1, [], [CLS]
+def pack_blocks(tokens, sentence_offsets, block_length, max_blocks, separator):
+    """SMITH's greedy sentence filling (data/batches/blocks.h): [CLS] sentences (+ [SEP])."""
+    room, blocks, current = block_length - 1 - int(separator), [], [CLS]
+    end = [SEP] if separator else []
     for s in range(len(sentence_offsets) - 1):
         sentence = list(tokens[sentence_offsets[s]:sentence_offsets[s + 1]][:room])
         if not sentence:
             continue
-        if len(current) + len(sentence) > block_length:
-            blocks.append(current)
+        if len(current) - 1 + len(sentence) > room:
+            blocks.append(current + end)
             if len(blocks) == max_blocks:
                 return blocks
             current = [CLS]
         current += sentence
     if len(current) > 1 and len(blocks) < max_blocks:
-        blocks.append(current)
+        blocks.append(current + end)
     return blocks
 
 
-def smith_vector(tokens, sentence_offsets, c, w):
-    blocks = pack_blocks(tokens, sentence_offsets, c["block_length"], c["max_blocks"])
+def smith_block_vectors(tokens, sentence_offsets, c, w):
+    """SMITH's block vectors h_i = L2(ReLU(block_dense([CLS]))), one row a block."""
+    blocks = pack_blocks(tokens, sentence_offsets, c["block_length"], c["max_blocks"], c.get("separator", False))
     T = max(len(b) for b in blocks)
     ids = np.array([b + [PAD] * (T - len(b)) for b in blocks])
     states = encoder(embed_tokens(ids, w), ids != PAD, w, "sentence_encoder", c["sentence_layers"], c["heads"])
     block_vectors = np.maximum(linear(states[:, 0], w, "block_dense"), 0)
-    block_vectors = np.stack([normalize(v) for v in block_vectors])
-    S = len(blocks)
+    return np.stack([normalize(v) for v in block_vectors])
+
+
+def smith_vector(tokens, sentence_offsets, c, w):
+    block_vectors = smith_block_vectors(tokens, sentence_offsets, c, w)
+    S = len(block_vectors)
     x = layer_norm(block_vectors + w["block_positions.weight"][:S], w["document_embedding_norm.weight"],
                    w["document_embedding_norm.bias"])[None]
     states = encoder(x, np.ones((1, S), bool), w, "document_encoder", c["document_layers"], c["heads"])[0]

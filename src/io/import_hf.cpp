@@ -203,6 +203,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
     s.block_length = options.block_length;
     s.max_blocks = options.max_blocks;
     s.combine = options.combine;
+    s.separator = true;  // BERT reads [CLS] ... [SEP]
     length = s.block_length;
   } else if (options.kind == "sdr") {
     // SDR's sentence encoder, mean-pooled over [CLS] sentence [SEP] as the

@@ -61,6 +61,7 @@ Setters Fields(ModelConfig& config, const std::string& origin) {
                                 {"block_length", Set(&c.block_length)},
                                 {"max_blocks", Set(&c.max_blocks)},
                                 {"combine", Set(&c.combine)},
+                                {"separator", Set(&c.separator)},
                                 {"amplifier", Set(&c.amplifier)}});
   }
   if (config.kind == "match_bert") {

@@ -28,7 +28,7 @@ class SmithModel : public DocumentModel {
   torch::nn::Module& module() override { return *encoder_; }
   int64_t dimension() const override { return encoder_->dimension(); }
   torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
-    const data::BlockOptions blocks{config().smith.block_length, config().smith.max_blocks};
+    const data::BlockOptions blocks = config().smith.Blocks();
     const BlockTensors t = ToTensors(data::BuildBlockBatch(documents, blocks, nullptr, 0), device);
     return encoder_(t.tokens, t.block_mask);
   }

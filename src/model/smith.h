@@ -35,14 +35,18 @@ struct SmithConfig {
   int64_t intermediate = 1024;  // feed-forward width (4C)
   int64_t sentence_layers = 6;  // L1 (paper: 6)
   int64_t document_layers = 3;  // L2 (paper: 3)
-  int64_t block_length = 32;    // T, [CLS] included (paper: 32)
+  int64_t block_length = 32;    // T, [CLS] and [SEP] included (paper: 32)
   int64_t max_blocks = 48;      // S (paper: 48)
+  // Each block reads [CLS] sentences [SEP], as the official code builds its
+  // blocks and as BERT checkpoints (import-hf) were trained; false: no [SEP].
+  bool separator = true;
   double dropout = 0.1;
   std::string combine = "normal";  // normal | sum_concat | mean_concat | attention
   double amplifier = 6.0;          // fine-tuning: logit = amplifier * cosine
 
   TransformerConfig Sentence() const { return {hidden, heads, intermediate, sentence_layers, dropout}; }
   TransformerConfig Document() const { return {hidden, heads, intermediate, document_layers, dropout}; }
+  data::BlockOptions Blocks() const { return {block_length, max_blocks, separator}; }
 };
 
 // A BlockBatch as tensors on `device`.

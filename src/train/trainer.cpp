@@ -383,7 +383,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   LoadInit(options.init, init_info, *model, *model->encoder, rank);
   model->to(device);
   info.prefix = "encoder.";
-  const data::BlockOptions blocks{config.smith.block_length, config.smith.max_blocks};
+  const data::BlockOptions blocks = config.smith.Blocks();
   using Batch = Chunks<data::BlockBatch>;
   Task<Batch> task{
       *model,

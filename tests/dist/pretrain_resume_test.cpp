@@ -122,7 +122,7 @@ TEST(Pretraining, ValidationLossIsTheWholeBatchObjectiveInOneProcess) {
     std::vector<const data::Document*> pointers;
     for (const auto& d : docs) pointers.push_back(&d);
     const data::BlockBatch batch =
-        data::BuildBlockBatch(pointers, {config.block_length, config.max_blocks}, &masks, /*epoch=*/0);
+        data::BuildBlockBatch(pointers, config.Blocks(), &masks, /*epoch=*/0);
     expected += SmithPretraining(model, model::ToTensors(batch, torch::kCPU), true, alone).value / batches;
   }
   const double logged = LoggedValue(dir + "/valid/metrics.jsonl", 1, "valid/loss");
@@ -179,7 +179,7 @@ double ObjectiveOnFirstDocuments(model::SmithPretraining& model, const std::stri
   std::vector<const data::Document*> pointers;
   for (const auto& d : docs) pointers.push_back(&d);
   const data::BlockBatch batch =
-      data::BuildBlockBatch(pointers, {config.block_length, config.max_blocks}, &masks, /*epoch=*/0);
+      data::BuildBlockBatch(pointers, config.Blocks(), &masks, /*epoch=*/0);
   return SmithPretraining(model, model::ToTensors(batch, torch::kCPU), true, alone).value;
 }
 

@@ -40,7 +40,7 @@ TEST_F(CudaTest, SmithPretrainingLossAndVectorsMatchCpu) {
   SmithPretraining model(SmithEncoder(c), c);
   data::MaskOptions masks;
   masks.vocab_size = c.vocab_size;
-  const data::BlockBatch batch = data::BuildBlockBatch(pointers_, {c.block_length, c.max_blocks}, &masks, 0);
+  const data::BlockBatch batch = data::BuildBlockBatch(pointers_, c.Blocks(), &masks, 0);
   const auto [cpu_loss, cpu_lm, cpu_block] = model->Loss(ToTensors(batch, torch::kCPU), true);
   const torch::Tensor cpu_vectors =
       model->encoder(ToTensors(batch, torch::kCPU).tokens, ToTensors(batch, torch::kCPU).block_mask);

@@ -57,23 +57,28 @@ void MaskWords(const MaskOptions& masks, uint64_t view, int64_t epoch, uint64_t 
 }
 
 std::vector<std::vector<int32_t>> PackBlocks(const Document& document, const BlockOptions& options) {
-  CHECK_GE(options.block_length, 2) << "a block holds [CLS] and at least one token";
-  const int64_t room = options.block_length - 1;
+  const int64_t special = options.separator ? 2 : 1;  // [CLS] (+ [SEP])
+  CHECK_GT(options.block_length, special) << "a block holds [CLS]" << (options.separator ? ", [SEP]" : "")
+                                          << " and at least one token";
+  const int64_t room = options.block_length - special;
   std::vector<std::vector<int32_t>> blocks;
   std::vector<int32_t> current = {kClsId};
+  const auto close = [&] {
+    if (options.separator) current.push_back(kSepId);
+    blocks.push_back(std::move(current));
+    current = {kClsId};
+  };
   for (int64_t s = 0; s < document.num_sentences(); ++s) {
     const auto begin = document.tokens.begin() + document.sentence_offsets[s];
     const int64_t length = std::min(document.sentence_offsets[s + 1] - document.sentence_offsets[s], room);
     if (length == 0) continue;
-    if (static_cast<int64_t>(current.size()) + length > options.block_length) {
-      blocks.push_back(std::move(current));
+    if (static_cast<int64_t>(current.size()) - 1 + length > room) {
+      close();
       if (static_cast<int64_t>(blocks.size()) == options.max_blocks) return blocks;
-      current = {kClsId};
     }
     current.insert(current.end(), begin, begin + length);
   }
-  if (current.size() > 1 && static_cast<int64_t>(blocks.size()) < options.max_blocks)
-    blocks.push_back(std::move(current));
+  if (current.size() > 1 && static_cast<int64_t>(blocks.size()) < options.max_blocks) close();
   return blocks;
 }
 
@@ -100,14 +105,15 @@ BlockBatch BuildBlockBatch(const std::vector<const Document*>& documents, const 
   for (int64_t b = 0; b < B; ++b) {
     const auto& doc_blocks = packed[b];
     const int64_t num_blocks = static_cast<int64_t>(doc_blocks.size());
-    // Flat positions (into tokens) of this document's real non-[CLS] tokens.
+    // Flat positions (into tokens) of this document's real tokens, [CLS] and [SEP] left out.
     std::vector<int64_t> positions;
     for (int64_t s = 0; s < num_blocks; ++s) {
       batch.block_mask[b * S + s] = 1;
       const auto& block = doc_blocks[s];
       std::copy(block.begin(), block.end(), batch.tokens.begin() + (b * S + s) * T);
       batch.real_tokens += static_cast<int64_t>(block.size());
-      for (int64_t t = 1; t < static_cast<int64_t>(block.size()); ++t) positions.push_back((b * S + s) * T + t);
+      const int64_t words = static_cast<int64_t>(block.size()) - (blocks.separator ? 1 : 0);
+      for (int64_t t = 1; t < words; ++t) positions.push_back((b * S + s) * T + t);
     }
     if (!masks || num_blocks == 0) continue;
     const uint64_t index = static_cast<uint64_t>(documents[b]->index);

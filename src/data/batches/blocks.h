@@ -2,7 +2,9 @@
 // its pre-training draws over them (Yang et al., CIKM 2020, §3.3 and §4.2).
 //
 // BlockPacker: sentences are packed into blocks of at most `block_length`
-// tokens with [CLS] first; a sentence that does not fit starts the next block;
+// tokens with [CLS] first and, with `separator`, [SEP] last (as the official
+// SMITH code and every BERT checkpoint read a sequence); a sentence that does
+// not fit starts the next block;
 // a sentence longer than a block is truncated to fill one block; at most
 // `max_blocks` blocks per document (the rest of the document is dropped).
 //
@@ -22,11 +24,13 @@ namespace docmatch::data {
 constexpr int32_t kIgnoreLabel = -100;  // label of tokens the LM loss skips
 
 struct BlockOptions {
-  int64_t block_length = 32;  // tokens per block, [CLS] included (paper: 32)
+  int64_t block_length = 32;  // tokens per block, [CLS] (and [SEP]) included (paper: 32)
   int64_t max_blocks = 48;    // blocks per document (paper: 48)
+  bool separator = false;     // end each block with [SEP]
 };
 
-// Blocks of one document, each [CLS] + up to block_length-1 tokens.
+// Blocks of one document, each [CLS] + up to block_length-1 tokens, or
+// [CLS] + up to block_length-2 tokens + [SEP] with `separator`.
 std::vector<std::vector<int32_t>> PackBlocks(const Document& document, const BlockOptions& options);
 
 struct MaskOptions {

@@ -50,6 +50,53 @@ TEST(PackBlocks, FillsGreedilyTruncatesLongSentencesAndCapsBlocks) {
   EXPECT_TRUE(PackBlocks(DocumentWithSentences({}), {16, 48}).empty());
 }
 
+TEST(PackBlocks, WithSeparatorEachBlockEndsWithSepAndHoldsOneWordLess) {
+  // block_length 16 = [CLS] + 14 + [SEP]: 5 and 10 no longer share a block
+  // (5 + 10 > 14, where without [SEP] they fit in 15); the 40-token sentence
+  // is cut to 14, a full block, so the 3-token one starts the fourth.
+  const Document d = DocumentWithSentences({5, 10, 40, 3});
+  const auto blocks = PackBlocks(d, {/*block_length=*/16, /*max_blocks=*/48, /*separator=*/true});
+  ASSERT_EQ(blocks.size(), 4u);
+  EXPECT_EQ(blocks[0], Cat(Cat({kClsId}, Range(100, 5)), {kSepId}));
+  EXPECT_EQ(blocks[1], Cat(Cat({kClsId}, Range(200, 10)), {kSepId}));
+  EXPECT_EQ(blocks[2], Cat(Cat({kClsId}, Range(300, 14)), {kSepId}));
+  EXPECT_EQ(blocks[3], Cat(Cat({kClsId}, Range(400, 3)), {kSepId}));
+  for (const auto& block : blocks) EXPECT_LE(block.size(), 16u);
+  EXPECT_EQ(PackBlocks(d, {16, 2, true}).size(), 2u);
+  // A sentence that exactly fills the room (14) keeps the block at 16 tokens.
+  const auto exact = PackBlocks(DocumentWithSentences({6, 8}), {16, 48, true});
+  ASSERT_EQ(exact.size(), 1u);
+  EXPECT_EQ(exact[0].size(), 16u);
+  EXPECT_EQ(exact[0].back(), kSepId);
+  EXPECT_TRUE(PackBlocks(DocumentWithSentences({}), {16, 48, true}).empty());
+}
+
+TEST(BuildBlockBatch, WordMasksNeverTouchClsOrSep) {
+  std::vector<Document> docs;
+  for (int i = 0; i < 200; ++i) docs.push_back(testing::SyntheticDocument(i, 31));
+  std::vector<const Document*> pointers;
+  for (const auto& d : docs) pointers.push_back(&d);
+  MaskOptions masks;
+  masks.vocab_size = 1005;
+  masks.word_fraction = 0.5;  // many draws, so a [SEP] in reach would be hit
+  const BlockBatch batch = BuildBlockBatch(pointers, {8, 48, true}, &masks, 0);
+  int64_t seps = 0, predicted = 0;
+  for (int64_t row = 0; row < batch.B * batch.S; ++row) {
+    if (!batch.block_mask[row]) continue;
+    int64_t length = 0;
+    while (length < batch.T && batch.tokens[row * batch.T + length] != kPadId) ++length;
+    ASSERT_GE(length, 3);
+    EXPECT_EQ(batch.tokens[row * batch.T], kClsId);
+    EXPECT_EQ(batch.tokens[row * batch.T + length - 1], kSepId);
+    EXPECT_EQ(batch.lm_labels[row * batch.T], kIgnoreLabel);
+    EXPECT_EQ(batch.lm_labels[row * batch.T + length - 1], kIgnoreLabel);
+    ++seps;
+    for (int64_t t = 1; t + 1 < length; ++t) predicted += batch.lm_labels[row * batch.T + t] != kIgnoreLabel;
+  }
+  EXPECT_GT(seps, 200);
+  EXPECT_GT(predicted, 0);
+}
+
 TEST(BuildBlockBatch, PadsToTheLongestDocumentAndBlock) {
   const Document a = DocumentWithSentences({5, 10, 40, 3}, 0), b = DocumentWithSentences({2}, 1);
   const BlockBatch batch = BuildBlockBatch({&a, &b}, {16, 48}, nullptr, 0);
