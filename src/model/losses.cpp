@@ -2,6 +2,9 @@
 // candidate pool separately so that the pool can come from every rank.
 #include "model/losses.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace docmatch::model {
 namespace {
 
@@ -93,13 +96,31 @@ torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& cand
   return F::cross_entropy(scores, positive, CrossEntropy(sum));
 }
 
+Temperature Temperature::Learned(torch::Tensor log_scale) {
+  TORCH_CHECK(log_scale.defined() && log_scale.dim() == 0, "a learned temperature's log-scale is one number");
+  Temperature t(0.0);
+  t.log_scale_ = std::move(log_scale);
+  return t;
+}
+
+torch::Tensor Temperature::Apply(const torch::Tensor& cosines) const {
+  if (!learned()) return cosines / fixed_;
+  // Above the cap the scale is constant and its gradient 0, as CLIP clamps it.
+  return cosines * log_scale_.clamp_max(std::log(kMaxScale)).exp().to(cosines.scalar_type());
+}
+
+double Temperature::value() const {
+  if (!learned()) return fixed_;
+  return 1.0 / std::exp(std::min(log_scale_.item<double>(), std::log(kMaxScale)));
+}
+
 torch::Tensor ContrastivePairLoss(const torch::Tensor& queries, const torch::Tensor& candidates,
-                                  const torch::Tensor& positive, const torch::Tensor& excluded, double temperature,
-                                  bool sum, torch::Tensor* scores) {
+                                  const torch::Tensor& positive, const torch::Tensor& excluded,
+                                  const Temperature& temperature, bool sum, torch::Tensor* scores) {
   namespace F = torch::nn::functional;
   const auto unit = F::NormalizeFuncOptions().dim(-1);
   const torch::Tensor logits =
-      (torch::matmul(F::normalize(queries, unit), F::normalize(candidates, unit).t()) / temperature)
+      temperature.Apply(torch::matmul(F::normalize(queries, unit), F::normalize(candidates, unit).t()))
           .masked_fill(excluded, -std::numeric_limits<double>::infinity());  // (Q, N)
   if (scores) *scores = logits.detach();
   return F::cross_entropy(logits, positive, CrossEntropy(sum));

@@ -46,6 +46,28 @@ torch::Tensor SiameseCosineLoss(const torch::Tensor& a, const torch::Tensor& b, 
 torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& candidates, const torch::Tensor& self,
                            const torch::Tensor& positive, double temperature, bool sum = false);
 
+// The contrastive temperature tau (logits = cosine / tau): a fixed number,
+// or learned as CLIP learns it (Radford et al. 2021): a parameter
+// log_scale = log(1 / tau), the scale exp(log_scale) capped at 100 (tau at
+// least 0.01), so that the model can sharpen or soften its own softmax.
+class Temperature {
+ public:
+  Temperature(double fixed) : fixed_(fixed) {}  // NOLINT(google-explicit-constructor): a number is a fixed tau
+  static Temperature Learned(torch::Tensor log_scale);
+  static constexpr double kMaxScale = 100.0;
+
+  // cosines / tau, differentiable in log_scale when learned.
+  torch::Tensor Apply(const torch::Tensor& cosines) const;
+  // tau now (the capped one when learned).
+  double value() const;
+  bool learned() const { return log_scale_.defined(); }
+  const torch::Tensor& log_scale() const { return log_scale_; }
+
+ private:
+  double fixed_ = 0.05;
+  torch::Tensor log_scale_;  // 0-dim; defined when learned
+};
+
 // Contrastive pair loss (InfoNCE over a pool, as sentence-transformers'
 // MultipleNegativesRankingLoss computes it): query i (Q, C) scores every
 // candidate (N, C) by cosine / temperature, candidates where `excluded`
@@ -54,8 +76,8 @@ torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& cand
 // With `scores`, the masked logits (Q, N) it computed are written there,
 // detached (excluded entries -inf), for metrics on the same pass.
 torch::Tensor ContrastivePairLoss(const torch::Tensor& queries, const torch::Tensor& candidates,
-                                  const torch::Tensor& positive, const torch::Tensor& excluded, double temperature,
-                                  bool sum = false, torch::Tensor* scores = nullptr);
+                                  const torch::Tensor& positive, const torch::Tensor& excluded,
+                                  const Temperature& temperature, bool sum = false, torch::Tensor* scores = nullptr);
 
 // SDR's cosine contrastive loss (Ginzburg et al. 2021, §3.2): anchor i (B, C)
 // meets candidate pair[i] of (N, C); label 1 pulls the cosine to 1 (loss

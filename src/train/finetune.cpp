@@ -4,6 +4,7 @@
 
 #include <glog/logging.h>
 
+#include <cmath>
 #include <memory>
 #include <unordered_map>
 
@@ -28,6 +29,8 @@ nlohmann::json OptionsJson(const FinetuneOptions& o) {
                {"model", o.model},
                {"loss", o.loss},
                {"temperature", o.temperature},
+               {"learn_temperature", o.learn_temperature},
+               {"temperature_lr", o.temperature_lr},
                {"hard_negatives", o.hard_negatives},
                {"grad_cache", o.grad_cache}});
   return json;
@@ -141,25 +144,18 @@ train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const data::Corp
           ids(documents.targets),  vectors.narrow(0, 2 * b, h), ids(documents.negatives)};
 }
 
-// Contrastive fine-tuning over this rank's pairs drawn in chunks: one chunk
-// is the plain objective; more use gradient caching (grad_cache.h), each
-// chunk's sources, targets and hard negatives embedded in one pass.
-Objective ChunkedContrastive(model::DocumentModel& model, const data::Corpus& corpus, std::vector<PairDocuments> chunks,
-                             double temperature, dist::Communicator& communicator, const torch::Device& device) {
-  if (chunks.size() == 1) return Contrastive(EmbedPairs(model, corpus, chunks[0], device), temperature, communicator);
+// Contrastive fine-tuning over this rank's pairs drawn in chunks
+// (ChunkedContrastive, grad_cache.h), each chunk's sources, targets and hard
+// negatives embedded in one pass.
+Objective ContrastiveOverChunks(model::DocumentModel& model, const data::Corpus& corpus,
+                                std::vector<PairDocuments> chunks, const model::Temperature& temperature,
+                                dist::Communicator& communicator, const torch::Device& device) {
   // Owned by the chunk function: Backward() re-runs the chunks after this returns.
   auto drawn = std::make_shared<const std::vector<PairDocuments>>(std::move(chunks));
-  return CachedObjective(
+  return ChunkedContrastive(
       static_cast<int64_t>(drawn->size()),
-      [&model, &corpus, drawn, device](int64_t i) {
-        const ContrastivePairs p = EmbedPairs(model, corpus, (*drawn)[i], device);
-        return ChunkOutputs{{p.sources, p.targets, p.negatives, p.source_ids, p.target_ids, p.negative_ids}, {}, {}};
-      },
-      [&](const ChunkOutputs& all) {
-        const std::vector<torch::Tensor>& r = all.rows;
-        return Contrastive(ContrastivePairs{r[0], r[1], r[3], r[4], r[2], r[5]}, temperature, communicator);
-      },
-      device);
+      [&model, &corpus, drawn, device](int64_t i) { return EmbedPairs(model, corpus, (*drawn)[i], device); },
+      temperature, communicator, device);
 }
 
 struct Validation {
@@ -170,7 +166,7 @@ struct Validation {
 // (validation sets are small; the figure is then the same for any world size).
 Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& corpus,
                                const std::vector<data::LabelledPair>& pairs, const FinetuneOptions& options,
-                               const torch::Device& device) {
+                               double temperature, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   model.module().eval();
   const std::vector<data::LabelledPair> related = Related(pairs);
@@ -195,7 +191,7 @@ Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& 
       cat(&train::ContrastivePairs::sources),    cat(&train::ContrastivePairs::targets),
       cat(&train::ContrastivePairs::source_ids), cat(&train::ContrastivePairs::target_ids),
       cat(&train::ContrastivePairs::negatives),  cat(&train::ContrastivePairs::negative_ids)};
-  const Objective objective = ContrastiveInOneProcess(all, options.temperature);
+  const Objective objective = ContrastiveInOneProcess(all, temperature);
   return {objective.value, objective.parts.at("top1")};
 }
 
@@ -279,15 +275,45 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
               training.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ", global_batch,
               " (ranks x --batch-size)");
 
-  dist::GradientSynchronizer synchronizer(model->module().parameters(), communicator,
-                                          TrainingRun::Synchronizer(options));
+  // A learned temperature: log(1 / tau), trained beside the model in an
+  // optimizer group of its own (no weight decay, learning rate
+  // --temperature-lr on the same schedule), averaged over ranks like every
+  // gradient, outside gradient clipping; saved in the run's checkpoints, not
+  // in the model folders (embedding does not use it).
+  TORCH_CHECK(!options.learn_temperature || contrastive,
+              "[finetune] --learn-temperature applies to --loss contrastive; bce has no temperature");
+  TORCH_CHECK(options.temperature_lr > 0, "[finetune] --temperature-lr must be positive, not ", options.temperature_lr);
+  torch::Tensor log_scale;
+  std::vector<torch::Tensor> parameters = model->module().parameters();
+  if (options.learn_temperature) {
+    log_scale = torch::full({}, std::log(1.0 / options.temperature), torch::TensorOptions(device)).requires_grad_();
+    parameters.push_back(log_scale);
+  }
+  const model::Temperature temperature =
+      log_scale.defined() ? model::Temperature::Learned(log_scale) : model::Temperature(options.temperature);
+  dist::GradientSynchronizer synchronizer(parameters, communicator, TrainingRun::Synchronizer(options));
   synchronizer.BroadcastParameters();
   std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(model->module(), options.optimizer);
+  std::vector<double> lr_factors;  // per optimizer group: the model's groups at the scheduled lr
+  if (log_scale.defined()) {
+    lr_factors.assign(optimizer->param_groups().size(), 1.0);
+    optimizer->add_param_group(torch::optim::OptimizerParamGroup(
+        {log_scale}, std::make_unique<torch::optim::AdamWOptions>(
+                         torch::optim::AdamWOptions(options.optimizer.lr).weight_decay(0.0))));
+    lr_factors.push_back(options.temperature_lr / options.optimizer.lr);
+  }
   TrainingRun run(options.run, options.keep_last, communicator, device);
   run.set_console_lines(!options.progress);
   torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));  // dropout, per rank
   const std::optional<ResumedState> resumed = run.Resume(options.resume, model->module(), *optimizer);
   run.RecordConfig(options.config_yaml, resumed.has_value());
+  if (resumed && log_scale.defined()) {
+    TORCH_CHECK(resumed->trainer.contains("log_scale"), "[finetune] ", options.run,
+                ": its checkpoint was written without --learn-temperature; resume without it, or start over with "
+                "--fresh");
+    torch::NoGradGuard no_grad;
+    log_scale.fill_(resumed->trainer.at("log_scale").get<double>());
+  }
 
   LoopResult result;
   int64_t step = resumed ? resumed->step : 0, epoch = resumed ? resumed->epoch : 0;
@@ -333,7 +359,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
             const std::vector<int64_t> drawn = chunks.back().All();
             documents.insert(documents.end(), drawn.begin(), drawn.end());
           }
-          computed = ChunkedContrastive(*model, corpus, std::move(chunks), options.temperature, communicator, device);
+          computed = ContrastiveOverChunks(*model, corpus, std::move(chunks), temperature, communicator, device);
         } else {
           const torch::Tensor logits = Logits(*model, corpus, training, order, begin, end, device, &labels, &documents);
           computed = Siamese(logits.to(torch::kFloat), labels, communicator);
@@ -350,7 +376,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
     }
     if (finite) {
-      TrainingRun::Step(synchronizer, model->module(), *optimizer, options.optimizer, step, &timer);
+      TrainingRun::Step(synchronizer, model->module(), *optimizer, options.optimizer, step, &timer, lr_factors);
     } else {
       synchronizer.Finalize();
       optimizer->zero_grad();
@@ -373,13 +399,14 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
     result.interrupted = run.StopRequested(step);
     if (!valid_pairs.empty() && options.validate_every > 0 && (step % options.validate_every == 0 || last)) {
       const Validation v = contrastive
-                               ? ValidateContrastive(*model, corpus, valid_pairs, options, device)
+                               ? ValidateContrastive(*model, corpus, valid_pairs, options, temperature.value(), device)
                                : Validate(*model, corpus, valid_pairs, options.batch_size, communicator, device);
       run.Log(step, "valid", {{"loss", v.loss}, {contrastive ? "top1" : "accuracy", v.accuracy}});
       result.stopped_early = best.Update(v.loss, step, model->module(), info, communicator);
     }
     if (step % options.checkpoint_every == 0 || last || result.stopped_early || result.interrupted) {
       nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};
+      if (log_scale.defined()) trainer["log_scale"] = log_scale.item<double>();  // float32, exact in a double
       run.Save(step, epoch, position, model->module(), *optimizer, info, trainer);
     }
     timer.Mark("other");  // progress, logging, validation, checkpoints

@@ -43,6 +43,8 @@ struct FinetuneOptions : LoopOptions {
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML, from scratch only
   std::string loss = "contrastive";                      // contrastive | bce
   double temperature = 0.05;                             // contrastive: cosine / temperature (scale 20)
+  bool learn_temperature = false;                        // contrastive: train log(1/temperature), from `temperature`
+  double temperature_lr = 1e-2;                          // its peak learning rate (the schedule of `optimizer`)
   int64_t hard_negatives = 1;                            // contrastive: labelled negatives per source, at most
   int64_t grad_cache = 0;  // contrastive: gradient caching, this many pairs a chunk (0 = off)
 };

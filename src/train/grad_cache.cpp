@@ -149,4 +149,26 @@ Objective CachedObjective(int64_t chunks, const std::function<ChunkOutputs(int64
   return result;
 }
 
+Objective ChunkedContrastive(int64_t chunks, std::function<ContrastivePairs(int64_t)> embed,
+                             const model::Temperature& temperature, dist::Communicator& communicator,
+                             const torch::Device& device) {
+  if (chunks == 1) return Contrastive(embed(0), temperature, communicator);
+  const torch::Tensor log_scale = temperature.log_scale();
+  return CachedObjective(
+      chunks,
+      [embed, chunks, log_scale](int64_t i) {
+        const ContrastivePairs p = embed(i);
+        ChunkOutputs out{{p.sources, p.targets, p.negatives, p.source_ids, p.target_ids, p.negative_ids}, {}, {}};
+        // `* 1`: no graph in the first pass, through the parameter in the re-run.
+        if (log_scale.defined()) out.sums.push_back(i + 1 == chunks ? log_scale * 1 : torch::zeros_like(log_scale));
+        return out;
+      },
+      [&](const ChunkOutputs& all) {
+        const std::vector<torch::Tensor>& r = all.rows;
+        const model::Temperature t = temperature.learned() ? model::Temperature::Learned(all.sums.at(0)) : temperature;
+        return Contrastive(ContrastivePairs{r[0], r[1], r[3], r[4], r[2], r[5]}, t, communicator);
+      },
+      device);
+}
+
 }  // namespace docmatch::train

@@ -45,4 +45,13 @@ struct ChunkOutputs {
 Objective CachedObjective(int64_t chunks, const std::function<ChunkOutputs(int64_t)>& forward,
                           const std::function<Objective(const ChunkOutputs&)>& objective, const torch::Device& device);
 
+// Contrastive fine-tuning (objectives.h, Contrastive) over a rank's pairs in
+// `chunks` parts, `embed(i)` giving part i's vectors and ids: one part is the
+// plain objective, more are cached as above. A learned temperature rides
+// along as the last part's one "sum" (the others give 0), so its cached
+// gradient reaches the parameter in the last pass, the one that syncs.
+Objective ChunkedContrastive(int64_t chunks, std::function<ContrastivePairs(int64_t)> embed,
+                             const model::Temperature& temperature, dist::Communicator& communicator,
+                             const torch::Device& device);
+
 }  // namespace docmatch::train

@@ -46,7 +46,7 @@ class Totals {
 // every hard negative (H, C). Returns the summed loss and the count of
 // queries whose positive scored highest.
 std::pair<torch::Tensor, double> ContrastiveSums(const ContrastivePairs& local, const torch::Tensor& mine,
-                                                 const ContrastivePairs& pool, double temperature) {
+                                                 const ContrastivePairs& pool, const model::Temperature& temperature) {
   const int64_t B = pool.sources.size(0);
   const auto column = [](const torch::Tensor& ids) { return ids.unsqueeze(0); };                             // (1, B)
   const torch::Tensor my_source = local.source_ids.unsqueeze(1), my_target = local.target_ids.unsqueeze(1);  // (b, 1)
@@ -81,7 +81,7 @@ torch::Tensor GatherIds(const torch::Tensor& ids, const std::vector<int64_t>& co
 }
 
 Objective ContrastiveObjective(const torch::Tensor& loss, double top1, int64_t queries, Totals& totals,
-                               const torch::Device& device) {
+                               const model::Temperature& temperature, const torch::Device& device) {
   const int loss_slot = totals.Add(loss, queries);
   const int top1_slot = totals.Add(torch::tensor(top1), queries);
   totals.Reduce(device);
@@ -89,6 +89,7 @@ Objective ContrastiveObjective(const torch::Tensor& loss, double top1, int64_t q
   objective.loss = totals.Scaled(loss, loss_slot);
   objective.value = totals.mean(loss_slot);
   objective.parts = {{"infonce", objective.value}, {"top1", totals.mean(top1_slot)}};
+  if (temperature.learned()) objective.parts["temperature"] = temperature.value();
   return objective;
 }
 
@@ -103,7 +104,8 @@ void Backward(const Objective& objective, double scale, const std::function<void
   (objective.loss * scale).backward();
 }
 
-Objective Contrastive(const ContrastivePairs& pairs, double temperature, dist::Communicator& communicator) {
+Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                      dist::Communicator& communicator) {
   const dist::Gathered sources = dist::AllGatherWithGrad(pairs.sources, communicator);
   const dist::Gathered targets = dist::AllGatherWithGrad(pairs.targets, communicator);
   const dist::Gathered negatives = dist::AllGatherWithGrad(pairs.negatives, communicator);
@@ -116,10 +118,10 @@ Objective Contrastive(const ContrastivePairs& pairs, double temperature, dist::C
   const torch::Tensor mine = torch::arange(pairs.sources.size(0), pairs.source_ids.options()) + sources.offset;
   const auto [loss, top1] = ContrastiveSums(pairs, mine, pool, temperature);
   Totals totals(communicator);
-  return ContrastiveObjective(loss, top1, 2 * pairs.sources.size(0), totals, pairs.sources.device());
+  return ContrastiveObjective(loss, top1, 2 * pairs.sources.size(0), totals, temperature, pairs.sources.device());
 }
 
-Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, double temperature) {
+Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature) {
   const torch::Tensor mine = torch::arange(pairs.sources.size(0), pairs.source_ids.options());
   const auto [loss, top1] = ContrastiveSums(pairs, mine, pairs, temperature);
   const double queries = 2.0 * static_cast<double>(pairs.sources.size(0));
@@ -127,6 +129,7 @@ Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, double temperat
   objective.loss = loss / queries;
   objective.value = objective.loss.item<double>();
   objective.parts = {{"infonce", objective.value}, {"top1", top1 / queries}};
+  if (temperature.learned()) objective.parts["temperature"] = temperature.value();
   return objective;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "model/losses.h"
 #include "model/match_bert.h"
 #include "model/sdr.h"
 #include "model/smith.h"
@@ -109,11 +110,14 @@ struct ContrastivePairs {
 // is the query's own document or its positive again (the same corpus index,
 // on any rank), or when its pair shares the query's document (then it is
 // another known positive). Mean over 2 x global pairs; parts "infonce" and
-// "top1" (share of queries whose positive scores highest).
-Objective Contrastive(const ContrastivePairs& pairs, double temperature, dist::Communicator& communicator);
+// "top1" (share of queries whose positive scores highest). A learned
+// temperature gets its gradient like any parameter (each rank's share; the
+// GradientSynchronizer averages them) and adds part "temperature".
+Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                      dist::Communicator& communicator);
 // The same objective over pairs that are all in this process (validation):
 // every pair is a query, on no communicator.
-Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, double temperature);
+Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature);
 
 // This rank's summed pair BCE and count of correct pairs (logit >= 0 taken as
 // related), the local part of Siamese; validation adds them up over batches.

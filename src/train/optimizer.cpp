@@ -104,8 +104,11 @@ torch::Tensor ClipGradientNorm(const std::vector<torch::Tensor>& parameters, dou
   return total;
 }
 
-void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+void SetLearningRate(torch::optim::Optimizer& optimizer, double lr, const std::vector<double>& factors) {
+  auto& groups = optimizer.param_groups();
+  TORCH_CHECK(factors.empty() || factors.size() == groups.size(), "[train] ", factors.size(),
+              " learning-rate factors for ", groups.size(), " parameter groups");
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(factors.empty() ? lr : lr * factors[g]);
 }
 
 }  // namespace docmatch::train

@@ -77,6 +77,7 @@ torch::Tensor ClipGradientNorm(const std::vector<torch::Tensor>& parameters, dou
 // Two groups: decayed (weights) and not decayed (biases, norms, 1-d params).
 // The optimizer is a FusedAdamW.
 std::unique_ptr<torch::optim::AdamW> MakeAdamW(const torch::nn::Module& module, const OptimizerOptions& options);
-void SetLearningRate(torch::optim::Optimizer& optimizer, double lr);
+// Every parameter group's lr: `lr`, times factors[g] for group g where given.
+void SetLearningRate(torch::optim::Optimizer& optimizer, double lr, const std::vector<double>& factors = {});
 
 }  // namespace docmatch::train

@@ -396,12 +396,12 @@ void TrainingRun::Log(int64_t step, const std::string& prefix, const std::map<st
 
 double TrainingRun::Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
                          torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
-                         PhaseTimer* timer) {
+                         PhaseTimer* timer, const std::vector<double>& lr_factors) {
   synchronizer.Finalize();
   if (timer) timer->Mark("comm");
   if (options.max_grad_norm > 0) ClipGradientNorm(module.parameters(), options.max_grad_norm);
   const double lr = LearningRate(options, step);
-  SetLearningRate(optimizer, lr);
+  SetLearningRate(optimizer, lr, lr_factors);
   optimizer.step();
   optimizer.zero_grad();
   if (timer) timer->Mark("optimizer");

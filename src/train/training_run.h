@@ -167,13 +167,13 @@ class TrainingRun {
     return {static_cast<int64_t>(options.bucket_mb * (1 << 20)), options.bf16_gradients};
   }
 
-  // Averages the gradients (Finalize), clips, sets the scheduled learning
-  // rate for `step` and steps; returns the learning rate used. With a timer,
-  // the wait for the gradients is charged to "comm" and the update to
-  // "optimizer".
+  // Averages the gradients (Finalize), clips `module`'s, sets the scheduled
+  // learning rate for `step` (times lr_factors[g] in parameter group g, where
+  // given) and steps; returns the learning rate used. With a timer, the wait
+  // for the gradients is charged to "comm" and the update to "optimizer".
   static double Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
                      torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
-                     PhaseTimer* timer = nullptr);
+                     PhaseTimer* timer = nullptr, const std::vector<double>& lr_factors = {});
 
   // A loss that is NaN or Inf (the global value, the same on every rank):
   // with policy "stop" throws naming the step and this rank's documents (ids

@@ -339,21 +339,53 @@ TEST(WorldSizeInvariance, CachedContrastiveEqualsThePlainGlobalBatch) {
       "cached-contrastive", SeededSmithEncoder,
       [](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
         constexpr int64_t kChunk = 2;
-        return train::CachedObjective(
+        return train::ChunkedContrastive(
             (end - begin + kChunk - 1) / kChunk,
             [&m, begin, end](int64_t i) {
               model::SmithEncoder holder = Borrow<model::SmithEncoder>(m);
-              const auto p = EmbedContrastivePairs(holder, begin + i * kChunk, std::min(end, begin + (i + 1) * kChunk));
-              return train::ChunkOutputs{
-                  {p.sources, p.targets, p.negatives, p.source_ids, p.target_ids, p.negative_ids}, {}, {}};
+              return EmbedContrastivePairs(holder, begin + i * kChunk, std::min(end, begin + (i + 1) * kChunk));
             },
-            [&comm](const train::ChunkOutputs& all) {
-              const auto& r = all.rows;
-              return train::Contrastive({r[0], r[1], r[3], r[4], r[2], r[5]}, /*temperature=*/0.1, comm);
-            },
-            torch::kCPU);
+            /*temperature=*/0.1, comm, torch::kCPU);
       },
       /*steps=*/4, /*parameter_atol=*/1e-9, PlainContrastive);
+}
+
+// finetune --learn-temperature: SMITH's encoder beside log(1 / tau) as one
+// more parameter, which the synchronizer averages and Adam steps like the
+// others; plain, and gradient-cached in chunks of 2 (the temperature's
+// gradient then reaches it in the last chunk's pass).
+class ScaledSmithEncoderImpl : public torch::nn::Module {
+ public:
+  ScaledSmithEncoderImpl() : encoder(register_module("encoder", model::SmithEncoder(SmithTiny()))) {
+    log_scale = register_parameter("log_scale", torch::full({}, std::log(1.0 / 0.1)));
+  }
+  model::SmithEncoder encoder;
+  torch::Tensor log_scale;
+};
+TORCH_MODULE(ScaledSmithEncoder);
+
+std::shared_ptr<torch::nn::Module> SeededScaledSmithEncoder() {
+  torch::manual_seed(0);
+  return ScaledSmithEncoder().ptr();
+}
+
+Loss LearnedTemperatureContrastive(int64_t chunk) {
+  return [chunk](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+    auto& scaled = dynamic_cast<ScaledSmithEncoderImpl&>(m);
+    return train::ChunkedContrastive(
+        (end - begin + chunk - 1) / chunk,
+        [&scaled, begin, end, chunk](int64_t i) {
+          return EmbedContrastivePairs(scaled.encoder, begin + i * chunk, std::min(end, begin + (i + 1) * chunk));
+        },
+        model::Temperature::Learned(scaled.log_scale), comm, torch::kCPU);
+  };
+}
+
+TEST(WorldSizeInvariance, ContrastiveWithALearnedTemperature) {
+  ExpectInvariant("contrastive-learned-temperature", SeededScaledSmithEncoder, LearnedTemperatureContrastive(1 << 20),
+                  /*steps=*/4, /*parameter_atol=*/1e-9);
+  ExpectInvariant("cached-contrastive-learned-temperature", SeededScaledSmithEncoder, LearnedTemperatureContrastive(2),
+                  /*steps=*/4, /*parameter_atol=*/1e-9, LearnedTemperatureContrastive(1 << 20));
 }
 
 // The re-run of each chunk draws the same dropout as its first pass: with

@@ -118,9 +118,11 @@ def export_tensors(p, folder, name):
 
 
 def kill_and_resume(p):
-    straight = p.finetune_args("ft-straight")
+    # With a learned temperature: its value and Adam state must come back too.
+    learned = ["--learn-temperature", "--temperature-lr", "0.05"]
+    straight = p.finetune_args("ft-straight") + learned
     p.run(straight + ["--fresh"])
-    killed = p.finetune_args("ft-killed")
+    killed = p.finetune_args("ft-killed") + learned
     process = subprocess.Popen(p.command(killed + ["--fresh"]), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 300
@@ -137,6 +139,10 @@ def kill_and_resume(p):
     check(a.keys() == b.keys(), "exports hold different tensors")
     for name in a:
         check(np.array_equal(a[name], b[name]), f"{name} differs after kill -9 and resume")
+    temperatures = [{l["step"]: l["train/temperature"] for l in read_jsonl(p.path(run, "metrics.jsonl"))
+                     if "train/temperature" in l} for run in ("ft-straight", "ft-killed")]
+    check(temperatures[0] == temperatures[1] and len(temperatures[0]) == 16 and
+          len(set(temperatures[0].values())) > 8, f"learned temperatures straight vs resumed: {temperatures}")
     return os.path.basename(stopped_at), len(a)
 
 
@@ -169,7 +175,8 @@ def check_nonfinite(p):
 def check_grad_cache(p):
     """Gradient caching through the real commands: with dropout off, runs in
     chunks of one document (pair) log the losses of the same runs without
-    chunks, at every step (after updates too). Returns the largest relative
+    chunks, at every step (after updates too); with --learn-temperature the
+    logged temperatures agree too and move. Returns the largest relative
     difference."""
     pairs = os.path.join(p.fixture, "pairs.train.jsonl")
     runs = {
@@ -178,6 +185,7 @@ def check_grad_cache(p):
         "finetune": ["finetune", "--corpus", p.corpus, "--model-config", p.path("no-dropout.yaml"), "--train-pairs", pairs,
                      "--loss", "contrastive", "--hard-negatives", "1", "--batch-size", "3"],
     }
+    runs["finetune-learned-temperature"] = runs["finetune"] + ["--learn-temperature", "--temperature-lr", "0.05"]
     worst = 0.0
     for stage, args in runs.items():
         losses = {}
@@ -185,7 +193,20 @@ def check_grad_cache(p):
             run = p.path(f"{stage}-grad-cache-{chunk}")
             p.run(args + ["--grad-cache", chunk, "--run", run, "--steps", "3", "--lr", "1e-3", "--warmup-steps", "1",
                           "--decay-steps", "3", "--log-every", "1", "--checkpoint-every", "3", "--fresh"])
-            losses[chunk] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl"))]
+            logged = [l for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
+            losses[chunk] = [l["train/loss"] for l in logged]
+            if "learned" in stage:
+                temperatures = [l["train/temperature"] for l in logged]
+                losses[chunk + "-temperature"] = temperatures
+                check(abs(temperatures[0] - 0.05) < 1e-6 and len(set(temperatures)) == 3,
+                      f"{stage}: the temperature should start at 0.05 and move: {temperatures}")
+        if "learned" in stage:
+            # Adam divides the temperature's one gradient by its running size, so
+            # float32 summation differences (1e-6 in the loss) come out near 1e-4
+            # in the step after; a lost gradient would leave it at 0.05 or off by
+            # a whole step (5%). float64 equality: tests/dist/invariance_test.cpp.
+            for a, b in zip(losses["0-temperature"], losses["1-temperature"]):
+                check(abs(a - b) <= 1e-3 * a, f"{stage}: temperatures {losses}")
         plain, cached = losses["0"], losses["1"]
         check(len(plain) == 3 and len(cached) == 3, f"{stage}: logged losses {losses}")
         check(len(set(plain)) == 3, f"{stage}: the updates do not move the loss: {plain}")

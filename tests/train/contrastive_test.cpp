@@ -5,6 +5,7 @@
 // gradients must agree.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "train/objectives.h"
@@ -27,7 +28,9 @@ struct Hand {
   double top1 = 0;
 };
 
-Hand HandFormulation(const ContrastivePairs& p, double temperature) {
+// `scale`: 1 / temperature, a float64 scalar (a leaf with a gradient for the
+// learned temperature).
+Hand HandFormulation(const ContrastivePairs& p, const torch::Tensor& scale) {
   const int64_t B = p.sources.size(0), H = p.negatives.size(0);
   const auto id = [](const torch::Tensor& ids, int64_t k) { return ids[k].item<int64_t>(); };
   const auto cosine = [](const torch::Tensor& a, const torch::Tensor& b) {
@@ -44,17 +47,17 @@ Hand HandFormulation(const ContrastivePairs& p, double temperature) {
     for (int64_t i = 0; i < B; ++i) {
       const int64_t mine = id(query_ids, i), partner = id(candidate_ids, i);
       torch::Tensor sum = torch::zeros({}, torch::kFloat64);
-      const torch::Tensor positive = cosine(queries[i], candidates[i]) / temperature;
+      const torch::Tensor positive = cosine(queries[i], candidates[i]) * scale;
       bool best = true;
       for (int64_t j = 0; j < B; ++j) {
         if (LeftOut(i, j, mine, partner, id(candidate_ids, j), id(query_ids, j))) continue;
-        const torch::Tensor s = cosine(queries[i], candidates[j]) / temperature;
+        const torch::Tensor s = cosine(queries[i], candidates[j]) * scale;
         sum = sum + torch::exp(s);
         if (j != i && s.item<double>() > positive.item<double>()) best = false;
       }
       for (int64_t n = 0; forward && n < H; ++n) {
         if (LeftOut(i, -1, mine, partner, id(p.negative_ids, n), -1)) continue;
-        const torch::Tensor s = cosine(queries[i], p.negatives[n]) / temperature;
+        const torch::Tensor s = cosine(queries[i], p.negatives[n]) * scale;
         sum = sum + torch::exp(s);
         if (s.item<double>() > positive.item<double>()) best = false;
       }
@@ -83,7 +86,7 @@ TEST(Contrastive, EqualsAHandFormulationWithDuplicatesAndHardNegativesGradientsI
     objective.loss.backward();
     const torch::Tensor gs = p.sources.grad().clone(), gt = p.targets.grad().clone(), gn = p.negatives.grad().clone();
     for (auto* t : {&p.sources, &p.targets, &p.negatives}) t->mutable_grad() = torch::Tensor();
-    const Hand hand = HandFormulation(p, temperature);
+    const Hand hand = HandFormulation(p, torch::tensor(1.0 / temperature, torch::kFloat64));
     hand.loss.backward();
 
     EXPECT_NEAR(objective.value, hand.loss.item<double>(), 1e-12 * std::abs(hand.loss.item<double>()))
@@ -96,6 +99,43 @@ TEST(Contrastive, EqualsAHandFormulationWithDuplicatesAndHardNegativesGradientsI
   // The repeated negative 10 is left out only for the queries whose positive
   // it is (pairs 0 and 4); the other sources still push it away.
   EXPECT_GT(p.negatives.grad()[1].abs().sum().item<double>(), 0.0);
+}
+
+// The learned temperature (finetune --learn-temperature): the same loss as the
+// fixed one at the same value, and d loss / d log(1/tau) equal to the hand
+// formulation's through exp(log_scale); above the cap of 100 the scale stays
+// at 100 and the gradient is 0.
+TEST(Contrastive, ALearnedTemperatureGetsTheHandFormulationsGradient) {
+  torch::manual_seed(11);
+  const auto opts = torch::TensorOptions(torch::kFloat64);
+  const int64_t B = 5, H = 2, C = 4;
+  ContrastivePairs p{torch::randn({B, C}, opts),
+                     torch::randn({B, C}, opts),
+                     torch::tensor({0, 1, 2, 0, 4}, torch::kLong),
+                     torch::tensor({10, 11, 12, 13, 1}, torch::kLong),
+                     torch::randn({H, C}, opts),
+                     torch::tensor({20, 11}, torch::kLong)};
+  for (double tau : {0.07, 0.5}) {
+    const torch::Tensor log_scale = torch::tensor(std::log(1.0 / tau), opts).requires_grad_();
+    const Objective learned = ContrastiveInOneProcess(p, model::Temperature::Learned(log_scale));
+    learned.loss.backward();
+    const torch::Tensor hand_log_scale = torch::tensor(std::log(1.0 / tau), opts).requires_grad_();
+    const Hand hand = HandFormulation(p, hand_log_scale.exp());
+    hand.loss.backward();
+    EXPECT_NEAR(learned.value, hand.loss.item<double>(), 1e-12) << "tau " << tau;
+    EXPECT_NEAR(learned.value, ContrastiveInOneProcess(p, tau).value, 1e-12) << "tau " << tau;
+    EXPECT_NEAR(learned.parts.at("temperature"), tau, 1e-15);
+    const double g = log_scale.grad().item<double>(), expected = hand_log_scale.grad().item<double>();
+    EXPECT_GT(std::abs(expected), 1e-3) << "tau " << tau;  // the check below must be able to fail
+    EXPECT_NEAR(g, expected, 1e-10 * std::abs(expected)) << "tau " << tau;
+  }
+  const torch::Tensor above = torch::tensor(std::log(250.0), opts).requires_grad_();
+  const Objective capped = ContrastiveInOneProcess(p, model::Temperature::Learned(above));
+  capped.loss.backward();
+  EXPECT_NEAR(capped.value, ContrastiveInOneProcess(p, 0.01).value, 1e-12);
+  EXPECT_NEAR(capped.parts.at("temperature"), 0.01, 1e-15);
+  EXPECT_EQ(above.grad().item<double>(), 0.0);
+  EXPECT_EQ(ContrastiveInOneProcess(p, 0.1).parts.count("temperature"), 0u);
 }
 
 TEST(Contrastive, AnExcludedDuplicateDoesNotChangeTheLoss) {
