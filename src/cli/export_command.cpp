@@ -11,12 +11,15 @@ Command AddExportCommand(CLI::App* app) {
   CLI::App* sub = app->add_subcommand(
       "export",
       "Export a model folder (a checkpoint, <run>/best or an import) for serving and for other\n"
-      "tools. A flat encoder with a WordPiece vocabulary (MatchBERT imported with import-hf, and\n"
-      "what is fine-tuned from it) is written as a Hugging Face BERT model that is also a\n"
+      "tools. A transformer encoder with a WordPiece vocabulary (what import-hf brings in, and\n"
+      "what is trained from it) is written as a Hugging Face BERT model that is also a\n"
       "sentence-transformers model: SentenceTransformer(folder), AutoModel and AutoTokenizer load\n"
-      "it and give docmatch's vectors. Other models are written in docmatch's layout\n"
-      "(model.safetensors + config.json + tokenizer), for `embed --model`, the safetensors package\n"
-      "or scripts/reference_vector.py (numpy). Either folder is a model folder for docmatch.\n"
+      "it and give docmatch's vectors. MatchBERT: its document vector (one window); SDR: its\n"
+      "sentence vector (a text read as one sentence). SMITH, with --format hf only: its sentence\n"
+      "encoder, a text read as one block giving its block vector (the document level stays\n"
+      "behind; docmatch does not read that folder back). Other models, and SMITH by default, are\n"
+      "written in docmatch's layout (model.safetensors + config.json + tokenizer), for `embed\n"
+      "--model`, the safetensors package or scripts/reference_vector.py (numpy).\n"
       "  docmatch export --model runs/minilm-contrastive/best --corpus corpora/manpages --output models/mine\n"
       "  python -c \"from sentence_transformers import SentenceTransformer as S; "
       "print(S('models/mine').encode('hi'))\"");
@@ -27,8 +30,9 @@ Command AddExportCommand(CLI::App* app) {
       ->check(CLI::ExistingDirectory);
   sub->add_option("--output", o->output, "folder to write")->required();
   sub->add_option("--format", o->format,
-                  "auto (hf where the model allows it, else docmatch), hf (Hugging Face BERT + "
-                  "sentence-transformers; flat WordPiece encoders) or docmatch (any model)")
+                  "auto (hf for MatchBERT and SDR where their vocabulary allows it, else docmatch), hf (Hugging "
+                  "Face BERT + sentence-transformers; WordPiece transformer encoders, SMITH's sentence encoder) "
+                  "or docmatch (any model, whole)")
       ->check(CLI::IsMember({"auto", "hf", "docmatch"}))
       ->capture_default_str();
   sub->add_flag("--overwrite", o->overwrite, "replace an existing --output");

@@ -6,7 +6,9 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "data/corpus/corpus.h"
 #include "data/text/wordpiece.h"
@@ -20,23 +22,77 @@ namespace docmatch::io {
 namespace fs = std::filesystem;
 namespace {
 
+// The flat encoder a Hugging Face / sentence-transformers folder holds, and
+// how its vector is made: MatchBERT's encoder, SDR's sentence encoder, or
+// SMITH's sentence encoder with its block head (a block's vector).
+struct HfEncoder {
+  std::string what;     // for messages
+  std::string encoder;  // docmatch prefix of the transformer layers
+  int64_t vocab_size = 0, hidden = 0, layers = 0, heads = 0, intermediate = 0, positions = 0;
+  double dropout = 0;
+  bool separator = false;
+  std::string pooling;                // mean | cls
+  std::string dense;                  // docmatch prefix of a dense layer after pooling, or ""
+  std::string activation;             // that layer's activation (a torch class)
+  std::vector<std::string> left_out;  // docmatch name prefixes the folder does not hold
+};
+
+HfEncoder HfEncoderOf(const model::ModelConfig& config) {
+  HfEncoder e;
+  const auto sizes = [&e](const auto& c, int64_t layers, int64_t positions) {
+    std::tie(e.vocab_size, e.hidden, e.heads, e.intermediate, e.dropout) =
+        std::make_tuple(c.vocab_size, c.hidden, c.heads, c.intermediate, c.dropout);
+    e.layers = layers;
+    e.positions = positions;
+    e.separator = c.separator;
+  };
+  if (config.kind == "match_bert") {
+    const model::MatchBertConfig& m = config.match_bert;
+    sizes(m, m.layers, m.max_tokens);
+    e.what = "MatchBERT's encoder";
+    e.encoder = "encoder";
+    e.pooling = m.pooling;
+    if (m.pooling == "cls") e.dense = "dense";  // [CLS] pooling's dense layer, no activation
+    e.activation = "torch.nn.modules.linear.Identity";
+  } else if (config.kind == "sdr") {
+    const model::SdrConfig& s = config.sdr;
+    sizes(s, s.layers, s.max_tokens);
+    e.what = "SDR's sentence encoder (a text read as one sentence)";
+    e.encoder = "encoder";
+    e.pooling = "mean";
+    e.left_out = {"lm_"};  // the word-LM head of pre-training
+  } else if (config.kind == "smith") {
+    const model::SmithConfig& s = config.smith;
+    sizes(s, s.sentence_layers, s.block_length);
+    e.what = "SMITH's sentence encoder (a text read as one block: its block vector)";
+    e.encoder = "sentence_encoder";
+    e.pooling = "cls";
+    e.dense = "block_dense";
+    e.activation = "torch.nn.modules.activation.ReLU";  // block vector = L2(ReLU(dense([CLS])))
+    e.left_out = {"block_positions.", "document_", "attention_"};
+  }
+  return e;
+}
+
 // Why the model cannot be written in BERT's layout, or "".
 std::string HfRefusal(const ModelFolderInfo& info, const data::Tokenizer& tokenizer) {
-  if (info.config.kind != "match_bert") {
-    return "its kind is " + info.config.kind +
-           "; the Hugging Face layout holds flat encoders (match_bert), other kinds export with --format docmatch";
+  const std::string& kind = info.config.kind;
+  if (kind != "match_bert" && kind != "sdr" && kind != "smith") {
+    return "its kind is " + kind +
+           "; the Hugging Face layout holds transformer encoders (match_bert, sdr, smith's sentence encoder), other "
+           "kinds export with --format docmatch";
   }
   if (std::string(tokenizer.kind()) != "wordpiece") {
     return "its tokenizer is SentencePiece; BERT tokenizers read WordPiece vocabularies (models brought in with "
-           "import-hf, and what is fine-tuned from them)";
+           "import-hf, and what is trained from them)";
   }
-  if (!info.config.match_bert.separator) {
-    return "it reads windows without [SEP] (separator: false), and BERT tokenizers always add one";
+  if (!HfEncoderOf(info.config).separator) {
+    return "it reads its sequences without [SEP] (separator: false), and BERT tokenizers always add one";
   }
   return "";
 }
 
-nlohmann::json BertConfig(const model::MatchBertConfig& m) {
+nlohmann::json BertConfig(const HfEncoder& m) {
   return {{"architectures", {"BertModel"}},
           {"model_type", "bert"},
           {"vocab_size", m.vocab_size},
@@ -47,7 +103,7 @@ nlohmann::json BertConfig(const model::MatchBertConfig& m) {
           {"hidden_act", "gelu"},  // erf GELU, as docmatch's layers
           {"hidden_dropout_prob", m.dropout},
           {"attention_probs_dropout_prob", m.dropout},
-          {"max_position_embeddings", m.max_tokens},
+          {"max_position_embeddings", m.positions},
           {"type_vocab_size", 2},
           {"initializer_range", 0.02},
           {"layer_norm_eps", 1e-12},
@@ -57,7 +113,7 @@ nlohmann::json BertConfig(const model::MatchBertConfig& m) {
 }
 
 // BertTokenizer's files and sentence-transformers' modules for `m`.
-void WriteHfFiles(const std::string& folder, const model::MatchBertConfig& m, const data::WordPiece& wordpiece,
+void WriteHfFiles(const std::string& folder, const HfEncoder& m, const data::WordPiece& wordpiece,
                   const std::map<std::string, torch::Tensor>& dense) {
   std::string vocab;
   for (int32_t id = 0; id < wordpiece.vocab_size(); ++id) vocab += wordpiece.Piece(id) + "\n";
@@ -75,7 +131,7 @@ void WriteHfFiles(const std::string& folder, const model::MatchBertConfig& m, co
   tokenizer["tokenize_chinese_chars"] = o.chinese_chars;
   // null: follow do_lower_case, which is what docmatch's options hold unless set apart.
   tokenizer["strip_accents"] = o.strip_accents == o.lowercase ? nlohmann::json() : nlohmann::json(o.strip_accents);
-  tokenizer["model_max_length"] = m.max_tokens;
+  tokenizer["model_max_length"] = m.positions;
   WriteFile(folder + "/tokenizer_config.json", tokenizer.dump(2) + "\n");
   WriteFile(folder + "/special_tokens_map.json", specials.dump(2) + "\n");
 
@@ -105,7 +161,7 @@ void WriteHfFiles(const std::string& folder, const model::MatchBertConfig& m, co
               nlohmann::json({{"in_features", m.hidden},
                               {"out_features", m.hidden},
                               {"bias", true},
-                              {"activation_function", "torch.nn.modules.linear.Identity"}})
+                              {"activation_function", m.activation}})
                       .dump(2) +
                   "\n");
     WriteSafetensors(dense, folder + "/" + path + "/model.safetensors", {{"format", "pt"}});
@@ -116,7 +172,7 @@ void WriteHfFiles(const std::string& folder, const model::MatchBertConfig& m, co
   fs::create_directories(folder + "/" + normalize);
   WriteFile(folder + "/modules.json", modules.dump(2) + "\n");
   WriteFile(folder + "/sentence_bert_config.json",
-            nlohmann::json({{"max_seq_length", m.max_tokens}, {"do_lower_case", false}}).dump(2) + "\n");
+            nlohmann::json({{"max_seq_length", m.positions}, {"do_lower_case", false}}).dump(2) + "\n");
   WriteFile(folder + "/config_sentence_transformers.json",
             nlohmann::json({{"similarity_fn_name", "cosine"}}).dump(2) + "\n");
 }
@@ -147,7 +203,8 @@ std::string ExportModel(const ExportOptions& options) {
   const data::Tokenizer tokenizer = data::Tokenizer::Load(tokenizer_path);
   const std::string refusal = HfRefusal(info, tokenizer);
   std::string format = options.format;
-  if (format == "auto") format = refusal.empty() ? "hf" : "docmatch";
+  // SMITH's Hugging Face folder holds its sentence encoder alone, so only when asked.
+  if (format == "auto") format = refusal.empty() && info.config.kind != "smith" ? "hf" : "docmatch";
   if (format == "hf" && !refusal.empty()) {
     throw std::runtime_error("[export] '" + options.model + "' cannot be written as a Hugging Face model: " + refusal);
   }
@@ -156,20 +213,27 @@ std::string ExportModel(const ExportOptions& options) {
   for (const auto& p : model->module().named_parameters(true))
     tensors[p.key()] = p.value().detach().to(torch::kCPU, torch::kFloat).contiguous();
   for (const auto& b : model->module().named_buffers(true)) tensors[b.key()] = b.value().to(torch::kCPU);
+  const HfEncoder hf = HfEncoderOf(info.config);
   if (format == "hf") {
     std::map<std::string, torch::Tensor> bert;
     for (const auto& [name, value] : tensors) {
-      if (name == "dense.weight" || name == "dense.bias") {
-        dense["linear." + name.substr(6)] = value;
+      if (!hf.dense.empty() && name.rfind(hf.dense + ".", 0) == 0) {
+        dense["linear." + name.substr(hf.dense.size() + 1)] = value;
         continue;
       }
-      const std::string target = BertName(name, "encoder");
+      if (std::any_of(hf.left_out.begin(), hf.left_out.end(),
+                      [&](const std::string& p) { return name.rfind(p, 0) == 0; }))
+        continue;
+      const std::string target = BertName(name, hf.encoder);
       TORCH_CHECK(!target.empty(), "[export] docmatch's ", name, " has no place in BERT's layout");
       bert[target] = value;
     }
-    bert["embeddings.token_type_embeddings.weight"] = torch::zeros({2, info.config.match_bert.hidden});
+    bert["embeddings.token_type_embeddings.weight"] = torch::zeros({2, hf.hidden});
     tensors = std::move(bert);
-    info.layout = "bert";
+    // A SMITH folder cannot be read back as SMITH (its document level stays behind).
+    info.layout = info.config.kind == "smith" ? kSentenceEncoderLayout : "bert";
+    LOG(INFO) << "[export] " << hf.what << " in the Hugging Face / sentence-transformers layout"
+              << (info.config.kind == "smith" ? "; the whole SMITH model exports with --format docmatch" : "");
   }
 
   const std::string tmp = options.output + ".tmp";
@@ -185,10 +249,10 @@ std::string ExportModel(const ExportOptions& options) {
   info.tokenizer = tokenizer_file;
   nlohmann::json config = ModelFolderInfoJson(info);
   if (format == "hf") {
+    config.update(BertConfig(hf));
+    WriteHfFiles(tmp, hf, data::WordPiece::Parse(tokenizer.serialized_model(), tokenizer_path), dense);
     const model::MatchBertConfig& m = info.config.match_bert;
-    config.update(BertConfig(m));
-    WriteHfFiles(tmp, m, data::WordPiece::Parse(tokenizer.serialized_model(), tokenizer_path), dense);
-    if (m.chunks > 1) {
+    if (info.config.kind == "match_bert" && m.chunks > 1) {
       LOG(WARNING) << "[export] this model averages up to " << m.chunks << " windows of " << m.max_tokens
                    << " tokens; sentence-transformers and transformers read the first window, so their vectors "
                       "equal docmatch's for texts of up to one window";

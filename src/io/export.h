@@ -9,21 +9,26 @@
 // `embed --model <output>` reads it; scripts/reference_vector.py recomputes a
 // document vector from it with numpy.
 //
-// Format "hf" (a flat encoder, kind match_bert, with a WordPiece vocabulary:
-// what import-hf brings in and finetune trains on): the same folder is also a
-// Hugging Face BERT model and a sentence-transformers model:
+// Format "hf" (a transformer encoder with a WordPiece vocabulary: what
+// import-hf brings in and what is trained from it): the same folder is also a
+// Hugging Face BERT model and a sentence-transformers model. MatchBERT: its
+// encoder and pooling; SDR: its sentence encoder, mean-pooled (a text read as
+// one sentence; the word-LM head stays behind); SMITH (asked for, never
+// "auto"): its sentence encoder, [CLS] then block_dense with ReLU in 2_Dense/
+// (a text read as one block gives its block vector; layout
+// "bert_sentence_encoder", which docmatch does not load as a model):
 //   config.json        BERT's keys (model_type "bert", sizes, erf GELU) next to
 //                      docmatch's description, with "layout": "bert"
 //   model.safetensors  BertModel's tensor names (io/bert_layout.h), token type
 //                      embeddings zero
 //   vocab.txt, tokenizer_config.json, special_tokens_map.json  BertTokenizer's files
 //   modules.json, sentence_bert_config.json, 1_Pooling/ (mean or [CLS]),
-//   2_Dense/ ([CLS] pooling's dense layer), then Normalize
+//   2_Dense/ ([CLS] pooling's dense layer; SMITH's block_dense + ReLU), then Normalize
 // so that AutoModel, AutoTokenizer and SentenceTransformer(<output>) load it
 // and give docmatch's vectors for texts within one window (max_tokens); a
 // model that averages several windows (chunks > 1) gives the first window's
 // vector there, which the export says. `embed --model <output>` reads it too.
-// "auto" picks hf where it applies and docmatch elsewhere.
+// "auto" picks hf for MatchBERT and SDR where it applies and docmatch elsewhere.
 #pragma once
 
 #include <string>

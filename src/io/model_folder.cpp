@@ -52,6 +52,11 @@ ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
     info.tokenizer_hash = json.value("tokenizer_hash", "");
     info.tokenizer = json.value("tokenizer", "");
     info.layout = json.value("layout", "docmatch");
+    if (info.layout == kSentenceEncoderLayout) {
+      throw std::runtime_error("[model] '" + folder +
+                               "' holds SMITH's sentence encoder alone (export --format hf, for sentence-transformers "
+                               "and transformers); export the whole model with --format docmatch for docmatch");
+    }
     if (info.layout != "docmatch" && info.layout != "bert")
       throw std::runtime_error("layout '" + info.layout + "' is not docmatch or bert");
     return info;
@@ -64,9 +69,16 @@ void LoadFolderWeights(torch::nn::Module& module, const std::string& folder, con
   const std::string path = folder + "/" + info.weights;
   VerifyChecksum(folder, info.weights);
   if (info.layout == "bert") {
-    // An `export --format hf` folder: BERT's names, the [CLS] dense layer apart.
+    // An `export --format hf` folder: BERT's names, the [CLS] dense layer apart;
+    // SDR's word-LM head is not in it and keeps the module's own (fresh)
+    // weights, as after import-hf.
     std::map<std::string, torch::Tensor> state =
         BertToDocmatch(ReadSafetensors(path).tensors, "encoder", std::numeric_limits<int64_t>::max(), path);
+    if (info.config.kind == "sdr") {
+      for (const auto& p : module.named_parameters(true)) {
+        if (p.key().rfind("lm_", 0) == 0) state[p.key()] = p.value().detach().clone();
+      }
+    }
     const std::string dense = folder + "/2_Dense";
     if (fs::exists(dense + "/model.safetensors")) {
       VerifyChecksum(dense, "model.safetensors");

@@ -32,6 +32,10 @@ namespace docmatch::io {
 
 constexpr const char* kModelConfigFile = "config.json";
 
+// The layout of a SMITH `export --format hf`: its sentence encoder alone,
+// for sentence-transformers; docmatch does not read it as a model.
+constexpr const char* kSentenceEncoderLayout = "bert_sentence_encoder";
+
 struct ModelFolderInfo {
   model::ModelConfig config;
   std::string weights = "model.pt";
@@ -39,7 +43,7 @@ struct ModelFolderInfo {
   std::string stage;
   std::string tokenizer_hash;
   std::string tokenizer;            // file in the folder, imports and exports only
-  std::string layout = "docmatch";  // docmatch | bert
+  std::string layout = "docmatch";  // docmatch | bert | bert_sentence_encoder
 };
 
 // config.json's content for `info`; WriteModelFolderInfo writes it.

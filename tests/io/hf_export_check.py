@@ -11,9 +11,17 @@ packages in the project's venv), with no download:
   so do `AutoTokenizer` + `AutoModel` with the pooling done by hand;
 - `docmatch embed` reads the exported folder back (BERT layout) with the
   vectors of the checkpoint it came from;
-- a SMITH model is refused for --format hf naming its kind, and exported in
-  docmatch's layout by --format auto; an existing output needs --overwrite;
-  no file of the export is named tokenizer.model unless it is SentencePiece.
+- SDR's sentence encoder (imported --kind sdr, 2 steps of SDR pre-training)
+  exports to the same layout by default: SentenceTransformer gives docmatch's
+  vectors of one-sentence documents (SDR's document vector is then that
+  sentence's), and `embed` reads the export back;
+- SMITH's sentence encoder exports with --format hf only: SentenceTransformer
+  gives the block vector of a one-block text as numpy computes it from the
+  docmatch-layout export (scripts/reference_vector.py), docmatch refuses to
+  load that folder as a model, --format auto writes docmatch's layout, and a
+  SMITH without [SEP] (separator: false) is refused for hf;
+- an existing output needs --overwrite; no file of the export is named
+  tokenizer.model unless it is SentencePiece.
 
 Prints one JSON line of figures.
 
@@ -62,6 +70,20 @@ def write_articles(path, count, seed=11):
             texts[f"doc{i:02d}"] = text
             f.write(json.dumps({"id": f"doc{i:02d}", "title": f"Document {i}", "text": text},
                                ensure_ascii=False) + "\n")
+    return texts
+
+
+def write_one_sentence_articles(path, count, seed=23):
+    """Articles of one plain sentence each (no abbreviations ICU might split at)."""
+    rng = random.Random(seed)
+    texts = {}
+    plain = [w for w in WORDS if w.isalpha()]
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(count):
+            words = [rng.choice(plain) for _ in range(rng.randint(4, 20))]
+            text = " ".join(words).capitalize() + "."
+            texts[f"one{i:02d}"] = text
+            f.write(json.dumps({"id": f"one{i:02d}", "title": f"One {i}", "text": text}, ensure_ascii=False) + "\n")
     return texts
 
 
@@ -167,18 +189,74 @@ def main():
               path("export-cls"), fail=True)
     assert "exists; pass --overwrite" in out.stderr, out.stderr
 
-    with open(path("smith.yaml"), "w") as f:
-        f.write("model:\n  kind: smith\n  vocab_size: %d\n  hidden: 16\n  heads: 2\n  intermediate: 32\n"
-                "  sentence_layers: 1\n  document_layers: 1\n  block_length: 16\n  max_blocks: 4\n"
-                % json.load(open(path("bert", "config.json")))["vocab_size"])
-    run("pretrain", "--corpus", path("corpus"), "--model-config", path("smith.yaml"), "--objective", "wp",
-        "--steps", "1", "--batch-size", "2", "--run", path("smith"), "--no-progress")
-    out = run("export", "--model", path("smith", "latest"), "--corpus", path("corpus"), "--output",
-              path("smith-export"), "--format", "hf", fail=True)
-    assert "its kind is smith" in out.stderr, out.stderr
+    # One-sentence documents: SDR's document vector is its one sentence's,
+    # and for SMITH they are one block each.
+    one = write_one_sentence_articles(path("one.jsonl"), 12)
+    run("prepare", "--input", path("one.jsonl"), "--output", path("corpus-one"), "--tokenizer",
+        os.path.join(path("import-mean"), "tokenizer.wordpiece"), "--no-progress")
+
+    # SDR's sentence encoder.
+    run("import-hf", path("bert"), "--output", path("import-sdr"), "--kind", "sdr", "--max-tokens", "64",
+        "--dropout", "0")
+    run("pretrain", "--corpus", path("corpus"), "--init", path("import-sdr"), "--objective", "sdr", "--steps", "2",
+        "--batch-size", "4", "--lr", "1e-3", "--run", path("sdr-run"), "--no-progress")
+    out = run("export", "--model", path("sdr-run", "latest"), "--corpus", path("corpus"), "--output",
+              path("export-sdr"))
+    assert "hf layout" in out.stdout + out.stderr, out.stdout + out.stderr
+    files = sorted(os.listdir(path("export-sdr")))
+    assert "1_Pooling" in files and "2_Dense" not in files and "vocab.txt" in files, files
+    with open(path("export-sdr", "1_Pooling", "config.json")) as f:
+        assert json.load(f)["pooling_mode_mean_tokens"] is True
+    run("embed", "--model", path("sdr-run", "latest"), "--corpus", path("corpus-one"), "--output", path("sdr.h5"),
+        "--no-progress")
+    run("embed", "--model", path("export-sdr"), "--corpus", path("corpus-one"), "--output", path("sdr-back.h5"),
+        "--no-progress")
+    ids, mine = read_vectors(path("sdr.h5"))
+    ids_back, back = read_vectors(path("sdr-back.h5"))
+    assert ids == ids_back
+    figures["sdr_export_read_back_max_abs"] = float(np.abs(mine - back).max())
+    assert figures["sdr_export_read_back_max_abs"] < 1e-6, figures
+    theirs = SentenceTransformer(path("export-sdr"), device="cpu").encode([one[i] for i in ids],
+                                                                          convert_to_numpy=True).astype(np.float64)
+    figures["sdr_sentence_transformers_max_abs"] = float(np.abs(theirs - mine).max())
+    assert figures["sdr_sentence_transformers_max_abs"] < TOLERANCE, figures
+
+    # SMITH's sentence encoder: block vectors.
+    vocab_size = json.load(open(path("bert", "config.json")))["vocab_size"]
+    for name, separator in (("smith", "true"), ("smith-nosep", "false")):
+        with open(path(f"{name}.yaml"), "w") as f:
+            f.write("model:\n  kind: smith\n  vocab_size: %d\n  hidden: 16\n  heads: 2\n  intermediate: 32\n"
+                    "  sentence_layers: 1\n  document_layers: 1\n  block_length: 32\n  max_blocks: 4\n"
+                    "  dropout: 0.0\n  separator: %s\n" % (vocab_size, separator))
+        run("pretrain", "--corpus", path("corpus"), "--model-config", path(f"{name}.yaml"), "--objective", "wp",
+            "--steps", "2", "--batch-size", "2", "--lr", "1e-3", "--run", path(name), "--no-progress")
+    out = run("export", "--model", path("smith-nosep", "latest"), "--corpus", path("corpus"), "--output",
+              path("smith-nosep-hf"), "--format", "hf", fail=True)
+    assert "without [SEP]" in out.stderr, out.stderr
     out = run("export", "--model", path("smith", "latest"), "--corpus", path("corpus"), "--output",
               path("smith-export"))
     assert "docmatch layout" in out.stdout + out.stderr and not os.path.exists(path("smith-export", "vocab.txt"))
+    out = run("export", "--model", path("smith", "latest"), "--corpus", path("corpus"), "--output",
+              path("smith-hf"), "--format", "hf")
+    assert "hf layout" in out.stdout + out.stderr and "sentence encoder" in out.stderr, out.stdout + out.stderr
+    with open(path("smith-hf", "2_Dense", "config.json")) as f:
+        assert json.load(f)["activation_function"] == "torch.nn.modules.activation.ReLU"
+    out = run("embed", "--model", path("smith-hf"), "--corpus", path("corpus-one"), "--output", path("x.h5"),
+              "--no-progress", fail=True)
+    assert "sentence encoder alone" in out.stderr, out.stderr
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+    import reference_vector  # noqa: E402
+    from safetensors.numpy import load_file
+    with open(path("smith-export", "config.json")) as f:
+        c = json.load(f)["model"]
+    w = {k: v.astype(np.float64) for k, v in load_file(path("smith-export", "model.safetensors")).items()}
+    order = sorted(one)
+    reference = np.stack([reference_vector.smith_block_vectors(*reference_vector.read_document(
+        path("corpus-one"), i), c, w)[0] for i in order])
+    theirs = SentenceTransformer(path("smith-hf"), device="cpu").encode([one[i] for i in order],
+                                                                       convert_to_numpy=True).astype(np.float64)
+    figures["smith_block_sentence_transformers_max_abs"] = float(np.abs(theirs - reference).max())
+    assert figures["smith_block_sentence_transformers_max_abs"] < TOLERANCE, figures
     print(json.dumps(figures))
 
 
