@@ -13,10 +13,15 @@ From ../shared/data/wikispeedia/ (or --data) it writes, into --output:
                         "label", "jaccard"}. Positives: pairs whose outgoing-link
                         sets have Jaccard similarity above --threshold (0.5, as
                         in the SMITH and SMASH papers), source = the
-                        lexicographically smaller id. Negatives: articles linked
-                        from the source whose Jaccard with it is at most
-                        --negative-max-jaccard. Split by source article, so no
-                        source appears in two splits.
+                        lexicographically smaller id. Negatives, the papers'
+                        rule: articles the source links to that are not
+                        positives (Jaccard at most --threshold), drawn
+                        without replacement, --negatives-per-positive per
+                        positive. --negative-max-jaccard 0.1 keeps only link
+                        targets that share few links with the source (easy
+                        negatives; how docs/RESULTS.md's first table was
+                        made). Split by source article, so no source appears
+                        in two splits.
   relevance.jsonl       ranking lists from categories: {"query", "category",
                         "relevant": [...]}, relevant = the other articles of the
                         query's most specific category.
@@ -74,8 +79,9 @@ def main():
                         help="folder with plaintext_articles.tar.gz, links.tsv.gz, categories.tsv.gz")
     parser.add_argument("--output", default="data/wikispeedia", help="where to write (default: %(default)s)")
     parser.add_argument("--threshold", type=float, default=0.5, help="Jaccard above which a pair is positive")
-    parser.add_argument("--negative-max-jaccard", type=float, default=0.1,
-                        help="a negative's Jaccard with its source is at most this")
+    parser.add_argument("--negative-max-jaccard", type=float, default=None,
+                        help="keep only negatives whose Jaccard with their source is at most this "
+                             "(default: none, the papers' rule: any linked article that is not a positive)")
     parser.add_argument("--negatives-per-positive", type=int, default=1)
     parser.add_argument("--split", default="0.8,0.1,0.1", help="train,valid,test fractions of source articles")
     parser.add_argument("--seed", type=int, default=13)
@@ -130,7 +136,9 @@ def main():
     pairs = []
     for i, targets in sorted(positives_of.items()):
         pairs.extend((i, j, 1) for j in targets)
-        candidates = sorted(t for t in outgoing[i] if t not in targets and jaccard[i, t] <= args.negative_max_jaccard)
+        # Not a positive: Jaccard at most the threshold, whichever id is the source.
+        ceiling = args.threshold if args.negative_max_jaccard is None else min(args.threshold, args.negative_max_jaccard)
+        candidates = sorted(t for t in outgoing[i] if t != i and jaccard[i, t] <= ceiling)
         wanted = min(args.negatives_per_positive * len(targets), len(candidates))
         pairs.extend((i, t, 0) for t in rng.sample(candidates, wanted))
 
@@ -174,7 +182,14 @@ def main():
                 out.write(json.dumps({"query": name, "category": best, "relevant": relevant}) + "\n")
                 queries += 1
 
+    negative_jaccard = np.array([jaccard[i, j] for i, j, label in pairs if label == 0])
     stats = {"articles": len(ids), "links": int(links.sum()), "threshold": args.threshold,
+             "negative_rule": ("papers: linked, not positive" if args.negative_max_jaccard is None
+                               else f"linked, Jaccard <= {args.negative_max_jaccard}"),
+             "negative_jaccard": {"mean": round(float(negative_jaccard.mean()), 4),
+                                  "median": round(float(np.median(negative_jaccard)), 4),
+                                  "share_above_0.1": round(float((negative_jaccard > 0.1).mean()), 4),
+                                  "max": round(float(negative_jaccard.max()), 4)} if len(negative_jaccard) else {},
              "positive_pairs": len(positives), "pairs": len(pairs), "splits": counts,
              "relevance_queries": queries}
     with open(os.path.join(args.output, "stats.json"), "w") as out:
