@@ -39,34 +39,27 @@ struct HfEncoder {
 
 HfEncoder HfEncoderOf(const model::ModelConfig& config) {
   HfEncoder e;
-  const auto sizes = [&e](const auto& c, int64_t layers, int64_t positions) {
-    std::tie(e.vocab_size, e.hidden, e.heads, e.intermediate, e.dropout) =
-        std::make_tuple(c.vocab_size, c.hidden, c.heads, c.intermediate, c.dropout);
-    e.layers = layers;
-    e.positions = positions;
-    e.separator = c.separator;
+  // What every kind sets the same way, from its config `c`.
+  const auto common = [&e](const auto& c, int64_t layers, int64_t positions, const char* what, const char* encoder,
+                           std::string pooling) {
+    std::tie(e.vocab_size, e.hidden, e.heads, e.intermediate, e.dropout, e.separator) =
+        std::make_tuple(c.vocab_size, c.hidden, c.heads, c.intermediate, c.dropout, c.separator);
+    std::tie(e.layers, e.positions, e.what, e.encoder) = std::make_tuple(layers, positions, what, encoder);
+    e.pooling = std::move(pooling);
   };
   if (config.kind == "match_bert") {
     const model::MatchBertConfig& m = config.match_bert;
-    sizes(m, m.layers, m.max_tokens);
-    e.what = "MatchBERT's encoder";
-    e.encoder = "encoder";
-    e.pooling = m.pooling;
+    common(m, m.layers, m.max_tokens, "MatchBERT's encoder", "encoder", m.pooling);
     if (m.pooling == "cls") e.dense = "dense";  // [CLS] pooling's dense layer, no activation
     e.activation = "torch.nn.modules.linear.Identity";
   } else if (config.kind == "sdr") {
     const model::SdrConfig& s = config.sdr;
-    sizes(s, s.layers, s.max_tokens);
-    e.what = "SDR's sentence encoder (a text read as one sentence)";
-    e.encoder = "encoder";
-    e.pooling = "mean";
+    common(s, s.layers, s.max_tokens, "SDR's sentence encoder (a text read as one sentence)", "encoder", "mean");
     e.left_out = {"lm_"};  // the word-LM head of pre-training
   } else if (config.kind == "smith") {
     const model::SmithConfig& s = config.smith;
-    sizes(s, s.sentence_layers, s.block_length);
-    e.what = "SMITH's sentence encoder (a text read as one block: its block vector)";
-    e.encoder = "sentence_encoder";
-    e.pooling = "cls";
+    common(s, s.sentence_layers, s.block_length,
+           "SMITH's sentence encoder (a text read as one block: its block vector)", "sentence_encoder", "cls");
     e.dense = "block_dense";
     e.activation = "torch.nn.modules.activation.ReLU";  // block vector = L2(ReLU(dense([CLS])))
     e.left_out = {"block_positions.", "document_", "attention_"};
