@@ -84,7 +84,17 @@ else
 fi
 
 # Python clients the tests read our files back with.
-"$VPY" -m pip install -q h5py numpy sentencepiece tensorboard safetensors >/dev/null
+"$VPY" -m pip install -q h5py numpy tensorboard safetensors wheel >/dev/null
+# python/ (docmatch-encoder) segments and tokenizes as prepare does: PyICU
+# over the system ICU, and SentencePiece's Python binding built against the
+# system library docmatch links (PyPI's 0.2 wheels break unigram ties, e.g.
+# in runs of "____", differently from Debian's 0.1.97).
+sp_version=$(pkg-config --modversion sentencepiece)
+"$VPY" - "$sp_version" <<'PYEOF' 2>/dev/null || "$VPY" -m pip install -q --no-binary sentencepiece "sentencepiece==$sp_version" >/dev/null
+import importlib.metadata as m, sys
+sys.exit(m.version("sentencepiece") != sys.argv[1])
+PYEOF
+"$VPY" -m pip install -q "PyICU==2.17" >/dev/null
 # The libraries imported models are checked against (transformers, tokenizers)
 # and the baseline users would reach for (sentence-transformers). The latter
 # goes in without dependencies so that pip does not pull torch's CUDA wheels

@@ -11,12 +11,12 @@ JSON, or compares it with the row of an `docmatch embed` file.
   reference_vector.py --model models/smith --corpus corpora/manpages --doc printf.3 \\
       --compare vectors.h5 --tolerance 1e-5
 
-Tokenizing raw text needs ICU's sentence boundaries as docmatch applies them,
-so this script starts from the prepared corpus's ids.
+The formulation is the docmatch-encoder package's (python/docmatch_encoder/
+model.py), which also encodes raw text; this script reads a document's ids
+from a prepared corpus instead.
 """
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -24,117 +24,11 @@ import h5py
 import numpy as np
 from safetensors.numpy import load_file
 
-PAD, CLS, SEP = 0, 2, 3
-EPS = 1e-12
-_erf = np.vectorize(math.erf)
-
-
-def layer_norm(x, w, b):
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + EPS) * w + b
-
-
-def linear(x, weights, name):
-    return x @ weights[name + ".weight"].T + weights[name + ".bias"]
-
-
-def gelu(x):
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
-
-
-def normalize(x):
-    return x / max(np.linalg.norm(x), 1e-12)
-
-
-def attention(x, mask, w, prefix, heads):
-    """x (B, T, C), mask (B, T) bool: BERT's multi-head self-attention."""
-    B, T, C = x.shape
-    d = C // heads
-
-    def split(t):
-        return t.reshape(B, T, heads, d).transpose(0, 2, 1, 3)
-
-    q, k, v = (split(linear(x, w, f"{prefix}.{n}")) for n in ("query", "key", "value"))
-    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)
-    scores = np.where(mask[:, None, None, :], scores, -np.inf)
-    scores = np.exp(scores - scores.max(-1, keepdims=True))
-    probabilities = scores / scores.sum(-1, keepdims=True)
-    context = (probabilities @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
-    return linear(context, w, f"{prefix}.output")
-
-
-def encoder(x, mask, w, prefix, layers, heads):
-    """The post-LN transformer stack (model/transformer.h)."""
-    for l in range(layers):
-        p = f"{prefix}.layers.{l}"
-        a = layer_norm(x + attention(x, mask, w, p + ".attention", heads), w[p + ".attention_norm.weight"],
-                       w[p + ".attention_norm.bias"])
-        h = linear(gelu(linear(a, w, p + ".intermediate")), w, p + ".output")
-        x = layer_norm(a + h, w[p + ".output_norm.weight"], w[p + ".output_norm.bias"])
-    return x
-
-
-def embed_tokens(ids, w):
-    x = w["embeddings.tokens.weight"][ids] + w["embeddings.positions.weight"][np.arange(ids.shape[1])][None]
-    return layer_norm(x, w["embeddings.norm.weight"], w["embeddings.norm.bias"])
-
-
-def pack_blocks(tokens, sentence_offsets, block_length, max_blocks, separator):
-    """SMITH's greedy sentence filling (data/batches/blocks.h): [CLS] sentences (+ [SEP])."""
-    room, blocks, current = block_length - 1 - int(separator), [], [CLS]
-    end = [SEP] if separator else []
-    for s in range(len(sentence_offsets) - 1):
-        sentence = list(tokens[sentence_offsets[s]:sentence_offsets[s + 1]][:room])
-        if not sentence:
-            continue
-        if len(current) - 1 + len(sentence) > room:
-            blocks.append(current + end)
-            if len(blocks) == max_blocks:
-                return blocks
-            current = [CLS]
-        current += sentence
-    if len(current) > 1 and len(blocks) < max_blocks:
-        blocks.append(current + end)
-    return blocks
-
-
-def smith_block_vectors(tokens, sentence_offsets, c, w):
-    """SMITH's block vectors h_i = L2(ReLU(block_dense([CLS]))), one row a block."""
-    blocks = pack_blocks(tokens, sentence_offsets, c["block_length"], c["max_blocks"], c.get("separator", False))
-    T = max(len(b) for b in blocks)
-    ids = np.array([b + [PAD] * (T - len(b)) for b in blocks])
-    states = encoder(embed_tokens(ids, w), ids != PAD, w, "sentence_encoder", c["sentence_layers"], c["heads"])
-    block_vectors = np.maximum(linear(states[:, 0], w, "block_dense"), 0)
-    return np.stack([normalize(v) for v in block_vectors])
-
-
-def smith_vector(tokens, sentence_offsets, c, w):
-    block_vectors = smith_block_vectors(tokens, sentence_offsets, c, w)
-    S = len(block_vectors)
-    x = layer_norm(block_vectors + w["block_positions.weight"][:S], w["document_embedding_norm.weight"],
-                   w["document_embedding_norm.bias"])[None]
-    states = encoder(x, np.ones((1, S), bool), w, "document_encoder", c["document_layers"], c["heads"])[0]
-    document = normalize(linear(states[0], w, "document_dense"))
-    if c["combine"] == "normal":
-        return document
-    # The concat modes pool the block vectors h_i, not the document
-    # transformer's outputs, and put the pool first (SMITH §4.1.4).
-    if c["combine"] == "sum_concat":
-        pooled = block_vectors.sum(0)
-    elif c["combine"] == "mean_concat":
-        pooled = block_vectors.mean(0)
-    else:
-        scores = np.tanh(linear(block_vectors, w, "attention_projection")) @ w["attention_context"]
-        scores = np.exp(scores - scores.max())
-        pooled = ((scores / scores.sum())[:, None] * block_vectors).sum(0)
-    return normalize(np.concatenate([pooled, document]))
-
-
-def match_bert_vector(tokens, c, w):
-    ids = np.array([[CLS] + list(tokens[: c["max_tokens"] - 1])])
-    states = encoder(embed_tokens(ids, w), ids != PAD, w, "encoder", c["layers"], c["heads"])
-    return normalize(linear(states[0, 0], w, "dense"))
+# The encoders in numpy are the docmatch-encoder package's (python/), which
+# also tokenizes raw text; this script starts from a corpus's ids.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+from docmatch_encoder.model import (match_bert_vector, pack_blocks, smith_block_vectors,  # noqa: E402,F401
+                                    smith_vector)
 
 
 def read_document(corpus, doc_id):
