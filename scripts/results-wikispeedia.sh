@@ -72,17 +72,19 @@ hybrid() {  # row dense-row: the dense row's model and vectors, fused with the T
   evaluate "$1" "$folder" $wp_corpus --embeddings "$out/$dense/embeddings.h5" --lexical-weight 0.5
 }
 minilm_docsplit() {  # MiniLM -> DocSplit on the articles, no labels (configs/wikispeedia/match-bert-minilm-docsplit.yaml)
-  build/src/docmatch import-hf "$minilm" --config "$models/match-bert-minilm.yaml"
+  import_minilm match-bert-minilm
   [ -e "$ckpt/match-bert-minilm-docsplit-pretrain/latest/config.json" ] ||
     "${docmatch[@]}" pretrain --config "$models/match-bert-minilm-docsplit.yaml" --corpus $wp_corpus \
       --init "$ckpt/match-bert-minilm-import" --fresh "${quiet[@]}"
 }
-from_minilm() {  # row [import row]: import (configs/wikispeedia/<import row>.yaml, default the row's own),
-                #   prepare the WordPiece corpus once, fine-tune with configs/wikispeedia/<row>.yaml
-  local imported=${2:-$1}
-  build/src/docmatch import-hf "$minilm" --config "$models/$imported.yaml"
+import_minilm() {  # import row: configs/wikispeedia/<import row>.yaml, then the WordPiece corpus once
+  build/src/docmatch import-hf "$minilm" --config "$models/$1.yaml"
   [ -e $wp_corpus/manifest.json ] || build/src/docmatch prepare --config configs/prepare-wikispeedia.yaml \
-    --output $wp_corpus --tokenizer "$ckpt/$imported-import" "${quiet[@]}"
+    --output $wp_corpus --tokenizer "$ckpt/$1-import" "${quiet[@]}"
+}
+from_minilm() {  # row [import row]: import (default the row's own config), fine-tune with configs/wikispeedia/<row>.yaml
+  local imported=${2:-$1}
+  import_minilm "$imported"
   "${docmatch[@]}" finetune --config "$models/$1.yaml" --corpus $wp_corpus --init "$ckpt/$imported-import" --fresh \
     "${quiet[@]}"
   evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus
@@ -112,7 +114,7 @@ row() {
                  evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus && return ;;
     docsplit-nolabels-batch-*)  # the global-batch curve: 10 DocSplit steps from MiniLM at batch N, by
                  # gradient caching in chunks of 16 documents (the size of one plain step of the row above)
-                 build/src/docmatch import-hf "$minilm" --config "$models/match-bert-minilm.yaml" &&
+                 import_minilm match-bert-minilm &&
                  "${docmatch[@]}" pretrain --config "$models/match-bert-minilm-docsplit.yaml" --corpus $wp_corpus \
                    --init "$ckpt/match-bert-minilm-import" --run "$ckpt/$1-pretrain" --batch-size "${1##*-}" \
                    --grad-cache 16 --steps 10 --warmup-steps 1 --decay-steps 10 --log-every 1 --fresh "${quiet[@]}" &&
@@ -123,7 +125,7 @@ row() {
                  evaluate "$1" "$ckpt/match-bert-minilm-import" $wp_corpus \
                    --embeddings "$out/match-bert-minilm-zeroshot/embeddings.h5" --lexical-weight 1 && return ;;
     match-bert-minilm-zeroshot)  # the import itself, no fine-tuning
-                 build/src/docmatch import-hf "$minilm" --config "$models/match-bert-minilm.yaml" &&
+                 import_minilm match-bert-minilm &&
                  evaluate "$1" "$ckpt/match-bert-minilm-import" $wp_corpus && return ;;
     st-minilm)   "$python" scripts/baselines/st-embed.py --model "$minilm" --corpus $corpus \
                    --articles $data/articles.jsonl --max-windows 4 --output "$out/$1/vectors.h5" &&
