@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 
 #include <cmath>
+#include <fstream>
 #include <memory>
 #include <unordered_map>
 
@@ -12,6 +13,7 @@
 #include "data/batches/pairs.h"
 #include "data/corpus/random.h"
 #include "dist/gradient_synchronizer.h"
+#include "io/checkpoint.h"
 #include "model/document_model.h"
 #include "train/grad_cache.h"
 #include "train/objectives.h"
@@ -283,6 +285,23 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   TORCH_CHECK(!options.learn_temperature || contrastive,
               "[finetune] --learn-temperature applies to --loss contrastive; bce has no temperature");
   TORCH_CHECK(options.temperature_lr > 0, "[finetune] --temperature-lr must be positive, not ", options.temperature_lr);
+  // A run learns its temperature for its whole life or never: the optimizer
+  // has one group more when it does, so its saved state fits only the same
+  // choice. Read before the optimizer is built, to say so instead of
+  // libtorch's failure to load it. (An unreadable trainer.json is left for
+  // Resume to name.)
+  if (options.resume) {
+    if (const auto latest = io::CheckpointDirectory(options.run).Latest()) {
+      std::ifstream in(*latest + "/trainer.json");
+      const nlohmann::json trainer = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      const bool learned = trainer.is_object() && trainer.contains("log_scale");
+      TORCH_CHECK(!trainer.is_object() || learned == options.learn_temperature, "[finetune] ", options.run, ": ",
+                  *latest,
+                  learned ? " learns its temperature: resume with --learn-temperature"
+                          : " was trained at a fixed temperature: resume without --learn-temperature",
+                  ", or start over with --fresh");
+    }
+  }
   torch::Tensor log_scale;
   std::vector<torch::Tensor> parameters = model->module().parameters();
   if (options.learn_temperature) {
@@ -308,9 +327,6 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   const std::optional<ResumedState> resumed = run.Resume(options.resume, model->module(), *optimizer);
   run.RecordConfig(options.config_yaml, resumed.has_value());
   if (resumed && log_scale.defined()) {
-    TORCH_CHECK(resumed->trainer.contains("log_scale"), "[finetune] ", options.run,
-                ": its checkpoint was written without --learn-temperature; resume without it, or start over with "
-                "--fresh");
     torch::NoGradGuard no_grad;
     log_scale.fill_(resumed->trainer.at("log_scale").get<double>());
   }

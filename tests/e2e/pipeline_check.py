@@ -143,6 +143,14 @@ def kill_and_resume(p):
                      if "train/temperature" in l} for run in ("ft-straight", "ft-killed")]
     check(temperatures[0] == temperatures[1] and len(temperatures[0]) == 16 and
           len(set(temperatures[0].values())) > 8, f"learned temperatures straight vs resumed: {temperatures}")
+    # Resuming with the other choice of temperature is refused, saying which.
+    forgot = p.run(p.finetune_args("ft-straight", steps=20), expect_failure=True)
+    check("learns its temperature: resume with --learn-temperature" in forgot.stderr,
+          "resuming a learned-temperature run without the flag: " + forgot.stderr[-1500:])
+    p.run(p.finetune_args("ft-fixed", steps=4) + ["--fresh"])
+    added = p.run(p.finetune_args("ft-fixed", steps=8) + learned, expect_failure=True)
+    check("fixed temperature: resume without --learn-temperature" in added.stderr,
+          "resuming a fixed-temperature run with the flag: " + added.stderr[-1500:])
     return os.path.basename(stopped_at), len(a)
 
 
@@ -337,7 +345,7 @@ def main():
 
     wrong = p.run(["finetune", "--corpus", p.corpus, "--model-config", p.path("wider.yaml"),
                    "--train-pairs", os.path.join(fixture, "pairs.train.jsonl"), "--run", p.path("ft-straight"),
-                   "--steps", "20"], expect_failure=True)
+                   "--steps", "20", "--learn-temperature"], expect_failure=True)
     check("another model or config" in wrong.stderr and "shape differs" in wrong.stderr,
           "no mismatch list in: " + wrong.stderr[-2000:])
 
