@@ -178,7 +178,8 @@ SmithPretrainingImpl::Outputs SmithPretrainingImpl::forward(const BlockTensors& 
   if (sentence_blocks) {
     // Masked sentence-block prediction (§4.2.2): swap the chosen blocks'
     // vectors for the learned mask vector, run the document transformer,
-    // project its outputs there (dense + LayerNorm).
+    // project its outputs there with the official code's head (dense + GELU
+    // + LayerNorm, as BERT's word LM transform).
     const torch::Tensor chosen = batch.masked_blocks.ge(0);  // (B, K)
     const torch::Tensor rows = torch::arange(B, batch.masked_blocks.options()).unsqueeze(1).expand_as(chosen);
     const torch::Tensor flat = (rows * S + batch.masked_blocks).index({chosen});                // (P,)
@@ -187,7 +188,7 @@ SmithPretrainingImpl::Outputs SmithPretrainingImpl::forward(const BlockTensors& 
     const torch::Tensor inputs =
         torch::where(is_masked.view({B, S, 1}), mask_vector_.view({1, 1, -1}), blocks.vectors);  // (B, S, C)
     const torch::Tensor doc_states = encoder->EncodeDocument(inputs, batch.block_mask);
-    out.block_predictions = block_norm_(block_dense_(doc_states.reshape({B * S, -1}).index_select(0, flat)));
+    out.block_predictions = block_norm_(torch::gelu(block_dense_(doc_states.reshape({B * S, -1}).index_select(0, flat))));
     out.block_originals = originals;
   }
   return out;

@@ -403,6 +403,24 @@ TEST(Smith, MaskedBlocksAreReplacedByTheMaskVectorAndTargetsAreTheUnmaskedBlockV
     for (int64_t k = 0; k < t.masked_blocks.size(1); ++k) flat.push_back(b * 5 + t.masked_blocks[b][k].item<int64_t>());
   const torch::Tensor expected = blocks.vectors.reshape({15, -1}).index_select(0, torch::tensor(flat));
   EXPECT_TRUE(torch::allclose(out.block_originals, expected, 1e-12, 1e-14));
+  // Predictions, by hand: the document transformer over the block vectors with
+  // the mask vector put in at the masked positions, then the official code's
+  // head, dense + GELU (erf) + LayerNorm (a head without the GELU fails this).
+  {
+    auto params = model->named_parameters();
+    torch::Tensor inputs = blocks.vectors.clone();
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t k = 0; k < t.masked_blocks.size(1); ++k)
+        inputs[b][t.masked_blocks[b][k].item<int64_t>()] = params["block_mask_vector"];
+    const torch::Tensor states =
+        model->encoder->EncodeDocument(inputs, t.block_mask).reshape({15, -1}).index_select(0, torch::tensor(flat));
+    torch::Tensor h = states.matmul(params["block_dense.weight"].t()) + params["block_dense.bias"];
+    h = 0.5 * h * (1 + torch::erf(h / std::sqrt(2.0)));
+    const torch::Tensor centred = h - h.mean(1, true);
+    const torch::Tensor by_hand =
+        centred / (centred.pow(2).mean(1, true) + 1e-12).sqrt() * params["block_norm.weight"] + params["block_norm.bias"];
+    EXPECT_LT((out.block_predictions - by_hand).abs().max().item<double>(), 1e-10);
+  }
   // Predictions do not depend on what the masked blocks say: replacing their
   // tokens changes the targets but not a single prediction.
   BlockTensors changed = t;
