@@ -48,6 +48,11 @@ Command AddPretrainCommand(CLI::App* app) {
                   "DocSplit: weight of the masked word LM term; 0 = none, and the halves are read unmasked "
                   "(a pretrained encoder has no LM head to keep)")
       ->capture_default_str();
+  sub->add_flag("--detach-block-targets", o->detach_block_targets,
+               "wp+sp: the masked-block loss does not train the candidate block vectors it scores against "
+               "(stop-gradient; the paper and the official code train them). For continuing from an imported "
+               "encoder: there the paper's form flattens the block vectors and stays at chance, this one learns "
+               "(docs/RESULTS.md, SMITH)");
   AddGradCacheFlag(sub, &o->grad_cache, "DocSplit", "documents");
   sub->add_option("--valid-corpus", o->valid_corpus,
                   "prepared corpus for the validation loss (prepare --tokenizer <corpus>)")

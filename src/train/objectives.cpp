@@ -149,7 +149,7 @@ BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors) {
 }
 
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
-                           dist::Communicator& communicator) {
+                           dist::Communicator& communicator, bool detach_block_targets) {
   const auto out = model->forward(batch, sentence_blocks);
   Totals totals(communicator);
   const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true);
@@ -157,11 +157,13 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
   torch::Tensor block, targets;
   int block_slot = -1, top1_slot = -1;
   if (sentence_blocks) {
-    // This rank's predictions against every rank's original block vectors.
+    // This rank's predictions against every rank's original block vectors
+    // (detached on every rank alike, so no rank waits in the gather's backward).
     const dist::Gathered pool = dist::AllGatherWithGrad(out.block_originals, communicator);
     const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options()) + pool.offset;
     torch::Tensor scores;
-    block = model::SentenceBlockLoss(out.block_predictions, pool.all, positive, /*sum=*/true, &scores);
+    block = model::SentenceBlockLoss(out.block_predictions, detach_block_targets ? pool.all.detach() : pool.all,
+                                     positive, /*sum=*/true, &scores);
     block_slot = totals.Add(block, out.block_predictions.size(0));
     targets = pool.all.detach();
     top1_slot = totals.Add(scores.argmax(1).eq(positive).sum().to(torch::kFloat64), out.block_predictions.size(0));

@@ -59,8 +59,11 @@ BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors);
 // prediction against every rank's masked blocks. parts: lm, block and
 // block_top1 (share of predictions whose own block scores highest);
 // diagnostics: block_cosine and block_rank (MeasureBlockPool of the targets).
+// detach_block_targets: the block loss does not train the candidate block
+// vectors it scores against (stop-gradient; the paper and the official code
+// train them); they are still trained as the document transformer's inputs.
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
-                           dist::Communicator& communicator);
+                           dist::Communicator& communicator, bool detach_block_targets = false);
 
 // DocSplit: `views` holds this rank's first halves then its second halves;
 // InfoNCE against every rank's views, plus lm_weight * word LM (lm_weight 0:

@@ -30,6 +30,7 @@ nlohmann::json OptionsJson(const PretrainOptions& o) {
                {"objective", o.objective},
                {"temperature", o.temperature},
                {"lm_weight", o.lm_weight},
+               {"detach_block_targets", o.detach_block_targets},
                {"grad_cache", o.grad_cache},
                {"valid_corpus", o.valid_corpus},
                {"valid_documents", o.valid_documents}});
@@ -314,6 +315,9 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
               options.grad_cache);
   TORCH_CHECK(options.grad_cache == 0 || objective == "docsplit", "[train] --grad-cache applies to docsplit, whose ",
               "in-batch negatives make the batch one loss; for ", objective, " use --accumulation");
+  TORCH_CHECK(!options.detach_block_targets || objective == "wp+sp",
+              "[train] --detach-block-targets applies to wp+sp, the objective with masked sentence blocks; not to ",
+              objective);
   io::ModelFolderInfo info;
   info.config = config;
   info.stage = "pretrain";
@@ -397,7 +401,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
         if (docsplit)
           return DocSplit(model, batch.chunks, device, communicator, options.temperature, options.lm_weight);
         return SmithPretraining(model, model::ToTensors(batch.chunks.front(), device), objective == "wp+sp",
-                                communicator);
+                                communicator, options.detach_block_targets);
       },
       [=](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.B; }) / (docsplit ? 2 : 1); },
       [](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.real_tokens; }); },

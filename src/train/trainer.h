@@ -48,6 +48,7 @@ struct PretrainOptions : LoopOptions {
   std::string objective = "wp+sp";  // wp | wp+sp | docsplit | sdr
   double temperature = 0.05;        // DocSplit's InfoNCE temperature
   double lm_weight = 0.1;           // DocSplit: weight of the word LM term (0 = none, views unmasked)
+  bool detach_block_targets = false;  // wp+sp: stop-gradient on the block loss's candidates (objectives.h)
   int64_t grad_cache = 0;           // DocSplit: gradient caching, this many documents a chunk (0 = off)
   std::string valid_corpus;         // prepared corpus for the validation loss; "" = none
   int64_t valid_documents = 256;    // its first documents that validation reads

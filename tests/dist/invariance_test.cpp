@@ -8,10 +8,13 @@
 // rank's batch in chunks, against the plain objective over the global batch.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "../data/test_corpus.h"
 #include "data/batches/docsplit.h"
 #include "dist/gradient_synchronizer.h"
 #include "dist/mpi_communicator.h"
+#include "model/losses.h"
 #include "train/grad_cache.h"
 #include "train/objectives.h"
 
@@ -178,6 +181,60 @@ TEST(WorldSizeInvariance, SmithMaskedWordsAndSentenceBlocks) {
                     auto holder = Borrow<model::SmithPretraining>(m);
                     return train::SmithPretraining(holder, model::ToTensors(batch, torch::kCPU), true, comm);
                   });
+}
+
+// --detach-block-targets: N ranks against one rank running a second
+// formulation, the model's own outputs with the originals detached by hand.
+TEST(WorldSizeInvariance, SmithSentenceBlocksWithDetachedTargets) {
+  const auto build = [](int64_t begin, int64_t end) {
+    const data::MaskOptions masks = Masks();
+    return model::ToTensors(data::BuildBlockBatch(Range(begin, end), {8, 12}, &masks, /*epoch=*/0), torch::kCPU);
+  };
+  ExpectInvariant(
+      "smith-wp+sp-detached", SeededSmithPretraining,
+      [build](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator& comm) {
+        auto holder = Borrow<model::SmithPretraining>(m);
+        return train::SmithPretraining(holder, build(begin, end), true, comm, /*detach_block_targets=*/true);
+      },
+      4, 1e-10,
+      [build](torch::nn::Module& m, int64_t begin, int64_t end, dist::Communicator&) {
+        auto holder = Borrow<model::SmithPretraining>(m);
+        const auto out = holder->forward(build(begin, end), true);
+        const torch::Tensor lm = holder->LanguageModelLoss(out.lm_hidden, out.lm_labels);
+        const torch::Tensor positive = torch::arange(out.block_predictions.size(0));
+        const torch::Tensor block =
+            model::SentenceBlockLoss(out.block_predictions, out.block_originals.detach(), positive);
+        train::Objective o;
+        o.loss = lm + block;
+        o.value = lm.item<double>() + block.item<double>();
+        return o;
+      });
+}
+
+// What the detach changes, at one rank: the block head's gradient not at all
+// (the targets' values are the same), the sentence encoder's, which the
+// targets come from, yes.
+TEST(SentenceBlocks, DetachedTargetsChangeOnlyTheGradientThatReachesThem) {
+  dist::MpiCommunicator self(MPI_COMM_SELF);
+  const data::MaskOptions masks = Masks();
+  const auto batch = model::ToTensors(data::BuildBlockBatch(Range(0, 6), {8, 12}, &masks, 0), torch::kCPU);
+  std::map<std::string, torch::Tensor> grads[2];
+  for (int detach = 0; detach < 2; ++detach) {
+    auto m = SeededSmithPretraining();
+    m->to(torch::kFloat64);
+    auto holder = Borrow<model::SmithPretraining>(*m);
+    train::SmithPretraining(holder, batch, true, self, detach == 1).loss.backward();
+    for (const auto& p : m->named_parameters())
+      if (p.value().grad().defined()) grads[detach][p.key()] = p.value().grad().clone();
+  }
+  const auto diff = [&](const std::string& name) {
+    EXPECT_TRUE(grads[0].count(name) && grads[1].count(name)) << name;
+    return (grads[0].at(name) - grads[1].at(name)).abs().max().item<double>();
+  };
+  EXPECT_EQ(diff("block_dense.weight"), 0.0);
+  EXPECT_EQ(diff("block_norm.weight"), 0.0);
+  EXPECT_GT(diff("encoder.block_dense.weight"), 1e-6);
+  EXPECT_GT(diff("encoder.embeddings.tokens.weight"), 1e-6);
 }
 
 TEST(WorldSizeInvariance, DocSplit) {
