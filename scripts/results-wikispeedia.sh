@@ -45,9 +45,10 @@ python=${DOCMATCH_VENV:-$HOME/.cache/docmatch/venv}/bin/python
 quiet=(--no-progress)
 [ -t 2 ] && quiet=()
 
-pretrain() {  # row objective model
+pretrain() {  # row objective model [steps]: SMITH's rows 3,000 steps (the masked-block task leaves chance after
+  local steps=${4:-1000}  # about 1,000: docs/RESULTS.md), SDR's 1,000
   "${docmatch[@]}" pretrain --corpus $corpus --model-config "$models/$3.yaml" --objective "$2" --run "$ckpt/$1-pretrain" \
-    --steps 1000 --batch-size 8 --lr 5e-4 --warmup-steps 100 --decay-steps 1000 --checkpoint-every 250 \
+    --steps $steps --batch-size 8 --lr 5e-4 --warmup-steps 100 --decay-steps $steps --checkpoint-every 500 \
     --log-every 50 --seed 1 --fresh "${quiet[@]}"
 }
 finetune() {  # row (--init folder | --model-config yaml)
@@ -93,9 +94,9 @@ from_minilm() {  # row [import row]: import (default the row's own config), fine
 row() {
   case "$1" in
     smith-np)    finetune "$1" --model-config $models/smith.yaml ;;
-    smith-wp)    pretrain "$1" wp smith && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
-    smith-wp+sp) pretrain "$1" wp+sp smith && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
-    docsplit)    pretrain "$1" docsplit smith && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
+    smith-wp)    pretrain "$1" wp smith 3000 && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
+    smith-wp+sp) pretrain "$1" wp+sp smith 3000 && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
+    docsplit)    pretrain "$1" docsplit smith 3000 && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
     match-bert)  finetune "$1" --model-config $models/match-bert.yaml ;;
     smash)       finetune "$1" --model-config $models/smash.yaml ;;
     han)         finetune "$1" --model-config $models/han.yaml ;;
