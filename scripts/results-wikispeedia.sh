@@ -45,8 +45,10 @@ python=${DOCMATCH_VENV:-$HOME/.cache/docmatch/venv}/bin/python
 quiet=(--no-progress)
 [ -t 2 ] && quiet=()
 
-pretrain() {  # row objective model [steps]: SMITH's rows 3,000 steps (the masked-block task leaves chance after
-  local steps=${4:-1000}  # about 1,000: docs/RESULTS.md), SDR's 1,000
+# row objective model [steps, default 1,000]: SMITH's rows pass 3,000, since the masked-block task
+# leaves chance only after about 1,000 (docs/RESULTS.md); SDR keeps the default.
+pretrain() {
+  local steps=${4:-1000}
   "${docmatch[@]}" pretrain --corpus $corpus --model-config "$models/$3.yaml" --objective "$2" --run "$ckpt/$1-pretrain" \
     --steps $steps --batch-size 8 --lr 5e-4 --warmup-steps 100 --decay-steps $steps --checkpoint-every 500 \
     --log-every 50 --seed 1 --fresh "${quiet[@]}"

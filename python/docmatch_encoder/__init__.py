@@ -35,9 +35,7 @@ class Encoder:
 
     @property
     def dimension(self):
-        return self.vector_dimension()
-
-    def vector_dimension(self):
+        """The length of the vectors: 2 x hidden for SMITH's concatenating combine modes."""
         c = self.model.config
         if c["kind"] == "smith" and c.get("combine", "normal") != "normal":
             return 2 * c["hidden"]

@@ -15,13 +15,16 @@ longest suppression ending there, and suppress the break on a full match or
 on a partial one ("Ph." of "Ph.D.") that the text completes. The suppression
 list is read from the same ICU data the C++ side loads.
 """
+import re
+
 import icu
 
 # src/data/text/text.cpp kExtraEnglishAbbreviations: keep the two lists equal.
 EXTRA_ENGLISH_ABBREVIATIONS = ("Dr.", "St.", "Mt.", "Ft.", "Gen.", "Gov.", "Sen.", "Rep.", "Col.", "Lt.", "Sgt.",
                                "Capt.", "Rev.", "Fig.", "Figs.", "Eq.", "Vol.", "pp.", "cf.", "approx.", "ca.", "vs.")
 BYTES_PER_TOKEN = 64  # prepare.cpp kMaxBytesPerToken
-_SPACE = " \t\n\r\f\v"  # text.cpp IsSpace
+_SPACE = " \t\n\r\f\v"  # text.cpp IsSpace (ASCII only: str.split() would also split at U+00A0 and others)
+_SPACE_RUN = re.compile(f"[{_SPACE}]+")
 
 
 def truncate_utf8(text, max_tokens):
@@ -40,7 +43,7 @@ def split_paragraphs(text):
     """Paragraphs separated by blank lines, white space runs collapsed to one space."""
     paragraphs, current = [], []
     for line in text.split("\n"):
-        words = [w for w in _split_space(line)]
+        words = [w for w in _SPACE_RUN.split(line) if w]
         if not words:
             if current:
                 paragraphs.append(" ".join(current))
@@ -50,19 +53,6 @@ def split_paragraphs(text):
     if current:
         paragraphs.append(" ".join(current))
     return paragraphs
-
-
-def _split_space(line):
-    word = []
-    for ch in line:
-        if ch in _SPACE:
-            if word:
-                yield "".join(word)
-                word = []
-        else:
-            word.append(ch)
-    if word:
-        yield "".join(word)
 
 
 class _Suppressions:

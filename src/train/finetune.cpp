@@ -5,7 +5,6 @@
 #include <glog/logging.h>
 
 #include <cmath>
-#include <fstream>
 #include <memory>
 #include <unordered_map>
 
@@ -13,7 +12,6 @@
 #include "data/batches/pairs.h"
 #include "data/corpus/random.h"
 #include "dist/gradient_synchronizer.h"
-#include "io/checkpoint.h"
 #include "model/document_model.h"
 #include "train/grad_cache.h"
 #include "train/objectives.h"
@@ -287,20 +285,15 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   TORCH_CHECK(options.temperature_lr > 0, "[finetune] --temperature-lr must be positive, not ", options.temperature_lr);
   // A run learns its temperature for its whole life or never: the optimizer
   // has one group more when it does, so its saved state fits only the same
-  // choice. Read before the optimizer is built, to say so instead of
-  // libtorch's failure to load it. (An unreadable trainer.json is left for
-  // Resume to name.)
-  if (options.resume) {
-    if (const auto latest = io::CheckpointDirectory(options.run).Latest()) {
-      std::ifstream in(*latest + "/trainer.json");
-      const nlohmann::json trainer = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-      const bool learned = trainer.is_object() && trainer.contains("log_scale");
-      TORCH_CHECK(!trainer.is_object() || learned == options.learn_temperature, "[finetune] ", options.run, ": ",
-                  *latest,
-                  learned ? " learns its temperature: resume with --learn-temperature"
-                          : " was trained at a fixed temperature: resume without --learn-temperature",
-                  ", or start over with --fresh");
-    }
+  // choice. Said before the optimizer is built, instead of libtorch's failure
+  // to load it.
+  if (const nlohmann::json trainer = options.resume ? TrainingRun::LatestTrainerState(options.run) : nullptr;
+      trainer.is_object()) {
+    const bool learned = trainer.contains("log_scale");
+    TORCH_CHECK(learned == options.learn_temperature, "[finetune] ", options.run,
+                learned ? " learns its temperature: resume with --learn-temperature"
+                        : " was trained at a fixed temperature: resume without --learn-temperature",
+                ", or start over with --fresh");
   }
   torch::Tensor log_scale;
   std::vector<torch::Tensor> parameters = model->module().parameters();

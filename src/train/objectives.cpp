@@ -161,11 +161,11 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
     // (detached on every rank alike, so no rank waits in the gather's backward).
     const dist::Gathered pool = dist::AllGatherWithGrad(out.block_originals, communicator);
     const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options()) + pool.offset;
-    torch::Tensor scores;
-    block = model::SentenceBlockLoss(out.block_predictions, detach_block_targets ? pool.all.detach() : pool.all,
-                                     positive, /*sum=*/true, &scores);
-    block_slot = totals.Add(block, out.block_predictions.size(0));
     targets = pool.all.detach();
+    torch::Tensor scores;
+    block = model::SentenceBlockLoss(out.block_predictions, detach_block_targets ? targets : pool.all, positive,
+                                     /*sum=*/true, &scores);
+    block_slot = totals.Add(block, out.block_predictions.size(0));
     top1_slot = totals.Add(scores.argmax(1).eq(positive).sum().to(torch::kFloat64), out.block_predictions.size(0));
   }
   totals.Reduce(batch.tokens.device());

@@ -28,6 +28,8 @@
 namespace docmatch::train {
 namespace {
 
+constexpr char kTrainerFile[] = "/trainer.json";  // in each step-<N>/ folder
+
 volatile std::sig_atomic_t stop_signal = 0;
 
 extern "C" void OnStopSignal(int number) {
@@ -220,12 +222,19 @@ void TrainingRun::OpenLogs(int64_t step) {
   metrics_.open(run_ + "/metrics.jsonl", std::ios::app);
 }
 
+nlohmann::json TrainingRun::LatestTrainerState(const std::string& run) {
+  const std::optional<std::string> latest = io::CheckpointDirectory(run).Latest();
+  if (!latest) return nullptr;
+  std::ifstream in(*latest + kTrainerFile);
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);  // discarded (null) when it does not parse
+}
+
 void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                        ResumedState* state) {
   const int rank = communicator_.rank(), world = communicator_.size();
   io::VerifyChecksums(folder);
   io::LoadModule(module, folder + "/model.pt");
-  const std::string trainer = folder + "/trainer.json";
+  const std::string trainer = folder + kTrainerFile;
   std::vector<int64_t> positions;
   try {
     std::ifstream in(trainer);
@@ -352,7 +361,7 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
       };
       save_states(all_states, "rng.pt");
       if (cuda_states.defined()) save_states(cuda_states, "rng-cuda.pt");
-      io::WriteFile(folder + "/trainer.json", trainer.dump(2) + "\n");
+      io::WriteFile(folder + kTrainerFile, trainer.dump(2) + "\n");
     });
   }
   communicator_.Barrier();  // nobody runs ahead of a checkpoint being written

@@ -134,6 +134,11 @@ class TrainingRun {
   // Either way rank 0 then drops the metrics and TensorBoard events logged
   // after the step it starts from, so the logs hold each step once.
   std::optional<ResumedState> Resume(bool resume, torch::nn::Module& module, torch::optim::Optimizer& optimizer);
+  // The trainer.json of `run`'s newest checkpoint, read without taking the
+  // run: for what must be known before the optimizer Resume loads into is
+  // built. Null when there is no checkpoint or the file does not parse
+  // (Resume names that one).
+  static nlohmann::json LatestTrainerState(const std::string& run);
 
   // Rank 0 keeps `config` (the command's resolved options in --dump-config's
   // YAML; nothing happens when it is empty) as <run>/config.yaml. When the

@@ -221,32 +221,30 @@ def main():
         figures["wordpiece"] = "skipped: no all-minilm-l6-v2 (scripts/fetch-models.py)"
 
     # Refusals and skips.
+    def edited_export(name, edit):  # a copy of the SMITH export whose config.json `edit` changes
+        folder = os.path.join(scratch, name)
+        shutil.copytree(os.path.join(scratch, "smith-export"), folder)
+        with open(os.path.join(folder, "config.json")) as f:
+            info = json.load(f)
+        edit(info)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(info, f)
+        return folder
+
+    def refused(folder, what, hint):
+        try:
+            Encoder(folder)
+            check(False, f"{what} was accepted")
+        except ValueError as e:
+            check(hint in str(e), f"the refusal of {what} says what to do: {e}")
+
     hf = os.path.join(scratch, "smith-short-hf")
     if os.path.exists(os.path.join(scratch, "smith-short")):
         run(docmatch, "export", "--model", os.path.join(scratch, "smith-short"), "--output", hf, "--format", "hf")
     else:  # what such an export's config.json says
-        shutil.copytree(os.path.join(scratch, "smith-export"), hf)
-        with open(os.path.join(hf, "config.json")) as f:
-            info = json.load(f)
-        with open(os.path.join(hf, "config.json"), "w") as f:
-            json.dump(dict(info, layout="bert_sentence_encoder"), f)
-    try:
-        Encoder(hf)
-        check(False, "an hf-layout export was accepted")
-    except ValueError as e:
-        check("--format docmatch" in str(e), f"hf-layout refusal says what to do: {e}")
-    sdr = os.path.join(scratch, "sdr-like")
-    shutil.copytree(os.path.join(scratch, "smith-export"), sdr)
-    with open(os.path.join(sdr, "config.json")) as f:
-        info = json.load(f)
-    info["model"]["kind"] = "sdr"
-    with open(os.path.join(sdr, "config.json"), "w") as f:
-        json.dump(info, f)
-    try:
-        Encoder(sdr)
-        check(False, "an SDR folder was accepted")
-    except ValueError as e:
-        check("--format hf" in str(e), f"SDR refusal says what to do: {e}")
+        hf = edited_export("smith-short-hf", lambda info: info.update(layout="bert_sentence_encoder"))
+    refused(hf, "an hf-layout export", "--format docmatch")
+    refused(edited_export("sdr-like", lambda info: info["model"].update(kind="sdr")), "an SDR folder", "--format hf")
     empty = os.path.join(scratch, "empty.jsonl")
     with open(empty, "w") as f:
         f.write(json.dumps({"id": "blank", "text": "  \n\n "}) + "\n")
