@@ -10,9 +10,13 @@ vectors.h5), ranks every query by cosine against every other document the way
 eval does (a relevant document ties pessimistically: it ranks below every
 equal score), and prints one JSON line per row and per pair of rows.
 
+A row whose score is not one cosine (a hybrid, `eval --lexical-weight`) is
+read from the rankings.jsonl that `eval --max-queries 0 --write-rankings 1`
+writes: each line carries its query's first relevant rank.
+
   python scripts/compare-rankings.py --relevance data/wikispeedia/relevance.jsonl \\
       contrastive=runs/wikispeedia/match-bert-minilm-contrastive/embeddings.h5 \\
-      tfidf=runs/wikispeedia/tfidf/vectors.h5
+      tfidf=runs/wikispeedia/tfidf/vectors.h5 hybrid=runs/all-queries/hybrid/rankings.jsonl
 """
 import argparse
 import json
@@ -42,12 +46,28 @@ def reciprocal_ranks(ids, vectors, relevance):
     return out
 
 
+def written_reciprocal_ranks(path, relevance):
+    """1 / first_relevant_rank of each query in an `eval --write-rankings` file, query order of `relevance`."""
+    first = {}
+    for number, line in enumerate(open(path, encoding="utf-8"), 1):
+        if line.strip():
+            record = json.loads(line)
+            if "first_relevant_rank" not in record:
+                raise SystemExit(f"{path}:{number}: no first_relevant_rank; written by an older docmatch eval?")
+            first[record["query"]] = record["first_relevant_rank"]
+    missing = [query for query, _ in relevance if not first.get(query)]
+    if missing:
+        raise SystemExit(f"{path}: {len(missing)} of {len(relevance)} queries not ranked (first: {missing[0]}); "
+                         "run eval with --max-queries 0")
+    return np.array([1.0 / first[query] for query, _ in relevance])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--relevance", required=True, help="JSONL {query, relevant: [ids]} (make-wikispeedia.py)")
     parser.add_argument("--resamples", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("rows", nargs="+", metavar="NAME=VECTORS.h5")
+    parser.add_argument("rows", nargs="+", metavar="NAME=VECTORS.h5|RANKINGS.jsonl")
     args = parser.parse_args()
     relevance = []
     for line in open(args.relevance, encoding="utf-8"):
@@ -58,7 +78,10 @@ def main():
     rows = {}
     for spec in args.rows:
         name, path = spec.split("=", 1)
-        rows[name] = reciprocal_ranks(*load(path), relevance)
+        if path.endswith(".jsonl"):
+            rows[name] = written_reciprocal_ranks(path, relevance)
+        else:
+            rows[name] = reciprocal_ranks(*load(path), relevance)
     rng = np.random.default_rng(args.seed)
     samples = rng.integers(0, len(relevance), size=(args.resamples, len(relevance)))
     for name, rr in rows.items():

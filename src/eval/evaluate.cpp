@@ -128,8 +128,9 @@ std::vector<int> Labels(const std::vector<data::LabelledPair>& pairs) {
   return labels;
 }
 
-// <output>/rankings.jsonl from every rank's top lists: rows (query, k documents;
-// -1 past the candidates) and their scores, in query order.
+// <output>/rankings.jsonl from every rank's top lists: rows (query, rank of its
+// first relevant candidate or 0 for none, k documents; -1 past the candidates)
+// and their scores, in query order.
 void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
                    const std::map<int64_t, std::vector<int64_t>>& relevance, const data::Corpus& corpus,
                    const std::string& output) {
@@ -143,16 +144,19 @@ void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
   std::iota(order.begin(), order.end(), 0);
   const auto* h = hits.data_ptr<int64_t>();
   const auto* sc = scores.data_ptr<double>();
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return h[a * (k + 1)] < h[b * (k + 1)]; });
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return h[a * (k + 2)] < h[b * (k + 2)]; });
   std::string text;
   for (int64_t row : order) {
-    const int64_t query = h[row * (k + 1)];
+    const int64_t query = h[row * (k + 2)];
     const std::vector<int64_t>& relevant = relevance.at(query);
-    nlohmann::json line = {
-        {"query", ids[query]}, {"relevant", nlohmann::json::array()}, {"hits", nlohmann::json::array()}};
+    const int64_t first = h[row * (k + 2) + 1];
+    nlohmann::json line = {{"query", ids[query]},
+                           {"relevant", nlohmann::json::array()},
+                           {"first_relevant_rank", first > 0 ? nlohmann::json(first) : nlohmann::json()},
+                           {"hits", nlohmann::json::array()}};
     for (int64_t r : relevant) line["relevant"].push_back(ids[r]);
     for (int64_t i = 0; i < k; ++i) {
-      const int64_t doc = h[row * (k + 1) + 1 + i];
+      const int64_t doc = h[row * (k + 2) + 2 + i];
       if (doc < 0) break;
       const bool is_relevant = std::find(relevant.begin(), relevant.end(), doc) != relevant.end();
       line["hits"].push_back({{"id", ids[doc]}, {"score", sc[row * k + i]}, {"relevant", is_relevant}});
@@ -181,7 +185,7 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   console::ProgressBar bar("[eval] ranking", static_cast<int64_t>(mine.size()), "queries", "",
                            communicator.rank() == 0 && options.progress);
   const int64_t k_kept = options.write_rankings;
-  std::vector<int64_t> kept_hits;  // per query: query, k documents
+  std::vector<int64_t> kept_hits;  // per query: query, rank of its first relevant candidate, k documents
   std::vector<double> kept_scores;
   // Queries per block: the block's (queries x N) scores stay near 4M numbers.
   const int64_t block = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N));
@@ -205,6 +209,7 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
         std::partial_sort(top.begin(), top.begin() + kept, top.end(),
                           [&](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
         kept_hits.push_back(query);
+        kept_hits.push_back(FirstRelevantRank(r));
         for (int64_t i = 0; i < k_kept; ++i) {
           kept_hits.push_back(i < kept ? (top[i] < query ? top[i] : top[i] + 1) : -1);
           kept_scores.push_back(i < kept ? row[top[i]] : 0.0);
@@ -225,9 +230,9 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   }
   bar.Finish();
   if (k_kept > 0) {
-    const int64_t rows = static_cast<int64_t>(kept_hits.size()) / (k_kept + 1);
+    const int64_t rows = static_cast<int64_t>(kept_hits.size()) / (k_kept + 2);
     const torch::Tensor hits =
-        communicator.AllGatherUneven(torch::tensor(kept_hits, torch::kLong).view({rows, k_kept + 1}));
+        communicator.AllGatherUneven(torch::tensor(kept_hits, torch::kLong).view({rows, k_kept + 2}));
     const torch::Tensor scores =
         communicator.AllGatherUneven(torch::tensor(kept_scores, torch::kFloat64).view({rows, k_kept}));
     if (communicator.rank() == 0)

@@ -3,6 +3,7 @@
 #include "eval/metrics.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -118,6 +119,22 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
     for (auto& [k, v] : m.hit_ratio) v /= n;
   }
   return m;
+}
+
+int64_t FirstRelevantRank(const RankingQuery& query) {
+  if (query.scores.size() != query.relevant.size()) throw std::invalid_argument("[eval] a query's scores and labels differ");
+  double best = -std::numeric_limits<double>::infinity();
+  bool any = false;
+  for (size_t i = 0; i < query.scores.size(); ++i) {
+    if (query.relevant[i] && (!any || query.scores[i] > best)) best = query.scores[i];
+    any = any || query.relevant[i];
+  }
+  if (!any) return 0;
+  int64_t above = 0;  // candidates ranked before it: higher scores, and irrelevant ties
+  for (size_t i = 0; i < query.scores.size(); ++i) {
+    above += query.scores[i] > best || (query.scores[i] == best && !query.relevant[i]);
+  }
+  return above + 1;
 }
 
 }  // namespace docmatch::eval

@@ -58,4 +58,9 @@ struct RankingMetrics {
 
 RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const std::vector<int>& ks = {1, 10, 100});
 
+// 1-based rank of the query's best relevant candidate, ties broken as
+// EvaluateRanking breaks them (against the relevant one); 0 without any. The
+// query's reciprocal rank is its inverse.
+int64_t FirstRelevantRank(const RankingQuery& query);
+
 }  // namespace docmatch::eval

@@ -46,6 +46,36 @@ TEST(Ranking, AConstantScorerEarnsNothingAndNoQueriesGiveZeros) {
   EXPECT_THROW(EvaluateRanking({{{1, 2}, {true}}}), std::invalid_argument);
 }
 
+TEST(Ranking, FirstRelevantRankIsTheInverseOfEachQuerysReciprocalRank) {
+  // Hand cases: ranks 2, 2 (a tie broken against the relevant one), none, 1,
+  // and a tie among relevant candidates only (rank 1).
+  EXPECT_EQ(FirstRelevantRank({{0.9, 0.8, 0.7, 0.6}, {false, true, false, true}}), 2);
+  EXPECT_EQ(FirstRelevantRank({{0.5, 0.5, 0.1}, {true, false, false}}), 2);
+  EXPECT_EQ(FirstRelevantRank({{0.4, 0.2}, {false, false}}), 0);
+  EXPECT_EQ(FirstRelevantRank({{0.3, 0.9}, {false, true}}), 1);
+  EXPECT_EQ(FirstRelevantRank({{0.7, 0.7, 0.2}, {true, true, false}}), 1);
+  // Against EvaluateRanking's sort, one query at a time, on scores drawn from
+  // five values so that ties are common.
+  uint64_t state = 12345;
+  auto next = [&state] { return (state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  for (int q = 0; q < 200; ++q) {
+    RankingQuery query;
+    const size_t n = 1 + next() % 12;
+    for (size_t i = 0; i < n; ++i) {
+      query.scores.push_back(static_cast<double>(next() % 5) / 4);
+      query.relevant.push_back(next() % 3 == 0);
+    }
+    const RankingMetrics m = EvaluateRanking({query}, {1});
+    const int64_t first = FirstRelevantRank(query);
+    if (m.queries == 0) {
+      EXPECT_EQ(first, 0);
+    } else {
+      ASSERT_GT(first, 0);
+      EXPECT_DOUBLE_EQ(1.0 / static_cast<double>(first), m.mrr) << "query " << q;
+    }
+  }
+}
+
 TEST(Classification, CountsAndRatiosAtAThreshold) {
   const std::vector<double> scores = {0.9, 0.8, 0.6, 0.4, 0.3, 0.1};
   const std::vector<int> labels = {1, 0, 1, 1, 0, 0};

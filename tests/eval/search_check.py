@@ -229,6 +229,39 @@ def main():
     err = run("search", "--embeddings", spread, "--id", ids[0], "--ann", fail=True).stderr
     check("truncated or replaced" in err, err)
 
+    # Every query's first relevant rank in rankings.jsonl, read back by
+    # scripts/compare-rankings.py, gives the MRR that the script's own numpy
+    # ranking of the same vectors gives (the spread vectors: no near ties).
+    spread_eval = os.path.join(scratch, "spread-eval")
+    run("eval", "--embeddings", spread, "--corpus", corpus, "--relevance", relevance, "--output", spread_eval,
+        "--write-rankings", "1", "--no-progress")
+    written = [json.loads(line) for line in open(os.path.join(spread_eval, "rankings.jsonl"))]
+    with h5py.File(spread, "r") as f:
+        unit = f["vectors"][:].astype(np.float64)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    for w in written:
+        q = ids.index(w["query"])
+        cosines = unit @ unit[q]
+        cosines[q] = -np.inf
+        best = max(cosines[ids.index(r)] for r in w["relevant"])
+        check(w["first_relevant_rank"] == int(np.count_nonzero(cosines >= best)),
+              f"first_relevant_rank of {w['query']}: {w['first_relevant_rank']}")
+    compare = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "compare-rankings.py")
+    lines = [json.loads(line) for line in subprocess.run(
+        [sys.executable, compare, "--relevance", relevance, "--resamples", "200", f"vectors={spread}",
+         f"written={os.path.join(spread_eval, 'rankings.jsonl')}"],
+        check=True, capture_output=True, text=True).stdout.splitlines()]
+    by_row = {line.get("row", line.get("difference")): line for line in lines}
+    check(by_row["vectors"]["queries"] == len(written) and by_row["vectors"]["mrr"] == by_row["written"]["mrr"]
+          and by_row["vectors - written"]["mrr"] == 0, f"compare-rankings on the two forms: {lines}")
+    figures["compare_rankings_mrr_from_rankings_jsonl"] = by_row["written"]["mrr"]
+    partial = os.path.join(scratch, "partial.jsonl")
+    with open(partial, "w") as f:
+        f.writelines(json.dumps(w) + "\n" for w in written[1:])
+    refused = subprocess.run([sys.executable, compare, "--relevance", relevance, f"partial={partial}"],
+                             capture_output=True, text=True)
+    check(refused.returncode != 0 and "--max-queries 0" in refused.stderr, f"a partial file: {refused.stderr}")
+
     # Texts: a document's raw text finds it (tokenized as prepare does).
     raw = [json.loads(line) for line in open(articles)]
     by_id = {a["id"]: a for a in raw}
