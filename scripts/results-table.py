@@ -11,7 +11,10 @@ import os
 import sys
 
 ROWS = [("smith-np", "SMITH-NP (no pre-training)"), ("smith-wp", "SMITH-WP"), ("smith-wp+sp", "SMITH-WP+SP"),
-        ("docsplit", "SMITH, DocSplit pre-training"), ("match-bert", "MatchBERT (256 tokens)"),
+        ("docsplit", "SMITH, DocSplit pre-training"), ("smith-random", "SMITH, random weights (no training)"),
+        ("smith-wp-encoder", "SMITH-WP encoder, no fine-tuning"),
+        ("smith-wp+sp-encoder", "SMITH-WP+SP encoder, no fine-tuning"),
+        ("docsplit-encoder", "SMITH DocSplit encoder, no fine-tuning"), ("match-bert", "MatchBERT (256 tokens)"),
         ("smash", "SMASH RNN (P+S+W)"), ("han", "HAN (SMASH's S depth)"), ("sdr", "SDR (self-supervised)"),
         ("sdr-raw", "SDR, raw score (no z-score, as the authors' code)"),
         ("smith-short", "SMITH-Short (4x128, MiniLM init)"), ("match-bert-minilm", "MatchBERT (256, MiniLM init)"),

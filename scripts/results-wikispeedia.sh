@@ -99,6 +99,14 @@ row() {
     smith-wp)    pretrain "$1" wp smith 3000 && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
     smith-wp+sp) pretrain "$1" wp+sp smith 3000 && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
     docsplit)    pretrain "$1" docsplit smith 3000 && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
+    smith-wp-encoder | smith-wp+sp-encoder | docsplit-encoder)  # a pre-trained row's encoder before fine-tuning
+                 [ -e "$ckpt/${1%-encoder}-pretrain/latest" ] ||
+                   { echo "results: $1 reads $ckpt/${1%-encoder}-pretrain: run the ${1%-encoder} row first" >&2; exit 2; }
+                 evaluate "$1" "$ckpt/${1%-encoder}-pretrain/latest" && return ;;
+    smith-random)  # the floor for the encoders above: smith.yaml's random weights (one step at lr 1e-12)
+                 "${docmatch[@]}" pretrain --corpus $corpus --model-config $models/smith.yaml --objective wp \
+                   --run "$ckpt/$1" --steps 1 --lr 1e-12 --warmup-steps 0 --batch-size 8 --seed 1 --fresh "${quiet[@]}" &&
+                 evaluate "$1" "$ckpt/$1/latest" && return ;;
     match-bert)  finetune "$1" --model-config $models/match-bert.yaml ;;
     smash)       finetune "$1" --model-config $models/smash.yaml ;;
     han)         finetune "$1" --model-config $models/han.yaml ;;
@@ -135,7 +143,8 @@ row() {
                  evaluate "$1" "" && return ;;
     tfidf)       "$python" scripts/baselines/tfidf-embed.py --corpus $corpus --articles $data/articles.jsonl \
                    --output "$out/$1/vectors.h5" && evaluate "$1" "" && return ;;
-    *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr sdr-raw" \
+    *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit smith-random smith-wp-encoder" \
+            "smith-wp+sp-encoder docsplit-encoder match-bert smash han sdr sdr-raw" \
             "smith-short match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive" \
             "match-bert-minilm-docsplit-nolabels match-bert-minilm-docsplit-contrastive" \
             "match-bert-minilm-contrastive-hybrid match-bert-minilm-docsplit-nolabels-hybrid" \
@@ -147,7 +156,8 @@ row() {
 }
 
 rows=("$@")
-[ ${#rows[@]} -gt 0 ] || rows=(smith-np smith-wp smith-wp+sp docsplit match-bert smash han sdr smith-short
+[ ${#rows[@]} -gt 0 ] || rows=(smith-np smith-wp smith-wp+sp docsplit smith-random smith-wp-encoder
+                               smith-wp+sp-encoder docsplit-encoder match-bert smash han sdr smith-short
                                match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive
                                match-bert-minilm-docsplit-nolabels match-bert-minilm-docsplit-contrastive
                                match-bert-minilm-contrastive-hybrid match-bert-minilm-docsplit-nolabels-hybrid
