@@ -209,7 +209,7 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
         std::partial_sort(top.begin(), top.begin() + kept, top.end(),
                           [&](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
         kept_hits.push_back(query);
-        kept_hits.push_back(FirstRelevantRank(r));
+        kept_hits.push_back(0);  // its first relevant rank, from EvaluateRanking below
         for (int64_t i = 0; i < k_kept; ++i) {
           kept_hits.push_back(i < kept ? (top[i] < query ? top[i] : top[i] + 1) : -1);
           kept_scores.push_back(i < kept ? row[top[i]] : 0.0);
@@ -218,6 +218,11 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
       batch.push_back(std::move(r));
     }
     const RankingMetrics m = EvaluateRanking(batch, ks);
+    if (k_kept > 0) {  // this block's queries are the last rows kept
+      const size_t first_row = kept_hits.size() / (k_kept + 2) - batch.size();
+      for (size_t q = 0; q < batch.size(); ++q)
+        kept_hits[(first_row + q) * (k_kept + 2) + 1] = m.first_relevant_rank[q];
+    }
     const double n = static_cast<double>(m.queries);
     sums[0] += n;
     sums[1] += static_cast<double>(m.skipped);

@@ -3,7 +3,6 @@
 #include "eval/metrics.h"
 
 #include <algorithm>
-#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -81,6 +80,7 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
     const int64_t relevant_count = std::count(q.relevant.begin(), q.relevant.end(), true);
     if (relevant_count == 0) {
       ++m.skipped;
+      m.first_relevant_rank.push_back(0);
       continue;
     }
     ++m.queries;
@@ -104,6 +104,7 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
       percentile_sum += N > 1 ? (rank - 1) / (N - 1) : 0.0;
       for (int k : ks) in_top[k] += rank <= k;
     }
+    m.first_relevant_rank.push_back(static_cast<int64_t>(first));
     m.p_at_1 += first == 1 ? 1.0 : 0.0;
     m.mrr += 1.0 / first;
     m.map += precision_sum / relevant_count;
@@ -119,22 +120,6 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
     for (auto& [k, v] : m.hit_ratio) v /= n;
   }
   return m;
-}
-
-int64_t FirstRelevantRank(const RankingQuery& query) {
-  if (query.scores.size() != query.relevant.size()) throw std::invalid_argument("[eval] a query's scores and labels differ");
-  double best = -std::numeric_limits<double>::infinity();
-  bool any = false;
-  for (size_t i = 0; i < query.scores.size(); ++i) {
-    if (query.relevant[i] && (!any || query.scores[i] > best)) best = query.scores[i];
-    any = any || query.relevant[i];
-  }
-  if (!any) return 0;
-  int64_t above = 0;  // candidates ranked before it: higher scores, and irrelevant ties
-  for (size_t i = 0; i < query.scores.size(); ++i) {
-    above += query.scores[i] > best || (query.scores[i] == best && !query.relevant[i]);
-  }
-  return above + 1;
 }
 
 }  // namespace docmatch::eval

@@ -53,14 +53,13 @@ struct RankingMetrics {
   int64_t skipped = 0;  // without any relevant candidate
   double p_at_1 = 0, mrr = 0, map = 0, mpr = 0;
   std::map<int, double> hit_ratio;  // k -> HR@k
+  // Per query, in input order: the 1-based rank of its best relevant
+  // candidate (ties broken against it, as above), 0 for a skipped query. The
+  // query's reciprocal rank is its inverse. Not part of ToJson.
+  std::vector<int64_t> first_relevant_rank;
   nlohmann::json ToJson() const;
 };
 
 RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const std::vector<int>& ks = {1, 10, 100});
-
-// 1-based rank of the query's best relevant candidate, ties broken as
-// EvaluateRanking breaks them (against the relevant one); 0 without any. The
-// query's reciprocal rank is its inverse.
-int64_t FirstRelevantRank(const RankingQuery& query);
 
 }  // namespace docmatch::eval

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace docmatch::eval {
 namespace {
 
@@ -46,18 +49,24 @@ TEST(Ranking, AConstantScorerEarnsNothingAndNoQueriesGiveZeros) {
   EXPECT_THROW(EvaluateRanking({{{1, 2}, {true}}}), std::invalid_argument);
 }
 
-TEST(Ranking, FirstRelevantRankIsTheInverseOfEachQuerysReciprocalRank) {
-  // Hand cases: ranks 2, 2 (a tie broken against the relevant one), none, 1,
-  // and a tie among relevant candidates only (rank 1).
-  EXPECT_EQ(FirstRelevantRank({{0.9, 0.8, 0.7, 0.6}, {false, true, false, true}}), 2);
-  EXPECT_EQ(FirstRelevantRank({{0.5, 0.5, 0.1}, {true, false, false}}), 2);
-  EXPECT_EQ(FirstRelevantRank({{0.4, 0.2}, {false, false}}), 0);
-  EXPECT_EQ(FirstRelevantRank({{0.3, 0.9}, {false, true}}), 1);
-  EXPECT_EQ(FirstRelevantRank({{0.7, 0.7, 0.2}, {true, true, false}}), 1);
-  // Against EvaluateRanking's sort, one query at a time, on scores drawn from
-  // five values so that ties are common.
+TEST(Ranking, FirstRelevantRanksPerQueryMatchACountingFormulation) {
+  // Hand cases, in input order: ranks 2, 2 (a tie broken against the
+  // relevant one), 0 (skipped), 1, and 1 (a tie among relevant ones only).
+  const RankingMetrics hand = EvaluateRanking({{{0.9, 0.8, 0.7, 0.6}, {false, true, false, true}},
+                                               {{0.5, 0.5, 0.1}, {true, false, false}},
+                                               {{0.4, 0.2}, {false, false}},
+                                               {{0.3, 0.9}, {false, true}},
+                                               {{0.7, 0.7, 0.2}, {true, true, false}}},
+                                              {1});
+  EXPECT_EQ(hand.first_relevant_rank, (std::vector<int64_t>{2, 2, 0, 1, 1}));
+  // A second formulation without sorting: 1 + the candidates that beat the
+  // best relevant score or tie it without being relevant. Scores from five
+  // values, so that ties are common.
   uint64_t state = 12345;
   auto next = [&state] { return (state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  std::vector<RankingQuery> queries;
+  std::vector<int64_t> expected;
+  double reciprocal_sum = 0;
   for (int q = 0; q < 200; ++q) {
     RankingQuery query;
     const size_t n = 1 + next() % 12;
@@ -65,15 +74,22 @@ TEST(Ranking, FirstRelevantRankIsTheInverseOfEachQuerysReciprocalRank) {
       query.scores.push_back(static_cast<double>(next() % 5) / 4);
       query.relevant.push_back(next() % 3 == 0);
     }
-    const RankingMetrics m = EvaluateRanking({query}, {1});
-    const int64_t first = FirstRelevantRank(query);
-    if (m.queries == 0) {
-      EXPECT_EQ(first, 0);
-    } else {
-      ASSERT_GT(first, 0);
-      EXPECT_DOUBLE_EQ(1.0 / static_cast<double>(first), m.mrr) << "query " << q;
+    double best = -1;
+    for (size_t i = 0; i < n; ++i)
+      if (query.relevant[i]) best = std::max(best, query.scores[i]);
+    int64_t rank = 0;
+    if (best >= 0) {
+      rank = 1;
+      for (size_t i = 0; i < n; ++i)
+        rank += query.scores[i] > best || (query.scores[i] == best && !query.relevant[i]);
+      reciprocal_sum += 1.0 / static_cast<double>(rank);
     }
+    expected.push_back(rank);
+    queries.push_back(std::move(query));
   }
+  const RankingMetrics m = EvaluateRanking(queries, {1});
+  EXPECT_EQ(m.first_relevant_rank, expected);
+  EXPECT_NEAR(m.mrr, reciprocal_sum / static_cast<double>(m.queries), 1e-12);
 }
 
 TEST(Classification, CountsAndRatiosAtAThreshold) {
