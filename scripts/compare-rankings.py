@@ -8,7 +8,8 @@ per row; two rows a hundredth apart may be noise. This reads the vectors each
 row ranked with (an `embed`/`eval` embeddings.h5, or a baseline's
 vectors.h5), ranks every query by cosine against every other document the way
 eval does (a relevant document ties pessimistically: it ranks below every
-equal score), and prints one JSON line per row and per pair of rows.
+irrelevant document of equal score), and prints one JSON line per row and per
+pair of rows.
 
 A row whose score is not one cosine (a hybrid, `eval --lexical-weight`) is
 read from the rankings.jsonl that `eval --max-queries 0 --write-rankings 1`
@@ -41,8 +42,10 @@ def reciprocal_ranks(ids, vectors, relevance):
         q = index[query]
         scores = vectors @ vectors[q]
         scores[q] = -np.inf  # the query itself is no candidate
-        best = scores[[index[r] for r in relevant]].max()
-        out[n] = 1.0 / np.count_nonzero(scores >= best)
+        is_relevant = np.zeros(len(ids), dtype=bool)
+        is_relevant[[index[r] for r in relevant]] = True
+        best = scores[is_relevant].max()
+        out[n] = 1.0 / (1 + np.count_nonzero(scores > best) + np.count_nonzero((scores == best) & ~is_relevant))
     return out
 
 
@@ -55,10 +58,14 @@ def written_reciprocal_ranks(path, relevance):
             if "first_relevant_rank" not in record:
                 raise SystemExit(f"{path}:{number}: no first_relevant_rank; written by an older docmatch eval?")
             first[record["query"]] = record["first_relevant_rank"]
-    missing = [query for query, _ in relevance if not first.get(query)]
+    missing = [query for query, _ in relevance if query not in first]
     if missing:
         raise SystemExit(f"{path}: {len(missing)} of {len(relevance)} queries not ranked (first: {missing[0]}); "
                          "run eval with --max-queries 0")
+    unfound = [query for query, _ in relevance if not first[query]]
+    if unfound:
+        raise SystemExit(f"{path}: {len(unfound)} queries had no relevant candidate besides themselves "
+                         f"(first: {unfound[0]}); drop them from the relevance file")
     return np.array([1.0 / first[query] for query, _ in relevance])
 
 

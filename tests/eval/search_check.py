@@ -243,8 +243,10 @@ def main():
         q = ids.index(w["query"])
         cosines = unit @ unit[q]
         cosines[q] = -np.inf
-        best = max(cosines[ids.index(r)] for r in w["relevant"])
-        check(w["first_relevant_rank"] == int(np.count_nonzero(cosines >= best)),
+        relevant = np.isin(ids, w["relevant"])
+        best = cosines[relevant].max()
+        check(w["first_relevant_rank"] == 1 + int(np.count_nonzero(cosines > best))
+              + int(np.count_nonzero((cosines == best) & ~relevant)),
               f"first_relevant_rank of {w['query']}: {w['first_relevant_rank']}")
     compare = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "compare-rankings.py")
     lines = [json.loads(line) for line in subprocess.run(

@@ -60,7 +60,20 @@ def main():
     tie = json.loads(out.splitlines()[0])
     # a -> b ties with d: rank 2; c -> d ties with b (both 0.1/|.|) and beats a: rank 2.
     assert abs(tie["mrr"] - 0.5) < 1e-9, tie
-    print(f"compare-rankings: good {good['mrr']}, bad {bad['mrr']}, tie {tie['mrr']} as computed by hand")
+    # A tie between two relevant documents costs nothing (eval's EvaluateRanking
+    # puts the irrelevant ones first among equals, not the relevant ones): a's
+    # relevant b and d tie at the top, rank 1; c's relevant d still ties with
+    # the irrelevant b, rank 2.
+    both = os.path.join(scratch, "both.jsonl")
+    with open(both, "w") as f:
+        f.write(json.dumps({"query": "a", "relevant": ["b", "d"]}) + "\n")
+        f.write(json.dumps({"query": "c", "relevant": ["d"]}) + "\n")
+    out = subprocess.run([sys.executable, SCRIPT, "--relevance", both, "--resamples", "10",
+                          f"tie={scratch}/tie.h5"], check=True, capture_output=True, text=True).stdout
+    relevant_tie = json.loads(out.splitlines()[0])
+    assert abs(relevant_tie["mrr"] - round((1 / 1 + 1 / 2) / 2, 4)) < 1e-9, relevant_tie
+    print(f"compare-rankings: good {good['mrr']}, bad {bad['mrr']}, tie {tie['mrr']}, "
+          f"relevant tie {relevant_tie['mrr']} as computed by hand")
 
 
 if __name__ == "__main__":
