@@ -14,7 +14,13 @@
 # import with the contrastive loss instead of BCE, and match-bert-minilm-zeroshot
 # evaluates that import without fine-tuning. match-bert-minilm-docsplit-nolabels
 # trains the import further with DocSplit on the articles (no labels), and
-# match-bert-minilm-docsplit-contrastive fine-tunes that contrastively. Rows
+# match-bert-minilm-docsplit-contrastive fine-tunes that contrastively;
+# match-bert-minilm-contrastive-learned-temperature learns the contrastive
+# temperature and match-bert-minilm-contrastive-temperature-<T> fixes it at T.
+# sdr-minilm continues MiniLM as SDR's sentence encoder with SDR's objective on
+# corpora/wikispeedia-minilm-1024 (each article's first 1,024 WordPiece tokens)
+# and scores it with the paper's z-score; sdr-minilm-zeroshot scores the import
+# untrained; the -cosine rows rank their mean sentence vectors by cosine. Rows
 # ending in -hybrid rank with the dense row's vectors fused with docmatch's
 # TF-IDF (eval --lexical-weight 0.5); tfidf-wordpiece is that TF-IDF alone. The reference rows st-minilm (sentence-transformers, first
 # 4 windows of 256) and tfidf are vectors made outside docmatch
@@ -40,6 +46,7 @@ models=configs/wikispeedia
 ckpt=checkpoints/wikispeedia
 out=runs/wikispeedia
 wp_corpus=corpora/wikispeedia-minilm
+sdr_corpus=corpora/wikispeedia-minilm-1024
 minilm=${DOCMATCH_MODELS:-$HOME/.cache/docmatch/models}/all-minilm-l6-v2
 python=${DOCMATCH_VENV:-$HOME/.cache/docmatch/venv}/bin/python
 quiet=(--no-progress)
@@ -60,11 +67,15 @@ finetune() {  # row (--init folder | --model-config yaml)
     --warmup-steps 60 --decay-steps 600 --validate-every 50 --checkpoint-every 200 --log-every 50 --seed 1 \
     --fresh "${quiet[@]}"
 }
-evaluate() {  # row model-folder [corpus [eval flags...]]; without a model folder, the row's vectors.h5
+evaluate() {  # row model-folder [corpus [eval flags...]]; without a model folder, vectors scored by cosine:
+  # the row's own vectors.h5 unless the flags name --embeddings
   local name=$1 what=(--model "$2")
-  [ -n "$2" ] || what=(--embeddings "$out/$1/vectors.h5")
   local on=${3:-$corpus}
   shift $(($# < 3 ? $# : 3))
+  if [ -z "${what[1]}" ]; then
+    what=()
+    [[ " $* " == *" --embeddings "* ]] || what=(--embeddings "$out/$name/vectors.h5")
+  fi
   "${docmatch[@]}" eval "${what[@]}" --corpus "$on" --valid-pairs $data/pairs.valid.jsonl \
     --test-pairs $data/pairs.test.jsonl --relevance $data/relevance.jsonl --max-queries 500 --seed 1 \
     --output "$out/$name" "${quiet[@]}" "$@"
@@ -84,6 +95,12 @@ import_minilm() {  # import row: configs/wikispeedia/<import row>.yaml, then the
   build/src/docmatch import-hf "$minilm" --config "$models/$1.yaml"
   [ -e $wp_corpus/manifest.json ] || build/src/docmatch prepare --config configs/prepare-wikispeedia.yaml \
     --output $wp_corpus --tokenizer "$ckpt/$1-import" "${quiet[@]}"
+}
+sdr_minilm() {  # SDR's sentence encoder from MiniLM (configs/wikispeedia/sdr-minilm.yaml), and its corpus once:
+  # the same articles in WordPiece, each cut to its first 1,024 tokens (SDR scoring encodes every sentence)
+  build/src/docmatch import-hf "$minilm" --config "$models/sdr-minilm.yaml"
+  [ -e $sdr_corpus/manifest.json ] || build/src/docmatch prepare --config configs/prepare-wikispeedia.yaml \
+    --output $sdr_corpus --tokenizer "$ckpt/sdr-minilm-import" --max-document-tokens 1024 "${quiet[@]}"
 }
 from_minilm() {  # row [import row]: import (default the row's own config), fine-tune with configs/wikispeedia/<row>.yaml
   local imported=${2:-$1}
@@ -116,6 +133,26 @@ row() {
                    --no-sdr-normalize && return ;;
     smith-short | match-bert-minilm) from_minilm "$1" && return ;;
     match-bert-minilm-contrastive) from_minilm "$1" match-bert-minilm && return ;;
+    match-bert-minilm-contrastive-learned-temperature | match-bert-minilm-contrastive-temperature-*)
+                 # the contrastive row with its temperature learned (from 0.05), or fixed at the row name's value
+                 local temperature=(--learn-temperature)
+                 [ "${1##*-}" = temperature ] || temperature=(--temperature "${1##*-}")
+                 import_minilm match-bert-minilm &&
+                 "${docmatch[@]}" finetune --config "$models/match-bert-minilm-contrastive.yaml" --corpus $wp_corpus \
+                   --init "$ckpt/match-bert-minilm-import" --run "$ckpt/$1-finetune" "${temperature[@]}" --fresh \
+                   "${quiet[@]}" &&
+                 evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus && return ;;
+    sdr-minilm-cosine | sdr-minilm-zeroshot-cosine)  # the same model's document vectors (its sentence vectors
+                 # averaged), ranked by plain cosine instead of the hierarchical score
+                 [ -e "$out/${1%-cosine}/embeddings.h5" ] ||
+                   { echo "results: $1 reads $out/${1%-cosine}/embeddings.h5: run the ${1%-cosine} row first" >&2; exit 2; }
+                 evaluate "$1" "" $sdr_corpus --embeddings "$out/${1%-cosine}/embeddings.h5" && return ;;
+    sdr-minilm-zeroshot)  # SDR's score over MiniLM's sentence vectors, no training
+                 sdr_minilm && evaluate "$1" "$ckpt/sdr-minilm-import" $sdr_corpus && return ;;
+    sdr-minilm)  sdr_minilm &&
+                 "${docmatch[@]}" pretrain --config "$models/sdr-minilm.yaml" --corpus $sdr_corpus \
+                   --init "$ckpt/sdr-minilm-import" --fresh "${quiet[@]}" &&
+                 evaluate "$1" "$ckpt/sdr-minilm-pretrain/latest" $sdr_corpus && return ;;
     match-bert-minilm-docsplit-nolabels) minilm_docsplit &&
                  evaluate "$1" "$ckpt/match-bert-minilm-docsplit-pretrain/latest" $wp_corpus && return ;;
     match-bert-minilm-docsplit-contrastive) minilm_docsplit &&
@@ -146,6 +183,8 @@ row() {
     *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit smith-random smith-wp-encoder" \
             "smith-wp+sp-encoder docsplit-encoder match-bert smash han sdr sdr-raw" \
             "smith-short match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive" \
+            "match-bert-minilm-contrastive-learned-temperature match-bert-minilm-contrastive-temperature-<T>" \
+            "sdr-minilm sdr-minilm-zeroshot sdr-minilm-cosine sdr-minilm-zeroshot-cosine" \
             "match-bert-minilm-docsplit-nolabels match-bert-minilm-docsplit-contrastive" \
             "match-bert-minilm-contrastive-hybrid match-bert-minilm-docsplit-nolabels-hybrid" \
             "match-bert-minilm-zeroshot-hybrid tfidf-wordpiece docsplit-nolabels-batch-<N>" \
@@ -161,7 +200,8 @@ rows=("$@")
                                match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive
                                match-bert-minilm-docsplit-nolabels match-bert-minilm-docsplit-contrastive
                                match-bert-minilm-contrastive-hybrid match-bert-minilm-docsplit-nolabels-hybrid
-                               match-bert-minilm-zeroshot-hybrid
+                               match-bert-minilm-zeroshot-hybrid match-bert-minilm-contrastive-learned-temperature
+                               sdr-minilm sdr-minilm-zeroshot sdr-minilm-cosine sdr-minilm-zeroshot-cosine
                                tfidf-wordpiece st-minilm tfidf)
 for r in "${rows[@]}"; do
   if [ -s "$out/$r/metrics.json" ]; then
