@@ -24,6 +24,7 @@ ROWS = [("smith-np", "SMITH-NP (no pre-training)"), ("smith-wp", "SMITH-WP"), ("
          "MatchBERT (256, MiniLM init), contrastive, learned temperature"),
         ("match-bert-minilm-contrastive-temperature-0.02", "MatchBERT (256, MiniLM init), contrastive, temperature 0.02"),
         ("match-bert-minilm-contrastive-temperature-0.1", "MatchBERT (256, MiniLM init), contrastive, temperature 0.1"),
+        ("match-bert-minilm-contrastive-lr-5e-5", "MatchBERT (256, MiniLM init), contrastive, lr 5e-5"),
         ("match-bert-minilm-docsplit-nolabels", "MatchBERT (256, MiniLM init), DocSplit on the corpus, no labels"),
         ("match-bert-minilm-docsplit-contrastive", "MatchBERT (256, MiniLM init), DocSplit then contrastive"),
         ("match-bert-minilm-contrastive-hybrid", "hybrid: contrastive MatchBERT + TF-IDF (w 0.5)"),

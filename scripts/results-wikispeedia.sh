@@ -16,7 +16,8 @@
 # trains the import further with DocSplit on the articles (no labels), and
 # match-bert-minilm-docsplit-contrastive fine-tunes that contrastively;
 # match-bert-minilm-contrastive-learned-temperature learns the contrastive
-# temperature and match-bert-minilm-contrastive-temperature-<T> fixes it at T.
+# temperature and match-bert-minilm-contrastive-temperature-<T> fixes it at T
+# (match-bert-minilm-contrastive-lr-<LR>: the peak learning rate at LR).
 # sdr-minilm continues MiniLM as SDR's sentence encoder with SDR's objective on
 # corpora/wikispeedia-minilm-1024 (each article's first 1,024 WordPiece tokens)
 # and scores it with the paper's z-score; sdr-minilm-zeroshot scores the import
@@ -133,13 +134,18 @@ row() {
                    --no-sdr-normalize && return ;;
     smith-short | match-bert-minilm) from_minilm "$1" && return ;;
     match-bert-minilm-contrastive) from_minilm "$1" match-bert-minilm && return ;;
-    match-bert-minilm-contrastive-learned-temperature | match-bert-minilm-contrastive-temperature-*)
-                 # the contrastive row with its temperature learned (from 0.05), or fixed at the row name's value
-                 local temperature=(--learn-temperature)
-                 [ "${1##*-}" = temperature ] || temperature=(--temperature "${1##*-}")
+    match-bert-minilm-contrastive-learned-temperature | match-bert-minilm-contrastive-temperature-* | \
+      match-bert-minilm-contrastive-lr-*)
+                 # the contrastive row with its temperature learned (from 0.05), or with the temperature or
+                 # peak learning rate fixed at the row name's value
+                 local changed=(--learn-temperature)
+                 case "$1" in
+                   *-temperature-*) changed=(--temperature "${1#*-temperature-}") ;;
+                   *-lr-*) changed=(--lr "${1#*-lr-}") ;;  # 5e-5 has a dash of its own
+                 esac
                  import_minilm match-bert-minilm &&
                  "${docmatch[@]}" finetune --config "$models/match-bert-minilm-contrastive.yaml" --corpus $wp_corpus \
-                   --init "$ckpt/match-bert-minilm-import" --run "$ckpt/$1-finetune" "${temperature[@]}" --fresh \
+                   --init "$ckpt/match-bert-minilm-import" --run "$ckpt/$1-finetune" "${changed[@]}" --fresh \
                    "${quiet[@]}" &&
                  evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus && return ;;
     sdr-minilm-cosine | sdr-minilm-zeroshot-cosine)  # the same model's document vectors (its sentence vectors
@@ -184,6 +190,7 @@ row() {
             "smith-wp+sp-encoder docsplit-encoder match-bert smash han sdr sdr-raw" \
             "smith-short match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive" \
             "match-bert-minilm-contrastive-learned-temperature match-bert-minilm-contrastive-temperature-<T>" \
+            "match-bert-minilm-contrastive-lr-<LR>" \
             "sdr-minilm sdr-minilm-zeroshot sdr-minilm-cosine sdr-minilm-zeroshot-cosine" \
             "match-bert-minilm-docsplit-nolabels match-bert-minilm-docsplit-contrastive" \
             "match-bert-minilm-contrastive-hybrid match-bert-minilm-docsplit-nolabels-hybrid" \
