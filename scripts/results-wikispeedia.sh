@@ -68,15 +68,11 @@ finetune() {  # row (--init folder | --model-config yaml)
     --warmup-steps 60 --decay-steps 600 --validate-every 50 --checkpoint-every 200 --log-every 50 --seed 1 \
     --fresh "${quiet[@]}"
 }
-evaluate() {  # row model-folder [corpus [eval flags...]]; without a model folder, vectors scored by cosine:
-  # the row's own vectors.h5 unless the flags name --embeddings
-  local name=$1 what=(--model "$2")
+evaluate() {  # row model-folder [corpus [eval flags...]]; an empty model folder: --embeddings scored by cosine
+  local name=$1 what=()
+  [ -z "$2" ] || what=(--model "$2")
   local on=${3:-$corpus}
   shift $(($# < 3 ? $# : 3))
-  if [ -z "${what[1]}" ]; then
-    what=()
-    [[ " $* " == *" --embeddings "* ]] || what=(--embeddings "$out/$name/vectors.h5")
-  fi
   "${docmatch[@]}" eval "${what[@]}" --corpus "$on" --valid-pairs $data/pairs.valid.jsonl \
     --test-pairs $data/pairs.test.jsonl --relevance $data/relevance.jsonl --max-queries 500 --seed 1 \
     --output "$out/$name" "${quiet[@]}" "$@"
@@ -93,15 +89,25 @@ minilm_docsplit() {  # MiniLM -> DocSplit on the articles, no labels (configs/wi
       --init "$ckpt/match-bert-minilm-import" --fresh "${quiet[@]}"
 }
 import_minilm() {  # import row: configs/wikispeedia/<import row>.yaml, then the WordPiece corpus once
-  build/src/docmatch import-hf "$minilm" --config "$models/$1.yaml"
+  build/src/docmatch import-hf "$minilm" --config "$models/$1.yaml" || return
   [ -e $wp_corpus/manifest.json ] || build/src/docmatch prepare --config configs/prepare-wikispeedia.yaml \
     --output $wp_corpus --tokenizer "$ckpt/$1-import" "${quiet[@]}"
 }
 sdr_minilm() {  # SDR's sentence encoder from MiniLM (configs/wikispeedia/sdr-minilm.yaml), and its corpus once:
   # the same articles in WordPiece, each cut to its first 1,024 tokens (SDR scoring encodes every sentence)
-  build/src/docmatch import-hf "$minilm" --config "$models/sdr-minilm.yaml"
+  build/src/docmatch import-hf "$minilm" --config "$models/sdr-minilm.yaml" || return
   [ -e $sdr_corpus/manifest.json ] || build/src/docmatch prepare --config configs/prepare-wikispeedia.yaml \
     --output $sdr_corpus --tokenizer "$ckpt/sdr-minilm-import" --max-document-tokens 1024 "${quiet[@]}"
+}
+needs() {  # row path earlier-row: stop unless the earlier row has written path
+  [ -e "$2" ] || { echo "results: $1 reads $2: run the $3 row first" >&2; exit 2; }
+}
+contrastive() {  # row init-folder [finetune flags...]: match-bert-minilm-contrastive.yaml from the folder, then eval
+  local row=$1 init=$2
+  shift 2
+  "${docmatch[@]}" finetune --config "$models/match-bert-minilm-contrastive.yaml" --corpus $wp_corpus --init "$init" \
+    --run "$ckpt/$row-finetune" "$@" --fresh "${quiet[@]}" &&
+  evaluate "$row" "$ckpt/$row-finetune/best" $wp_corpus
 }
 from_minilm() {  # row [import row]: import (default the row's own config), fine-tune with configs/wikispeedia/<row>.yaml
   local imported=${2:-$1}
@@ -111,29 +117,29 @@ from_minilm() {  # row [import row]: import (default the row's own config), fine
   evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus
 }
 
-row() {
+row() {  # a row that ends in "|| exit 1; return" is done there (a failed step stops the script, not only the
+  # chain: set -e does not look inside && lists); the others fall through to fine-tuning's evaluation below
   case "$1" in
     smith-np)    finetune "$1" --model-config $models/smith.yaml ;;
     smith-wp)    pretrain "$1" wp smith 3000 && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
     smith-wp+sp) pretrain "$1" wp+sp smith 3000 && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
     docsplit)    pretrain "$1" docsplit smith 3000 && finetune "$1" --init "$ckpt/$1-pretrain/latest" ;;
     smith-wp-encoder | smith-wp+sp-encoder | docsplit-encoder)  # a pre-trained row's encoder before fine-tuning
-                 [ -e "$ckpt/${1%-encoder}-pretrain/latest" ] ||
-                   { echo "results: $1 reads $ckpt/${1%-encoder}-pretrain: run the ${1%-encoder} row first" >&2; exit 2; }
-                 evaluate "$1" "$ckpt/${1%-encoder}-pretrain/latest" && return ;;
+                 needs "$1" "$ckpt/${1%-encoder}-pretrain/latest" "${1%-encoder}"
+                 evaluate "$1" "$ckpt/${1%-encoder}-pretrain/latest" || exit 1; return ;;
     smith-random)  # the floor for the encoders above: smith.yaml's random weights (one step at lr 1e-12)
                  "${docmatch[@]}" pretrain --corpus $corpus --model-config $models/smith.yaml --objective wp \
                    --run "$ckpt/$1" --steps 1 --lr 1e-12 --warmup-steps 0 --batch-size 8 --seed 1 --fresh "${quiet[@]}" &&
-                 evaluate "$1" "$ckpt/$1/latest" && return ;;
+                 evaluate "$1" "$ckpt/$1/latest" || exit 1; return ;;
     match-bert)  finetune "$1" --model-config $models/match-bert.yaml ;;
     smash)       finetune "$1" --model-config $models/smash.yaml ;;
     han)         finetune "$1" --model-config $models/han.yaml ;;
-    sdr)         pretrain "$1" sdr sdr && evaluate "$1" "$ckpt/$1-pretrain/latest" && return ;;
+    sdr)         pretrain "$1" sdr sdr && evaluate "$1" "$ckpt/$1-pretrain/latest" || exit 1; return ;;
     sdr-raw)     # the same model and vectors, scored without the paper's z-score (the authors' public code)
                  evaluate "$1" "$ckpt/sdr-pretrain/latest" $corpus --embeddings "$out/sdr/embeddings.h5" \
-                   --no-sdr-normalize && return ;;
-    smith-short | match-bert-minilm) from_minilm "$1" && return ;;
-    match-bert-minilm-contrastive) from_minilm "$1" match-bert-minilm && return ;;
+                   --no-sdr-normalize || exit 1; return ;;
+    smith-short | match-bert-minilm) from_minilm "$1" || exit 1; return ;;
+    match-bert-minilm-contrastive) from_minilm "$1" match-bert-minilm || exit 1; return ;;
     match-bert-minilm-contrastive-learned-temperature | match-bert-minilm-contrastive-temperature-* | \
       match-bert-minilm-contrastive-lr-*)
                  # the contrastive row with its temperature learned (from 0.05), or with the temperature or
@@ -144,48 +150,42 @@ row() {
                    *-lr-*) changed=(--lr "${1#*-lr-}") ;;  # 5e-5 has a dash of its own
                  esac
                  import_minilm match-bert-minilm &&
-                 "${docmatch[@]}" finetune --config "$models/match-bert-minilm-contrastive.yaml" --corpus $wp_corpus \
-                   --init "$ckpt/match-bert-minilm-import" --run "$ckpt/$1-finetune" "${changed[@]}" --fresh \
-                   "${quiet[@]}" &&
-                 evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus && return ;;
+                 contrastive "$1" "$ckpt/match-bert-minilm-import" "${changed[@]}" || exit 1; return ;;
     sdr-minilm-cosine | sdr-minilm-zeroshot-cosine)  # the same model's document vectors (its sentence vectors
                  # averaged), ranked by plain cosine instead of the hierarchical score
-                 [ -e "$out/${1%-cosine}/embeddings.h5" ] ||
-                   { echo "results: $1 reads $out/${1%-cosine}/embeddings.h5: run the ${1%-cosine} row first" >&2; exit 2; }
-                 evaluate "$1" "" $sdr_corpus --embeddings "$out/${1%-cosine}/embeddings.h5" && return ;;
+                 needs "$1" "$out/${1%-cosine}/embeddings.h5" "${1%-cosine}"
+                 evaluate "$1" "" $sdr_corpus --embeddings "$out/${1%-cosine}/embeddings.h5" || exit 1; return ;;
     sdr-minilm-zeroshot)  # SDR's score over MiniLM's sentence vectors, no training
-                 sdr_minilm && evaluate "$1" "$ckpt/sdr-minilm-import" $sdr_corpus && return ;;
+                 sdr_minilm && evaluate "$1" "$ckpt/sdr-minilm-import" $sdr_corpus || exit 1; return ;;
     sdr-minilm)  sdr_minilm &&
                  "${docmatch[@]}" pretrain --config "$models/sdr-minilm.yaml" --corpus $sdr_corpus \
                    --init "$ckpt/sdr-minilm-import" --fresh "${quiet[@]}" &&
-                 evaluate "$1" "$ckpt/sdr-minilm-pretrain/latest" $sdr_corpus && return ;;
+                 evaluate "$1" "$ckpt/sdr-minilm-pretrain/latest" $sdr_corpus || exit 1; return ;;
     match-bert-minilm-docsplit-nolabels) minilm_docsplit &&
-                 evaluate "$1" "$ckpt/match-bert-minilm-docsplit-pretrain/latest" $wp_corpus && return ;;
+                 evaluate "$1" "$ckpt/match-bert-minilm-docsplit-pretrain/latest" $wp_corpus || exit 1; return ;;
     match-bert-minilm-docsplit-contrastive) minilm_docsplit &&
-                 "${docmatch[@]}" finetune --config "$models/match-bert-minilm-contrastive.yaml" --corpus $wp_corpus \
-                   --init "$ckpt/match-bert-minilm-docsplit-pretrain/latest" --run "$ckpt/$1-finetune" --fresh \
-                   "${quiet[@]}" &&
-                 evaluate "$1" "$ckpt/$1-finetune/best" $wp_corpus && return ;;
+                 contrastive "$1" "$ckpt/match-bert-minilm-docsplit-pretrain/latest" || exit 1; return ;;
     docsplit-nolabels-batch-*)  # the global-batch curve: 10 DocSplit steps from MiniLM at batch N, by
                  # gradient caching in chunks of 16 documents (the size of one plain step of the row above)
                  import_minilm match-bert-minilm &&
                  "${docmatch[@]}" pretrain --config "$models/match-bert-minilm-docsplit.yaml" --corpus $wp_corpus \
                    --init "$ckpt/match-bert-minilm-import" --run "$ckpt/$1-pretrain" --batch-size "${1##*-}" \
                    --grad-cache 16 --steps 10 --warmup-steps 1 --decay-steps 10 --log-every 1 --fresh "${quiet[@]}" &&
-                 evaluate "$1" "$ckpt/$1-pretrain/latest" $wp_corpus && return ;;
+                 evaluate "$1" "$ckpt/$1-pretrain/latest" $wp_corpus || exit 1; return ;;
     match-bert-minilm-contrastive-hybrid | match-bert-minilm-docsplit-nolabels-hybrid | match-bert-minilm-zeroshot-hybrid)
-                 hybrid "$1" "${1%-hybrid}" && return ;;
+                 hybrid "$1" "${1%-hybrid}" || exit 1; return ;;
     tfidf-wordpiece)  # docmatch's own TF-IDF over the WordPiece corpus alone (eval --lexical-weight 1)
                  evaluate "$1" "$ckpt/match-bert-minilm-import" $wp_corpus \
-                   --embeddings "$out/match-bert-minilm-zeroshot/embeddings.h5" --lexical-weight 1 && return ;;
+                   --embeddings "$out/match-bert-minilm-zeroshot/embeddings.h5" --lexical-weight 1 || exit 1; return ;;
     match-bert-minilm-zeroshot)  # the import itself, no fine-tuning
                  import_minilm match-bert-minilm &&
-                 evaluate "$1" "$ckpt/match-bert-minilm-import" $wp_corpus && return ;;
+                 evaluate "$1" "$ckpt/match-bert-minilm-import" $wp_corpus || exit 1; return ;;
     st-minilm)   "$python" scripts/baselines/st-embed.py --model "$minilm" --corpus $corpus \
                    --articles $data/articles.jsonl --max-windows 4 --output "$out/$1/vectors.h5" &&
-                 evaluate "$1" "" && return ;;
+                 evaluate "$1" "" $corpus --embeddings "$out/$1/vectors.h5" || exit 1; return ;;
     tfidf)       "$python" scripts/baselines/tfidf-embed.py --corpus $corpus --articles $data/articles.jsonl \
-                   --output "$out/$1/vectors.h5" && evaluate "$1" "" && return ;;
+                   --output "$out/$1/vectors.h5" &&
+                 evaluate "$1" "" $corpus --embeddings "$out/$1/vectors.h5" || exit 1; return ;;
     *) echo "results: unknown row '$1' (smith-np smith-wp smith-wp+sp docsplit smith-random smith-wp-encoder" \
             "smith-wp+sp-encoder docsplit-encoder match-bert smash han sdr sdr-raw" \
             "smith-short match-bert-minilm match-bert-minilm-zeroshot match-bert-minilm-contrastive" \

@@ -202,26 +202,25 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
       for (int64_t target : relevance.at(query)) {
         if (target != query) r.relevant[target < query ? target : target - 1] = true;
       }
-      if (k_kept > 0) {  // the top k candidates, best first (ties in corpus order)
-        std::vector<int64_t> top(N - 1);
-        std::iota(top.begin(), top.end(), 0);
-        const int64_t kept = std::min<int64_t>(k_kept, N - 1);
-        std::partial_sort(top.begin(), top.begin() + kept, top.end(),
-                          [&](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-        kept_hits.push_back(query);
-        kept_hits.push_back(0);  // its first relevant rank, from EvaluateRanking below
-        for (int64_t i = 0; i < k_kept; ++i) {
-          kept_hits.push_back(i < kept ? (top[i] < query ? top[i] : top[i] + 1) : -1);
-          kept_scores.push_back(i < kept ? row[top[i]] : 0.0);
-        }
-      }
       batch.push_back(std::move(r));
     }
     const RankingMetrics m = EvaluateRanking(batch, ks);
-    if (k_kept > 0) {  // this block's queries are the last rows kept
-      const size_t first_row = kept_hits.size() / (k_kept + 2) - batch.size();
-      for (size_t q = 0; q < batch.size(); ++q)
-        kept_hits[(first_row + q) * (k_kept + 2) + 1] = m.first_relevant_rank[q];
+    for (size_t q = 0; k_kept > 0 && q < block_queries.size(); ++q) {
+      // The top k candidates, best first (ties in corpus order), after the
+      // query and the rank of its first relevant candidate.
+      const int64_t query = block_queries[q];
+      const double* row = scores.data_ptr<double>() + q * (N - 1);
+      std::vector<int64_t> top(N - 1);
+      std::iota(top.begin(), top.end(), 0);
+      const int64_t kept = std::min<int64_t>(k_kept, N - 1);
+      std::partial_sort(top.begin(), top.begin() + kept, top.end(),
+                        [&](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+      kept_hits.push_back(query);
+      kept_hits.push_back(m.first_relevant_rank[q]);
+      for (int64_t i = 0; i < k_kept; ++i) {
+        kept_hits.push_back(i < kept ? (top[i] < query ? top[i] : top[i] + 1) : -1);
+        kept_scores.push_back(i < kept ? row[top[i]] : 0.0);
+      }
     }
     const double n = static_cast<double>(m.queries);
     sums[0] += n;
