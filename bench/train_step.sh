@@ -57,16 +57,20 @@ else
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# GNU time reads each run's peak RSS; without it (a bare image) the RSS column is empty.
+gnu_time=$(type -P time || true)
 for entry in "${configs[@]}"; do
   name=${entry%%=*} batch=${entry#*=}
-  /usr/bin/time -f "%M" -o "$work/$name.rss" "${launch[@]}" "$BUILD"/src/docmatch pretrain --corpus "$corpus" \
+  measure=()
+  [ -n "$gnu_time" ] && measure=("$gnu_time" -f "%M" -o "$work/$name.rss")
+  "${measure[@]}" "${launch[@]}" "$BUILD"/src/docmatch pretrain --corpus "$corpus" \
     --model-config "configs/models/$name.yaml" --objective wp+sp --run "$work/$name" --steps $((2 * steps)) \
     --log-every "$steps" --checkpoint-every 100000 --batch-size "$batch" --device "$device" \
     --precision "$precision" --time-split --fresh --no-progress > "$work/$name.log" 2>&1 ||
     { cat "$work/$name.log" >&2; exit 1; }
   "$PY" - "$work/$name/metrics.jsonl" "$work/$name.rss" "$name" "$batch" "$ranks" "$peak" "$peak_source" \
     "$device" "$precision" <<'PYEOF'
-import json, sys
+import json, os, sys
 metrics, rss, name, batch, ranks, peak, source, device, precision = sys.argv[1:]
 rows = [json.loads(l) for l in open(metrics) if '"train/time/step_ms"' in l]
 m = rows[-1]  # the measured interval, after the warm-up one
@@ -75,7 +79,8 @@ tflops = m.get("train/model_tflops_per_s", 0.0)
 print(json.dumps({"bench": "train_step", "config": name, "device": device, "precision": precision,
                   "ranks": int(ranks), "batch_per_rank": int(batch), "docs_per_s": round(m["train/docs_per_s"], 2),
                   "tokens_per_s": round(m["train/tokens_per_s"], 1), "time_ms": split,
-                  "peak_rss_mib_per_rank": round(int(open(rss).read().split()[-1]) / 1024, 1),
+                  "peak_rss_mib_per_rank": (round(int(open(rss).read().split()[-1]) / 1024, 1)
+                                            if os.path.exists(rss) else None),
                   "model_tflops_per_s_per_rank": round(tflops, 4), "peak_tflops": float(peak),
                   "peak_source": source, "mfu": round(tflops / float(peak), 4)}))
 PYEOF

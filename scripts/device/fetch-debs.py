@@ -21,7 +21,8 @@ import sys
 ROOTS = ["libopenmpi-dev", "openmpi-bin", "libhdf5-dev", "libgoogle-glog-dev", "libgtest-dev", "libgmock-dev",
          "libyaml-cpp-dev", "libcli11-dev", "nlohmann-json3-dev", "libhnswlib-dev", "libicu-dev", "libsentencepiece-dev",
          "pkgconf",
-         "ccache"]
+         "ccache",
+         "time"]  # GNU time: bench/train_step.sh reads each run's peak RSS with it
 # Present on the image or not needed to build and run docmatch.
 SKIP = re.compile(r"^(libc6|libc-dev-bin|libc6-dev|libcrypt|linux-libc-dev|libgcc|libstdc\+\+|gcc|g\+\+|cpp|gfortran|"
                   r"libgfortran-\d+-dev|flang|libflang|llvm|libllvm|clang|libclang|libmlir|binutils|libbinutils|"
@@ -87,8 +88,9 @@ def main():
     with open(os.path.join(args.output, "packages.txt"), "w") as f:
         f.write("\n".join(packages) + "\n")
     print(f"[fetch-debs] {len(packages)} packages, {size / 1e6:.1f} MB in {args.output}")
-    if size > 60e6:
-        sys.exit("[fetch-debs] more than the 60 MB a device call may carry beside the tree")
+    # A device call carries 64 MiB in all: these, the corpus (scripts/device/prepare.sh) and the tree.
+    if size > 55 * 2**20:
+        sys.exit("[fetch-debs] more than the 55 MiB left for packages beside the corpus and the tree")
 
 
 if __name__ == "__main__":

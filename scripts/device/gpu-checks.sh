@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Run ON the lent GPU machine (device tool, carry [".device"]):
-#   bash scripts/device/gpu-checks.sh [all | build | test | train | bench]
+#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench
 # (default all; a device call runs at most 10 minutes, so the stages can also
-# go one per call: build-gpu/ stays on the machine between calls). Builds docmatch
+# go a few per call, e.g. `build test`, then `train bench`. build-gpu/ stays
+# on the machine only while it is warm: each stage builds first, which is a
+# no-op when build-gpu/ is there and a full build on a fresh machine). Builds docmatch
 # against that machine's PyTorch (CUDA, NCCL) and the Debian libraries carried
 # in .device/debs, then runs the GPU checks, each logged to $OUT:
 #   build.log      the build (build-gpu/)
 #   ctest.log      every test but the e2e ones (they render manual pages with
-#                  groff, which the machine lacks); the CUDA tests run here
+#                  groff, which the machine lacks) and the network one (it
+#                  downloads Debian packages); the CUDA tests run here
 #   nccl.log       1 rank, NCCL backend: a short pre-training on the GPU
 #   shared.log     2 ranks sharing the GPU, MPI backend
 #   paper.jsonl    SMITH paper config (L1=6, L2=3, H=256, 48x32 blocks,
@@ -20,8 +23,12 @@
 #   pipeline.jsonl ShardStream + block batches, to set against the step
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-stage=${1:-all}
-case "$stage" in all|build|test|train|bench) ;; *) echo "usage: $0 [all|build|test|train|bench]" >&2; exit 2 ;; esac
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(all)
+[ "${stages[*]}" = all ] && stages=(build test train bench)
+for stage in "${stages[@]}"; do
+  case "$stage" in build|test|train|bench) ;; *) echo "usage: $0 [all | build|test|train|bench ...]" >&2; exit 2 ;; esac
+done
 OUT="${OUT:-/tmp/gpu-checks}"
 mkdir -p "$OUT"
 source scripts/device/env.sh || exit 1
@@ -31,6 +38,14 @@ bin=build-gpu/src/docmatch
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 common=(--corpus .device/corpus --objective wp+sp --lr 1e-4 --warmup-steps 10 --log-every 10 --fresh --no-progress)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+# scripts/device/prepare.sh carries the corpus compressed (the shard itself
+# would not fit in a call beside the packages).
+if [ ! -f .device/corpus/manifest.json ]; then
+  [ -f .device/corpus.tar.xz ] || { echo "[gpu-checks] no .device/corpus.tar.xz: run scripts/device/prepare.sh here" \
+                                         "first and carry .device" >&2; exit 1; }
+  tar -C .device -xJf .device/corpus.tar.xz 2> /dev/null ||
+    python3 -c 'import tarfile; tarfile.open(".device/corpus.tar.xz").extractall(".device")' || exit 1
+fi
 
 build() {
   echo "[gpu-checks] build" && scripts/build.sh "${DOCMATCH_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 || {
@@ -39,7 +54,7 @@ build() {
 }
 
 tests() {
-  echo "[gpu-checks] tests" && ctest --test-dir build-gpu -j 8 -LE e2e --output-on-failure > "$OUT/ctest.log" 2>&1
+  echo "[gpu-checks] tests" && ctest --test-dir build-gpu -j 8 -LE 'e2e|network' --output-on-failure > "$OUT/ctest.log" 2>&1
   tail -n 15 "$OUT/ctest.log"
 }
 
@@ -79,10 +94,11 @@ bench() {
   done
 }
 
-case "$stage" in
-  all) build && tests && train && bench ;;
-  build) build ;;
-  test) tests ;;
-  train) train ;;
-  bench) bench ;;
-esac
+build
+for stage in "${stages[@]}"; do
+  case "$stage" in
+    test) tests ;;
+    train) train ;;
+    bench) bench ;;
+  esac
+done

@@ -1,20 +1,38 @@
 #!/usr/bin/env bash
 # Run HERE (a machine with Debian 12's registry and a CPU build), before the
 # first device call: fills .device/ (ignored by git) with what the GPU machine
-# lacks, within the 64 MiB a call carries:
-#   .device/debs/     Debian packages for the build (scripts/device/fetch-debs.py)
-#   .device/corpus/   1,500 Wikispeedia articles prepared with the corpus's
-#                     tokenizer, for the GPU training runs
+# lacks, within the 64 MiB a call carries (the working tree included):
+#   .device/debs/           Debian packages for the build (scripts/device/fetch-debs.py)
+#   .device/corpus.tar.xz   1,500 Wikispeedia articles prepared with the corpus's
+#                           tokenizer (30 MB as a shard, 8 MB compressed),
+#                           unpacked there by gpu-checks.sh into .device/corpus
 # Then: device run with carry [".device"] and command
-#   bash scripts/device/gpu-checks.sh
+#   bash scripts/device/gpu-checks.sh build test    (then: train bench)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+limit=$((64 * 1024 * 1024))
 python3 scripts/device/fetch-debs.py --output .device/debs
-if [ ! -f .device/corpus/manifest.json ]; then
+rm -rf .device/corpus  # the uncompressed shard would not fit beside the packages
+if [ ! -f .device/corpus.tar.xz ]; then
   [ -s data/wikispeedia/articles.jsonl ] && [ -f corpora/wikispeedia/tokenizer.model ] || {
     echo "[device] needs data/wikispeedia and corpora/wikispeedia (README, Corpora)" >&2; exit 1; }
-  head -n 1500 data/wikispeedia/articles.jsonl > /tmp/docmatch-device-articles.jsonl
-  build/src/docmatch prepare --input /tmp/docmatch-device-articles.jsonl --output .device/corpus \
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  head -n 1500 data/wikispeedia/articles.jsonl > "$work/articles.jsonl"
+  build/src/docmatch prepare --input "$work/articles.jsonl" --output "$work/corpus" \
     --tokenizer corpora/wikispeedia/tokenizer.model --max-document-tokens 65536 --no-progress
+  tar -C "$work" -cJf .device/corpus.tar.xz.tmp corpus
+  mv .device/corpus.tar.xz.tmp .device/corpus.tar.xz
 fi
-du -sh .device/debs .device/corpus
+# What a call carries: the tracked and untracked-but-not-ignored files, and .device.
+tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2> /dev/null |
+       awk '{ s += $1 } END { print s + 0 }')
+device=$(find .device -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+total=$((tree + device))
+printf '[device] carried: tree %.1f MiB + .device %.1f MiB = %.1f MiB of %d MiB\n' \
+  "$(awk -v b=$tree 'BEGIN { print b / 1048576 }')" "$(awk -v b=$device 'BEGIN { print b / 1048576 }')" \
+  "$(awk -v b=$total 'BEGIN { print b / 1048576 }')" $((limit / 1048576))
+if [ "$total" -gt "$limit" ]; then
+  echo "[device] over the limit: a device call would be refused; carry less (fewer articles, fewer packages)" >&2
+  exit 1
+fi
