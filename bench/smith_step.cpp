@@ -8,7 +8,7 @@
 // The process sets its host allocator as `docmatch` does (dist::
 // ConfigureHostAllocator; DOCMATCH_HOST_ALLOCATOR=system for glibc's default).
 //
-//   smith_step --model configs/models/smith-tiny.yaml --corpus corpora/wikispeedia \
+//   smith_step --model configs/models/smith-tiny.yaml --corpus corpora/wikispeedia
 //       --batch 8 --steps 10 --dump /tmp/step [--device cuda --precision bf16]
 //
 // Prints one JSON line: step time, docs/s, real tokens/s, the losses.

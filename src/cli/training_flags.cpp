@@ -129,6 +129,9 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
                   "(bench/NOTES.md, Scaling on paper)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app->add_flag("--deterministic", o->deterministic,
+                "torch's deterministic algorithms, so that a GPU run repeats (and resumes) bit for bit; an\n"
+                "operation without one then stops the run naming itself. Slower on GPUs; CPU runs repeat anyway");
   app->add_flag("--bf16-gradients", o->bf16_gradients,
                 "all-reduce gradients in bfloat16: half the bytes, bf16 rounding of the averaged gradient");
   app->add_option("--precision", o->precision,

@@ -241,6 +241,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   TORCH_CHECK(contrastive || info.config.kind != "sdr",
               "[finetune] SDR has no pair head for --loss bce; fine-tune it with --loss contrastive (its mean "
               "sentence vector) or evaluate its pre-training checkpoint");
+  UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
   std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(info.config);
   if (!options.init.empty()) {

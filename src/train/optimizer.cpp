@@ -2,11 +2,21 @@
 // ClipGradientNorm (optimizer.h).
 #include "train/optimizer.h"
 
+#include <ATen/Context.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <map>
 #include <optional>
 
 namespace docmatch::train {
+
+void UseDeterministicAlgorithms(bool on) {
+  if (on) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/false);
+  at::globalContext().setDeterministicCuDNN(on);
+  if (on) at::globalContext().setBenchmarkCuDNN(false);
+}
 
 double LearningRate(const OptimizerOptions& o, int64_t step) {
   if (step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);

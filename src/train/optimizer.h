@@ -35,6 +35,7 @@ struct LoopOptions {
   bool time_split = false;            // log each phase's time per step (time/*); on GPUs synchronises between phases
   double bucket_mb = 25;              // MB of fp32 gradient per all-reduce bucket
   bool bf16_gradients = false;        // all-reduce gradients in bf16 (half the bytes)
+  bool deterministic = false;         // torch's deterministic algorithms (UseDeterministicAlgorithms)
   bool resume = true;
   bool progress = true;
   std::string config_yaml;  // the command's resolved options (--dump-config's YAML), kept in <run>/config.yaml
@@ -52,6 +53,13 @@ struct LoopResult {
 // Exit status of a run that a signal stopped after writing its checkpoint
 // (EX_TEMPFAIL: run it again). Job scripts requeue on it (cluster/).
 constexpr int kExitInterrupted = 75;
+
+// --deterministic: torch's deterministic algorithms (an operation that has
+// none then throws, naming itself), cuDNN without autotuning and cuBLAS with
+// a fixed workspace (CUBLAS_WORKSPACE_CONFIG=:4096:8 unless set), so that a
+// CUDA run repeats, and resumes, bit for bit. CPU runs do so without it.
+// Process-wide; call before the first CUDA matrix product.
+void UseDeterministicAlgorithms(bool on);
 
 // lr at optimizer step `step` (0-based): peak * (step + 1) / warmup during
 // warm-up, then peak * (total - step) / (total - warmup), never below 0.

@@ -325,6 +325,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
 
   const data::MaskOptions masks =
       data::PretrainingMasks(corpus->manifest().vocab_size, options.seed, /*sentence_blocks=*/objective == "wp+sp");
+  UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
   const bool docsplit = objective == "docsplit";
   // DocSplit without its LM term reads its views unmasked.

@@ -1,6 +1,8 @@
 // Pre-training stopped and resumed from its checkpoint ends with the same
 // parameters, bit for bit, as a run that never stopped (dropout on, epochs
-// rolling over), at whatever rank count mpirun gave; and a checkpoint of
+// rolling over), at whatever rank count mpirun gave, on CPU and, with
+// --deterministic, on CUDA (dropout then draws from the GPU's generator,
+// which the checkpoint carries); and a checkpoint of
 // another configuration is refused by name. The validation loss equals the
 // objective of the whole global batch computed in one process; bf16 autocast
 // trains close to fp32 with float32 master weights.
@@ -211,7 +213,9 @@ TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   const double before = ObjectiveOnFirstDocuments(initial, dir + "/corpus", 4, config);
   const double after = ObjectiveOnFirstDocuments(a, dir + "/corpus", 4, config);
   EXPECT_LT(after, before - 0.05) << "initial " << before << ", trained " << after;
-  if (comm.rank() == 0) EXPECT_TRUE(fs::exists(dir + "/straight/tensorboard"));
+  if (comm.rank() == 0) {
+    EXPECT_TRUE(fs::exists(dir + "/straight/tensorboard"));
+  }
 
   // Resuming with another model configuration names the mismatched tensors.
   PretrainOptions wider = Options(dir, "stopped", 10);
@@ -222,6 +226,54 @@ TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("another model or config"), std::string::npos) << e.what();
   }
+  comm.Barrier();
+  if (comm.rank() == 0) fs::remove_all(dir);
+}
+
+// With --deterministic on `device` (every rank on its own or a shared GPU):
+// 8 straight steps and 6 + resume + 2 end with equal parameters, bit for bit,
+// and a CUDA run's checkpoint carries the CUDA generator its dropout draws
+// from.
+void ExpectDeterministicResume(dist::Communicator& comm, const std::string& dir, const std::string& tag,
+                                      const torch::Device& device) {
+  PretrainOptions straight = Options(dir, tag + "-straight", 8), stopped = Options(dir, tag + "-stopped", 6);
+  straight.deterministic = stopped.deterministic = true;
+  EXPECT_EQ(RunPretraining(straight, comm, device).step, 8);
+  EXPECT_EQ(RunPretraining(stopped, comm, device).step, 6);
+  stopped.steps = 8;
+  EXPECT_EQ(RunPretraining(stopped, comm, device).step, 8);
+  EXPECT_TRUE(at::globalContext().deterministicAlgorithms()) << "the option did not reach torch";
+  UseDeterministicAlgorithms(false);
+
+  model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
+  config.vocab_size = 1005;
+  model::SmithPretraining a(model::SmithEncoder(config), config), b(model::SmithEncoder(config), config);
+  const std::string latest = *io::CheckpointDirectory(straight.run).Latest();
+  io::LoadModule(*a, latest + "/model.pt");
+  io::LoadModule(*b, *io::CheckpointDirectory(stopped.run).Latest() + "/model.pt");
+  const auto pa = a->named_parameters(), pb = b->named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key();
+  if (comm.rank() == 0) {
+    EXPECT_EQ(fs::exists(latest + "/rng-cuda.pt"), device.is_cuda()) << latest;
+  }
+}
+
+TEST(Pretraining, DeterministicRunResumesBitForBitOnCpu) {
+  // Torch's deterministic mode throws for an operation it has no
+  // deterministic kernel for: none of the step's may.
+  dist::MpiCommunicator comm;
+  const std::string dir = SharedScratch(comm);
+  ExpectDeterministicResume(comm, dir, "cpu", torch::kCPU);
+  comm.Barrier();
+  if (comm.rank() == 0) fs::remove_all(dir);
+}
+
+TEST(Pretraining, ResumedCudaRunEqualsTheUninterruptedOneBitForBit) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
+  dist::MpiCommunicator comm;  // ranks beyond the GPUs share them, staged through host memory
+  const std::string dir = SharedScratch(comm);
+  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(comm.rank() % torch::cuda::device_count()));
+  ExpectDeterministicResume(comm, dir, "cuda", gpu);
   comm.Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }
