@@ -17,6 +17,7 @@
 #                  batch 32) with bf16 autocast: metrics with docs/s,
 #                  tokens/s and the allocator's peak GPU memory
 #   fp32.jsonl     the same in fp32, for the ratio
+#   epoch.txt      both rates as the time of SMITH's 714,800-document epoch
 #   peer.txt       docmatch vs the Python peer (eager and torch.compile) on
 #                  the paper config's step, bf16, one invocation
 #   train_step.txt the train-step benchmark (time split, MFU vs 989 TFLOP/s)
@@ -76,6 +77,23 @@ train() {
     cp /tmp/gpu-$precision/metrics.jsonl "$OUT/$([ $precision = bf16 ] && echo paper || echo fp32).jsonl"
     tail -n 1 /tmp/gpu-$precision/metrics.jsonl
   done
+  # Issue 19's epoch: SMITH's 714,800 pre-training documents at the last
+  # logged interval's rate (steps 51-60, past warm-up).
+  python3 - "$OUT" <<'PYEOF' | tee "$OUT/epoch.txt"
+import json, os, sys
+print("| paper config | docs/s | tokens/s | GPU peak GiB | 714,800-document epoch, min |")
+print("|---|---|---|---|---|")
+for name, label in (("paper.jsonl", "bf16"), ("fp32.jsonl", "fp32")):
+    path = os.path.join(sys.argv[1], name)
+    rows = [json.loads(l) for l in open(path) if '"train/docs_per_s"' in l] if os.path.exists(path) else []
+    if not rows:
+        print(f"| {label} | no metrics in {path} | | | |")
+        continue
+    m = rows[-1]
+    peak = next((v for k, v in m.items() if k.endswith("gpu_peak_gib")), float("nan"))
+    print(f"| {label} (step {m['step']}) | {m['train/docs_per_s']:.1f} | {m['train/tokens_per_s']:.0f} | "
+          f"{peak:.2f} | {714800 / m['train/docs_per_s'] / 60:.1f} |")
+PYEOF
 }
 
 bench() {
