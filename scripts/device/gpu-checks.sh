@@ -18,10 +18,12 @@
 #                  tokens/s and the allocator's peak GPU memory
 #   fp32.jsonl     the same in fp32, for the ratio
 #   epoch.txt      both rates as the time of SMITH's 714,800-document epoch
-#   peer.txt       docmatch vs the Python peer (eager and torch.compile) on
-#                  the paper config's step, bf16, one invocation
+#   peer-bf16.txt  docmatch vs the Python peer (eager and torch.compile) on
+#   peer-fp32.txt  the paper config's step, one invocation per precision
 #   train_step.txt the train-step benchmark (time split, MFU vs 989 TFLOP/s)
 #   pipeline.jsonl ShardStream + block batches, to set against the step
+# (a call returns at most 8 files: the logs and JSON lines come back packed
+# in logs-<stages>.tar.gz, the .txt summaries as they are)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 stages=("$@")
@@ -97,10 +99,12 @@ PYEOF
 }
 
 bench() {
-  echo "[gpu-checks] docmatch vs the Python peer, paper config, bf16"
-  bench/peers/smith_vs_peer.sh --corpus .device/corpus --device cuda --precision bf16 --steps 20 smith-paper=32 \
-    > "$OUT/peer.txt" 2>&1
-  tail -n 6 "$OUT/peer.txt"
+  for precision in bf16 fp32; do
+    echo "[gpu-checks] docmatch vs the Python peer, paper config, $precision"
+    bench/peers/smith_vs_peer.sh --corpus .device/corpus --device cuda --precision $precision --steps 20 \
+      smith-paper=32 > "$OUT/peer-$precision.txt" 2>&1
+    tail -n 5 "$OUT/peer-$precision.txt"
+  done
   echo "[gpu-checks] train step, paper config, bf16"
   bench/train_step.sh --corpus .device/corpus --device cuda --precision bf16 --peak-tflops 989 --steps 20 \
     smith-paper=32 > "$OUT/train_step.txt" 2>&1
@@ -120,3 +124,8 @@ for stage in "${stages[@]}"; do
     bench) bench ;;
   esac
 done
+# A device call returns at most 8 files from $OUT: the logs go back as one
+# archive, the short summaries beside it.
+(cd "$OUT" && logs=$(ls | grep -vE '^(gpu|epoch|info)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.tar\.gz$') &&
+  [ -n "$logs" ] && tar -czf "logs-$(IFS=-; echo "${stages[*]}").tar.gz" $logs && rm -f $logs)
+ls "$OUT"
