@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run ON the lent GPU machine (device tool, carry [".device"]):
-#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench
+#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large
 # (default all; a device call runs at most 10 minutes, so the stages can also
 # go a few per call, e.g. `build test`, then `train bench`. build-gpu/ stays
 # on the machine only while it is warm: each stage builds first, which is a
@@ -22,15 +22,19 @@
 #   peer-fp32.txt  the paper config's step, one invocation per precision
 #   train_step.txt the train-step benchmark (time split, MFU vs 989 TFLOP/s)
 #   pipeline.jsonl ShardStream + block batches, to set against the step
+#   large.txt      (stage large) configs/models/smith-h768.yaml: the largest
+#                  batch of 256..16 whose bf16 step fits, then the train-step
+#                  benchmark and the peer comparison at that batch
 # (a call returns at most 8 files: the logs and JSON lines come back packed
 # in logs-<stages>.tar.gz, the .txt summaries as they are)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
-[ "${stages[*]}" = all ] && stages=(build test train bench)
+[ "${stages[*]}" = all ] && stages=(build test train bench large)
 for stage in "${stages[@]}"; do
-  case "$stage" in build|test|train|bench) ;; *) echo "usage: $0 [all | build|test|train|bench ...]" >&2; exit 2 ;; esac
+  case "$stage" in build|test|train|bench|large) ;;
+    *) echo "usage: $0 [all | build|test|train|bench|large ...]" >&2; exit 2 ;; esac
 done
 OUT="${OUT:-/tmp/gpu-checks}"
 mkdir -p "$OUT"
@@ -116,16 +120,38 @@ bench() {
   done
 }
 
+large() {
+  local batch=""
+  for b in 256 192 128 96 64 48 32 16; do
+    echo "[gpu-checks] H=768: batch $b?"
+    if "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model-config configs/models/smith-h768.yaml --device cuda \
+         --backend nccl --precision bf16 --steps 3 --batch-size $b --checkpoint-every 1000 --run /tmp/gpu-h768 \
+         > "$OUT/h768-probe-$b.log" 2>&1; then
+      batch=$b
+      break
+    fi
+    grep -m 1 -i "out of memory" "$OUT/h768-probe-$b.log" || tail -n 3 "$OUT/h768-probe-$b.log"
+  done
+  rm -rf /tmp/gpu-h768
+  [ -n "$batch" ] || { echo "[gpu-checks] H=768: no batch from 256 down to 16 fits" | tee "$OUT/large.txt"; return; }
+  echo "[gpu-checks] H=768 fits batch $batch: train step and peer, bf16" | tee "$OUT/large.txt"
+  bench/train_step.sh --corpus .device/corpus --device cuda --precision bf16 --peak-tflops 989 --steps 10 \
+    smith-h768=$batch 2>&1 | tee -a "$OUT/large.txt" | tail -n 3
+  bench/peers/smith_vs_peer.sh --corpus .device/corpus --device cuda --precision bf16 --steps 10 \
+    smith-h768=$batch 2>&1 | tee -a "$OUT/large.txt" | tail -n 5
+}
+
 build
 for stage in "${stages[@]}"; do
   case "$stage" in
     test) tests ;;
     train) train ;;
     bench) bench ;;
+    large) large ;;
   esac
 done
 # A device call returns at most 8 files from $OUT: the logs go back as one
 # archive, the short summaries beside it.
-(cd "$OUT" && logs=$(ls | grep -vE '^(gpu|epoch|info)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.tar\.gz$') &&
+(cd "$OUT" && logs=$(ls | grep -vE '^(gpu|epoch|info|large)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.tar\.gz$') &&
   [ -n "$logs" ] && tar -czf "logs-$(IFS=-; echo "${stages[*]}").tar.gz" $logs && rm -f $logs)
 ls "$OUT"
