@@ -20,4 +20,6 @@ GENERATOR=()
 command -v ninja >/dev/null && [ ! -f "$BUILD_DIR/Makefile" ] && GENERATOR=(-G Ninja)
 cmake -S . -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_PREFIX_PATH="$TORCH_PREFIX${DOCMATCH_EXTRA_PREFIX:+;$DOCMATCH_EXTRA_PREFIX}" \
   -DDOCMATCH_PYTHON="$VENV/bin/python" "$@"
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+# DOCMATCH_BUILD_TARGETS="a b": only those targets (scripts/device/gpu-checks.sh).
+read -r -a targets <<< "${DOCMATCH_BUILD_TARGETS:-}"
+cmake --build "$BUILD_DIR" -j "$(nproc)" ${targets[@]+--target "${targets[@]}"}
