@@ -43,20 +43,23 @@ export DOCMATCH_VENV="${DOCMATCH_VENV:-$(python3 -c 'import sys; print(sys.prefi
 export DOCMATCH_BUILD_DIR=build-gpu
 bin=build-gpu/src/docmatch
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-common=(--corpus .device/corpus --objective wp+sp --lr 1e-4 --warmup-steps 10 --log-every 10 --fresh --no-progress)
+corpus=/tmp/docmatch-device-corpus
+common=(--corpus $corpus --objective wp+sp --lr 1e-4 --warmup-steps 10 --log-every 10 --fresh --no-progress)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 # scripts/device/prepare.sh carries the corpus compressed (the shard itself
-# would not fit in a call beside the packages).
-if [ ! -f .device/corpus/manifest.json ]; then
+# would not fit in a call beside the packages); it is unpacked outside the
+# tree, so nothing here grows what a later call carries.
+if [ ! -f $corpus/manifest.json ]; then
   [ -f .device/corpus.tar.xz ] || { echo "[gpu-checks] no .device/corpus.tar.xz: run scripts/device/prepare.sh here" \
                                          "first and carry .device" >&2; exit 1; }
-  tar -C .device -xJf .device/corpus.tar.xz 2> /dev/null ||
-    python3 -c 'import tarfile; tarfile.open(".device/corpus.tar.xz").extractall(".device")' || exit 1
+  mkdir -p $corpus
+  tar -C $corpus -xJf .device/corpus.tar.xz 2> /dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(".device/corpus.tar.xz").extractall(sys.argv[1])' $corpus || exit 1
 fi
 
 build() {
-  # Without the test stage, only what the runs use: about half the translation
-  # units, which matters when a cold machine builds again in a later call.
+  # Without the test stage, only what the runs use (76 of the 141 compile
+  # commands), which matters when a cold machine builds again in a later call.
   [[ " ${stages[*]} " == *" test "* ]] || export DOCMATCH_BUILD_TARGETS="docmatch smith_step stream_bench"
   echo "[gpu-checks] build ${DOCMATCH_BUILD_TARGETS:-(everything)}" && scripts/build.sh "${DOCMATCH_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 || {
     tail -n 40 "$OUT/build.log"; exit 1; }
@@ -108,17 +111,17 @@ PYEOF
 bench() {
   for precision in bf16 fp32; do
     echo "[gpu-checks] docmatch vs the Python peer, paper config, $precision"
-    bench/peers/smith_vs_peer.sh --corpus .device/corpus --device cuda --precision $precision --steps 20 \
+    bench/peers/smith_vs_peer.sh --corpus $corpus --device cuda --precision $precision --steps 20 \
       smith-paper=32 > "$OUT/peer-$precision.txt" 2>&1
     tail -n 5 "$OUT/peer-$precision.txt"
   done
   echo "[gpu-checks] train step, paper config, bf16"
-  bench/train_step.sh --corpus .device/corpus --device cuda --precision bf16 --peak-tflops 989 --steps 20 \
+  bench/train_step.sh --corpus $corpus --device cuda --precision bf16 --peak-tflops 989 --steps 20 \
     smith-paper=32 > "$OUT/train_step.txt" 2>&1
   tail -n 4 "$OUT/train_step.txt"
   echo "[gpu-checks] input pipeline (stream + block batches), 1 to 8 builders"
   for builders in 1 2 4 8; do
-    build-gpu/bench/stream_bench --corpus .device/corpus --epochs 3 --batch-size 32 --block-length 32 \
+    build-gpu/bench/stream_bench --corpus $corpus --epochs 3 --batch-size 32 --block-length 32 \
       --max-blocks 48 --builders $builders | tee -a "$OUT/pipeline.jsonl"
   done
 }
@@ -138,9 +141,9 @@ large() {
   rm -rf /tmp/gpu-h768
   [ -n "$batch" ] || { echo "[gpu-checks] H=768: no batch from 256 down to 16 fits" | tee "$OUT/large.txt"; return; }
   echo "[gpu-checks] H=768 fits batch $batch: train step and peer, bf16" | tee "$OUT/large.txt"
-  bench/train_step.sh --corpus .device/corpus --device cuda --precision bf16 --peak-tflops 989 --steps 10 \
+  bench/train_step.sh --corpus $corpus --device cuda --precision bf16 --peak-tflops 989 --steps 10 \
     smith-h768=$batch 2>&1 | tee -a "$OUT/large.txt" | tail -n 3
-  bench/peers/smith_vs_peer.sh --corpus .device/corpus --device cuda --precision bf16 --steps 10 \
+  bench/peers/smith_vs_peer.sh --corpus $corpus --device cuda --precision bf16 --steps 10 \
     smith-h768=$batch 2>&1 | tee -a "$OUT/large.txt" | tail -n 5
 }
 

@@ -4,15 +4,15 @@
 # lacks, within the 64 MiB a call carries (the working tree included):
 #   .device/debs/           Debian packages for the build (scripts/device/fetch-debs.py)
 #   .device/corpus.tar.xz   1,500 Wikispeedia articles prepared with the corpus's
-#                           tokenizer (30 MB as a shard, 8 MB compressed),
-#                           unpacked there by gpu-checks.sh into .device/corpus
-# Then: device run with carry [".device"] and command
-#   bash scripts/device/gpu-checks.sh build test    (then: train bench)
+#                           tokenizer (a 30 MB shard, 7 MiB compressed), which
+#                           gpu-checks.sh unpacks there
+# Then: device runs with carry [".device"], one stage group a call:
+#   bash scripts/device/gpu-checks.sh build test    (then: train bench; then: large)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 limit=$((64 * 1024 * 1024))
 python3 scripts/device/fetch-debs.py --output .device/debs
-rm -rf .device/corpus  # the uncompressed shard would not fit beside the packages
+rm -rf .device/corpus  # an earlier prepare.sh's uncompressed shard: it would not fit beside the packages
 if [ ! -f .device/corpus.tar.xz ]; then
   [ -s data/wikispeedia/articles.jsonl ] && [ -f corpora/wikispeedia/tokenizer.model ] || {
     echo "[device] needs data/wikispeedia and corpora/wikispeedia (README, Corpora)" >&2; exit 1; }
@@ -21,7 +21,7 @@ if [ ! -f .device/corpus.tar.xz ]; then
   head -n 1500 data/wikispeedia/articles.jsonl > "$work/articles.jsonl"
   build/src/docmatch prepare --input "$work/articles.jsonl" --output "$work/corpus" \
     --tokenizer corpora/wikispeedia/tokenizer.model --max-document-tokens 65536 --no-progress
-  tar -C "$work" -cJf .device/corpus.tar.xz.tmp corpus
+  tar -C "$work/corpus" -cJf .device/corpus.tar.xz.tmp .  # the corpus's files at the archive's top
   mv .device/corpus.tar.xz.tmp .device/corpus.tar.xz
 fi
 # What a call carries: the tracked and untracked-but-not-ignored files, and .device.

@@ -185,6 +185,19 @@ double ObjectiveOnFirstDocuments(model::SmithPretraining& model, const std::stri
   return SmithPretraining(model, model::ToTensors(batch, torch::kCPU), true, alone).value;
 }
 
+// The latest checkpoints of runs `a` and `b` (tiny.yaml in `dir`) hold equal
+// parameters, bit for bit.
+void ExpectEqualParameters(const std::string& dir, const std::string& a, const std::string& b) {
+  model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
+  config.vocab_size = 1005;
+  model::SmithPretraining ma(model::SmithEncoder(config), config), mb(model::SmithEncoder(config), config);
+  io::LoadModule(*ma, *io::CheckpointDirectory(a).Latest() + "/model.pt");
+  io::LoadModule(*mb, *io::CheckpointDirectory(b).Latest() + "/model.pt");
+  const auto pa = ma->named_parameters(), pb = mb->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key();
+}
+
 TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   dist::MpiCommunicator comm;
   const std::string dir = SharedScratch(comm);
@@ -196,14 +209,12 @@ TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   // then started again with the same command and more steps.
   EXPECT_EQ(RunPretraining(Options(dir, "stopped", 6), comm, torch::kCPU).step, 6);
   EXPECT_EQ(RunPretraining(Options(dir, "stopped", 8), comm, torch::kCPU).step, 8);
+  ExpectEqualParameters(dir, dir + "/straight", dir + "/stopped");
 
   model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
   config.vocab_size = 1005;
-  model::SmithPretraining a(model::SmithEncoder(config), config), b(model::SmithEncoder(config), config);
+  model::SmithPretraining a(model::SmithEncoder(config), config);
   io::LoadModule(*a, *io::CheckpointDirectory(dir + "/straight").Latest() + "/model.pt");
-  io::LoadModule(*b, *io::CheckpointDirectory(dir + "/stopped").Latest() + "/model.pt");
-  const auto pa = a->named_parameters(), pb = b->named_parameters();
-  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key();
   // The run really trained: on the same batch (the corpus's first documents,
   // epoch 0's masks), the trained weights score below the initial ones. (The
   // logged losses of steps 1 and 8 come from different batches, whose spread
@@ -235,7 +246,7 @@ TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
 // and a CUDA run's checkpoint carries the CUDA generator its dropout draws
 // from.
 void ExpectDeterministicResume(dist::Communicator& comm, const std::string& dir, const std::string& tag,
-                                      const torch::Device& device) {
+                               const torch::Device& device) {
   PretrainOptions straight = Options(dir, tag + "-straight", 8), stopped = Options(dir, tag + "-stopped", 6);
   straight.deterministic = stopped.deterministic = true;
   EXPECT_EQ(RunPretraining(straight, comm, device).step, 8);
@@ -244,15 +255,8 @@ void ExpectDeterministicResume(dist::Communicator& comm, const std::string& dir,
   EXPECT_EQ(RunPretraining(stopped, comm, device).step, 8);
   EXPECT_TRUE(at::globalContext().deterministicAlgorithms()) << "the option did not reach torch";
   UseDeterministicAlgorithms(false);
-
-  model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
-  config.vocab_size = 1005;
-  model::SmithPretraining a(model::SmithEncoder(config), config), b(model::SmithEncoder(config), config);
+  ExpectEqualParameters(dir, straight.run, stopped.run);
   const std::string latest = *io::CheckpointDirectory(straight.run).Latest();
-  io::LoadModule(*a, latest + "/model.pt");
-  io::LoadModule(*b, *io::CheckpointDirectory(stopped.run).Latest() + "/model.pt");
-  const auto pa = a->named_parameters(), pb = b->named_parameters();
-  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key();
   if (comm.rank() == 0) {
     EXPECT_EQ(fs::exists(latest + "/rng-cuda.pt"), device.is_cuda()) << latest;
   }
