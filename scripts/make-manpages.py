@@ -74,10 +74,33 @@ def see_also(text):
     return [f"{name}.{section}" for name, section in REFERENCE.findall(match.group(1))]
 
 
+def nearest_pages(around, count, rendered, related):
+    """`around` and the pages nearest it over SEE ALSO links in either
+    direction, breadth first (ties by id), then the rest by id: `count` ids."""
+    if around not in rendered:
+        sys.exit(f"make-manpages: --around {around} is not among the rendered pages")
+    neighbours = {}
+    for source, target in related:
+        neighbours.setdefault(source, set()).add(target)
+        neighbours.setdefault(target, set()).add(source)
+    order, seen, frontier = [], {around}, [around]
+    while frontier and len(order) < count:
+        order.extend(frontier)
+        following = sorted({n for page in frontier for n in neighbours.get(page, ()) if n not in seen})
+        seen.update(following)
+        frontier = following
+    order.extend(pid for pid in sorted(rendered) if pid not in seen)
+    return set(order[:count])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", default="data/manpages", help="where to write (default: %(default)s)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--pages", type=int, default=0,
+                        help="keep only this many pages: --around's page and the pages nearest it by SEE ALSO "
+                             "links (breadth first), for a quick run (default: every page)")
+    parser.add_argument("--around", default="printf.3", help="the page --pages keeps first (default: %(default)s)")
     args = parser.parse_args()
     os.makedirs(args.output, exist_ok=True)
 
@@ -92,26 +115,28 @@ def main():
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         texts = list(pool.map(render, pages))
 
-    ids = [page_id(p) for p in pages]
-    known = set(ids)
+    rendered = {page_id(p): text for p, text in zip(pages, texts) if text.strip()}
     related = set()
+    for pid, text in rendered.items():
+        for ref in see_also(text):
+            target = aliases.get(ref, ref)
+            if target in rendered and target != pid:
+                related.add((pid, target))
+    if args.pages > 0:
+        keep = nearest_pages(args.around, args.pages, rendered, related)
+        rendered = {pid: text for pid, text in rendered.items() if pid in keep}
+        related = {(s, t) for s, t in related if s in keep and t in keep}
     written = 0
     with open(os.path.join(args.output, "articles.jsonl"), "w", encoding="utf-8") as out:
-        for pid, text in zip(ids, texts):
-            if not text.strip():
-                continue
+        for pid, text in rendered.items():  # in file order, as always
             name, _, section = pid.rpartition(".")
             out.write(json.dumps({"id": pid, "title": f"{name}({section})", "text": text}, ensure_ascii=False) + "\n")
             written += 1
-            for ref in see_also(text):
-                target = aliases.get(ref, ref)
-                if target in known and target != pid:
-                    related.add((pid, target))
     with open(os.path.join(args.output, "related.jsonl"), "w", encoding="utf-8") as out:
         for source, target in sorted(related):
             out.write(json.dumps({"source": source, "target": target}) + "\n")
     stats = {"pages": written, "aliases": len(aliases), "see_also_links": len(related),
-             "words": sum(len(t.split()) for t in texts)}
+             "words": sum(len(t.split()) for t in rendered.values())}
     with open(os.path.join(args.output, "stats.json"), "w") as out:
         json.dump(stats, out, indent=2)
     print(json.dumps(stats))

@@ -11,9 +11,10 @@ Command AddFinetuneCommand(CLI::App* app) {
   CLI::App* sub = app->add_subcommand(
       "finetune",
       "Fine-tune a document matcher on labelled pairs ({\"source\", \"target\", \"label\"}\n"
-      "JSONL, ids of the corpus). Start from a pre-training checkpoint's encoder with\n"
-      "--init (SMITH-WP, -WP+SP, DocSplit) or from scratch with --model (SMITH-NP,\n"
-      "MatchBERT, SMASH, HAN). With --valid-pairs, the validation loss is logged every\n"
+      "JSONL, ids of the corpus). Start from a model folder with --init (or --model):\n"
+      "a pre-training checkpoint (SMITH-WP, -WP+SP, DocSplit), an import or an export;\n"
+      "or from scratch with --model-config, a model YAML (SMITH-NP, MatchBERT, SMASH,\n"
+      "HAN; configs/models/). With --valid-pairs, the validation loss is logged every\n"
       "--validate-every steps and the best model kept in <run>/best (stop early with\n"
       "--patience). Resumes from <run>/latest like pretrain.\n\n"
       "--loss contrastive (the default) trains on the related pairs: each source against\n"
@@ -23,7 +24,7 @@ Command AddFinetuneCommand(CLI::App* app) {
       "batch as negatives. --loss bce is the papers' Siamese recipe (SMITH, SMASH):\n"
       "sigmoid cross-entropy of each labelled pair's logit; it teaches a threshold.\n"
       "  docmatch finetune --corpus corpora/manpages --init checkpoints/smith-tiny-manpages/latest \\\n"
-      "      --train-pairs corpora/manpages/pairs.train.jsonl --valid-pairs corpora/manpages/pairs.valid.jsonl");
+      "      --train-pairs data/manpages/pairs.train.jsonl --valid-pairs data/manpages/pairs.valid.jsonl");
   auto o = std::make_shared<train::FinetuneOptions>();
   auto flags = std::make_shared<DistributedFlags>();
   sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
@@ -43,8 +44,8 @@ Command AddFinetuneCommand(CLI::App* app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_flag("--learn-temperature", o->learn_temperature,
-               "contrastive: learn the temperature (as CLIP does: log(1/temperature) is a parameter, "
-               "starting from --temperature, capped at 1/100), logged as 'temperature'");
+                "contrastive: learn the temperature (as CLIP does: log(1/temperature) is a parameter, "
+                "starting from --temperature, capped at 1/100), logged as 'temperature'");
   sub->add_option("--temperature-lr", o->temperature_lr,
                   "contrastive, with --learn-temperature: its peak learning rate, on --lr's schedule (a "
                   "fine-tuning --lr such as 5e-5 would barely move it)")

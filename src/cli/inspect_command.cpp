@@ -1,5 +1,6 @@
 // `docmatch inspect`: what a corpus or a shard holds, and one document decoded
-// back into its paragraphs and sentences.
+// back into its paragraphs and sentences; model and run folders go to
+// inspect_runs.h.
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -7,6 +8,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/inspect_runs.h"
 #include "console/progress.h"
 #include "data/corpus/corpus.h"
 #include "data/text/tokenizer.h"
@@ -150,6 +152,20 @@ int Run(const InspectOptions& o) {
     return 0;
   }
 
+  const bool model = IsModelFolder(o.path), run = IsRunFolder(o.path);
+  if (model || run) {
+    if (decode || o.verify) {
+      throw std::invalid_argument("[inspect] --doc, --index and --verify read a corpus; '" + o.path + "' is a " +
+                                  (model ? "model" : "run") + " folder");
+    }
+    std::cout << (model ? DescribeModelFolder(o.path) : DescribeRun(o.path)).dump(2) << std::endl;
+    return 0;
+  }
+  if (!fs::exists(fs::path(o.path) / data::kManifestFile)) {
+    throw std::invalid_argument("[inspect] '" + o.path +
+                                "' is neither a prepared corpus (no manifest.json), a shard, a model folder (no "
+                                "config.json) nor a training run (no config.yaml, metrics.jsonl or latest)");
+  }
   const data::Corpus corpus(o.path);
   if (o.verify) {
     std::vector<const data::ShardReader*> shards;
@@ -193,12 +209,22 @@ int Run(const InspectOptions& o) {
 }  // namespace
 
 Command AddInspectCommand(CLI::App* app) {
-  CLI::App* sub = app->add_subcommand("inspect",
-                                      "Summarise a prepared corpus (folder) or one shard (.h5 file): counts, length\n"
-                                      "distributions, tokenizer, what prepare skipped. With --doc or --index, decode\n"
-                                      "one document back into its paragraphs and sentences.");
+  CLI::App* sub =
+      app->add_subcommand("inspect",
+                          "Summarise what a path holds, as JSON:\n"
+                          "  a prepared corpus (folder) or one shard (.h5 file): counts, length distributions,\n"
+                          "    tokenizer, what prepare skipped; with --doc or --index, one document decoded back into\n"
+                          "    its paragraphs and sentences;\n"
+                          "  a model folder (a checkpoint step-<N>, <run>/best, an import or an export): kind, size,\n"
+                          "    tokenizer, the step and best validation loss, and the command that made it;\n"
+                          "  a training run (--run's folder): its checkpoints, best validation, first and last loss\n"
+                          "    and throughput (scripts/plot-run.py draws the curves).\n"
+                          "  docmatch inspect corpora/manpages --doc printf.3\n"
+                          "  docmatch inspect checkpoints/quickstart/minilm-contrastive");
   auto o = std::make_shared<InspectOptions>();
-  sub->add_option("path", o->path, "corpus folder or shard file")->required()->check(CLI::ExistingPath);
+  sub->add_option("path", o->path, "corpus folder, shard file, model folder or run folder")
+      ->required()
+      ->check(CLI::ExistingPath);
   sub->add_option("--doc", o->doc_id, "decode the document with this id");
   sub->add_option("--index", o->index, "decode the document at this index")->check(CLI::NonNegativeNumber);
   sub->add_flag("--json", o->json, "print the decoded document as JSON");

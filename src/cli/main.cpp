@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -57,6 +58,53 @@ void RelaxForDump(CLI::App* app) {
     }
   }
   for (CLI::App* sub : app->get_subcommands({})) RelaxForDump(sub);
+}
+
+// Exit status of a mistake on the command line (an unknown command or
+// option, a missing or bad value), as the usage errors of POSIX tools; an
+// error while running is 1, a stop by signal after a checkpoint 75.
+constexpr int kExitUsage = 2;
+
+// The long and short names of `app`'s options, dashes included.
+std::vector<std::string> OptionNames(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+    for (const std::string& name : option->get_snames()) names.push_back("-" + name);
+  }
+  return names;
+}
+
+// One line for a command-line mistake: CLI11's message, and for each word
+// that looks like an option but names none, the nearest option of the
+// command (CLI11 itself only lists the words it did not expect).
+int UsageError(const CLI::App& app, const CLI::App* command, const CLI::ParseError& error, int argc, char** argv) {
+  const std::string who = command ? "docmatch " + command->get_name() : "docmatch";
+  std::vector<std::string> names = OptionNames(app);
+  if (command) {
+    const std::vector<std::string> own = OptionNames(*command);
+    names.insert(names.end(), own.begin(), own.end());
+  }
+  std::vector<std::string> unknown;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.size() < 2 || word[0] != '-' || std::isdigit(static_cast<unsigned char>(word[1])) || word == "--")
+      continue;
+    const std::string name = word.substr(0, word.find('='));
+    if (std::find(names.begin(), names.end(), name) == names.end()) unknown.push_back(name);
+  }
+  std::cerr << who << ": error: ";
+  if (unknown.empty()) {
+    std::cerr << error.what();
+  } else {
+    for (size_t i = 0; i < unknown.size(); ++i) {
+      const std::string nearest = docmatch::cli::NearestName(unknown[i], names, 2);
+      std::cerr << (i ? "; " : "") << "unknown option '" << unknown[i] << "'"
+                << (nearest.empty() ? "" : ", did you mean '" + nearest + "'?");
+    }
+  }
+  std::cerr << " (" << who << " --help lists the options)" << std::endl;
+  return kExitUsage;
 }
 
 }  // namespace
@@ -132,7 +180,7 @@ int main(int argc, char** argv) {
     std::cerr << "\ncommands: ";
     for (size_t i = 0; i < names.size(); ++i) std::cerr << (i ? ", " : "") << names[i];
     std::cerr << " (docmatch --help tells what each does)" << std::endl;
-    return 2;
+    return kExitUsage;
   }
 
   try {
@@ -146,7 +194,10 @@ int main(int argc, char** argv) {
     }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    const auto command = std::find_if(commands.begin(), commands.end(),
+                                      [&](const docmatch::cli::Command& c) { return c.app->get_name() == word; });
+    return UsageError(app, command == commands.end() ? nullptr : command->app, e, argc, argv);
   }
   docmatch::data::hdf5::ShowErrorStacks(verbose);
   if (dump_config) {

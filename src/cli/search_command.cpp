@@ -8,11 +8,13 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include <glog/logging.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -34,7 +36,7 @@ struct SearchFlags {
   eval::SearchOptions options;
 };
 
-// What the output shows of a query given as text: its first words.
+// What the table shows of a query given as text: its first words, quoted.
 std::string Excerpt(const std::string& text) {
   std::string out;
   for (const char c : text) out += (c == '\n' || c == '\t') ? ' ' : c;
@@ -58,6 +60,9 @@ class SearchCommand {
       corpus_.emplace(corpus);
     } else if (!flags.corpus.empty()) {
       throw std::invalid_argument("[search] --corpus '" + flags.corpus + "' is not a prepared corpus");
+    } else if (!corpus.empty()) {
+      LOG(WARNING) << "[search] '" << flags.embeddings << "' was embedded from the corpus '" << corpus
+                   << "', which is not there: hits show no titles (give --corpus)";
     }
     // The model: for text queries (loaded when the first one is read), for
     // SMASH's pair head, or when asked for.
@@ -80,7 +85,8 @@ class SearchCommand {
     const std::vector<eval::SearchQuery> queries = Queries();
     const eval::Searcher searcher(file_, model_.get(), lexical_.get(), options, device_);
     const std::vector<std::vector<eval::SearchHit>> results = searcher.Search(queries);
-    for (size_t q = 0; q < queries.size(); ++q) Print(queries[q], results[q]);
+    for (size_t q = 0; q < queries.size(); ++q)
+      Print(queries[q], results[q], unlabelled_texts_.count(q) ? Excerpt(queries[q].label) : queries[q].label);
     return 0;
   }
 
@@ -121,9 +127,11 @@ class SearchCommand {
     return {id, it->second, {}};
   }
 
+  // A text query; `label` is its id when it has one, else the text itself
+  // (JSON lines echo it whole, the table an excerpt).
   eval::SearchQuery ByText(const std::string& label, std::string text) {
     data::RawDocument raw;
-    raw.id = label;
+    raw.id = label == text ? Excerpt(text) : label;  // what a message about it names
     raw.text = std::move(text);
     return {label, -1, Encoder().Encode(std::move(raw))};
   }
@@ -134,7 +142,8 @@ class SearchCommand {
     if (!flags_.text.empty()) {
       std::string text = flags_.text;
       if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-      queries.push_back(ByText(Excerpt(text), text));
+      queries.push_back(ByText(text, text));
+      unlabelled_texts_.insert(queries.size() - 1);
     }
     if (!flags_.queries.empty()) {
       std::ifstream in(flags_.queries);
@@ -152,8 +161,9 @@ class SearchCommand {
         const bool has_text = record.is_object() && record.contains("text") && record["text"].is_string();
         const bool has_id = record.is_object() && record.contains("id") && record["id"].is_string();
         if (has_text) {
-          queries.push_back(ByText(has_id ? record["id"].get<std::string>() : Excerpt(record["text"]),
-                                   record["text"].get<std::string>()));
+          const std::string text = record["text"].get<std::string>();
+          queries.push_back(ByText(has_id ? record["id"].get<std::string>() : text, text));
+          if (!has_id) unlabelled_texts_.insert(queries.size() - 1);
         } else if (has_id) {
           queries.push_back(ById(record["id"].get<std::string>(), where));
         } else {
@@ -172,7 +182,8 @@ class SearchCommand {
     return index ? corpus_->Get(*index).title : "";
   }
 
-  void Print(const eval::SearchQuery& query, const std::vector<eval::SearchHit>& hits) const {
+  // `shown`: the query's name in the table (an excerpt of an unlabelled text).
+  void Print(const eval::SearchQuery& query, const std::vector<eval::SearchHit>& hits, const std::string& shown) const {
     if (flags_.format == "jsonl") {
       nlohmann::ordered_json out = {{"query", query.label}, {"hits", nlohmann::ordered_json::array()}};
       for (size_t i = 0; i < hits.size(); ++i) {
@@ -184,7 +195,7 @@ class SearchCommand {
       std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
       return;
     }
-    std::cout << "query: " << query.label << "\n";
+    std::cout << "query: " << shown << "\n";
     size_t width = 2;
     for (const auto& hit : hits) width = std::max(width, file_.ids()[hit.row].size());
     std::cout << "  rank   score  " << std::left << std::setw(static_cast<int>(width)) << "id"
@@ -203,6 +214,7 @@ class SearchCommand {
   const torch::Device device_;
   eval::EmbeddingFile file_;
   std::unordered_map<std::string, int64_t> rows_;
+  std::set<size_t> unlabelled_texts_;  // queries that are texts without an id
   std::optional<data::Corpus> corpus_;
   io::ModelFolderInfo info_;
   std::unique_ptr<model::DocumentModel> model_;

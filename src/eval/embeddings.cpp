@@ -4,6 +4,7 @@
 
 #include <glog/logging.h>
 
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -103,7 +104,11 @@ void WriteAttributes(hid_t file, const std::string& where, int64_t dimension,
   hdf5::WriteAttribute(file, where, "docmatch_format", std::string(kFormat));
   hdf5::WriteAttribute(file, where, "format_version", kVersion);
   hdf5::WriteAttribute(file, where, "dimension", dimension);
-  for (const auto& [name, value] : attributes) hdf5::WriteAttribute(file, where, name.c_str(), value);
+  for (const auto& [name, value] : attributes) {
+    // Folders by absolute path: `search` and `eval` find them from anywhere.
+    const bool folder = (name == "model" || name == "corpus") && !value.empty();
+    hdf5::WriteAttribute(file, where, name.c_str(), folder ? fs::absolute(value).lexically_normal().string() : value);
+  }
 }
 
 void JoinParts(const std::vector<std::string>& parts, const std::string& output, int64_t dimension, bool sentences,
@@ -163,6 +168,29 @@ void JoinParts(const std::vector<std::string>& parts, const std::string& output,
   }
   fs::rename(tmp, output);
   for (const auto& part : parts) fs::remove(part);
+}
+
+// A long-document tool says when its model reads documents in part: how
+// many, how much of the corpus's text is left out, and what reads more.
+void ReportCut(const model::DocumentModel& model, const data::Corpus& corpus, const std::string& example,
+               const std::vector<int64_t>& documents_per_rank, const std::vector<int64_t>& tokens_per_rank, int rank) {
+  int64_t documents = 0, tokens = 0;
+  for (size_t r = 0; r < documents_per_rank.size(); ++r) {
+    documents += documents_per_rank[r];
+    tokens += tokens_per_rank[r];
+  }
+  if (rank != 0 || documents == 0) return;
+  const std::string kind = model.config().kind;
+  const std::string more =
+      kind == "match_bert" ? "import-hf --chunks N (or a model's chunks key) averages N windows; SMITH reads blocks "
+                             "of sentences (import-hf --kind smith)"
+      : kind == "smith"    ? "a larger max_blocks or block_length in the model config reads more"
+                           : "the model config's length limits set how much is read";
+  const int64_t total = corpus.manifest().totals.tokens;
+  const double percent = total > 0 ? std::round(1000.0 * tokens / total) / 10 : 0.0;
+  LOG(WARNING) << "[embed] " << documents << " of " << corpus.num_documents() << " documents are longer than the "
+               << kind << " model reads" << (example.empty() ? "" : " (e.g. '" + example + "')") << ": " << tokens
+               << " of " << total << " tokens (" << percent << "%) are left out of the vectors. " << more;
 }
 
 }  // namespace
@@ -232,19 +260,27 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
   if (!fs::path(output).parent_path().empty()) fs::create_directories(fs::path(output).parent_path());
   torch::NoGradGuard no_grad;
   model.module().eval();
+  int64_t cut_documents = 0, cut_tokens = 0;  // documents the model reads in part, and the tokens it leaves
+  std::string first_cut;                      // one of them, by id
   {
     EmbeddingWriter writer(part, model.dimension(), sentences);
     console::ProgressBar bar("[embed]", end - begin, "docs", "", rank == 0 && progress);
     for (int64_t from = begin; from < end; from += batch_size) {
       const std::vector<data::Document> documents = ReadDocuments(corpus, from, std::min(end, from + batch_size));
       std::vector<const data::Document*> pointers;
-      for (const auto& d : documents) pointers.push_back(&d);
+      for (const auto& d : documents) {
+        pointers.push_back(&d);
+        const int64_t left = d.num_tokens() - model.TokensRead(d);
+        if (left > 0 && cut_documents++ == 0) first_cut = d.id;
+        cut_tokens += std::max<int64_t>(left, 0);
+      }
       writer.Append(model, pointers, device);
       bar.Add(static_cast<int64_t>(documents.size()), static_cast<int64_t>(documents.size()));
     }
     bar.Finish();
   }
-  communicator.Barrier();
+  ReportCut(model, corpus, first_cut, communicator.ExchangeCounts(cut_documents, device),
+            communicator.ExchangeCounts(cut_tokens, device), rank);
   if (rank == 0) {
     std::vector<std::string> parts;
     for (int r = 0; r < world; ++r) parts.push_back(output + ".part-" + std::to_string(r));
@@ -253,7 +289,6 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
                {"model", model_folder},
                {"corpus", corpus.directory()},
                {"tokenizer_hash", corpus.manifest().tokenizer_hash}});
-    LOG(INFO) << "[embed] " << N << " documents -> " << output;
   }
   communicator.Barrier();
   return N;

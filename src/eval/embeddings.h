@@ -9,7 +9,9 @@
 //   document_offsets   int64 (N + 1,) into paragraphs
 //   attributes: docmatch_format = "docmatch-embeddings", format_version,
 //               kind, dimension, model (the folder), corpus (the folder
-//               embedded; `encode` writes none), tokenizer_hash
+//               embedded; `encode` writes none), tokenizer_hash; model and
+//               corpus as absolute paths, so that the file is read the same
+//               from any working directory
 //
 // Each rank embeds a contiguous share of the corpus into <output>.part-<r>;
 // rank 0 then joins the parts in order, copying a block of rows at a time,

@@ -132,6 +132,19 @@ std::string CheckpointDirectory::Save(int64_t step, const std::function<void(con
   return final_folder.string();
 }
 
+size_t CheckpointDirectory::RemoveAll() {
+  size_t removed = 0;
+  for (const std::string& folder : Steps()) removed += fs::remove_all(folder) > 0;
+  std::vector<fs::path> partial;  // step-<N>.tmp left by a crash
+  for (const auto& entry : fs::directory_iterator(root_)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && entry.path().extension() == ".tmp") partial.push_back(entry.path());
+  }
+  for (const fs::path& folder : partial) fs::remove_all(folder);
+  fs::remove(fs::path(root_) / "latest");
+  return removed;
+}
+
 std::vector<std::string> CheckpointDirectory::Steps() const {
   std::vector<std::pair<int64_t, std::string>> steps;
   if (fs::exists(root_)) {

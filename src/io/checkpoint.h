@@ -42,6 +42,9 @@ class CheckpointDirectory {
   std::string Save(int64_t step, const std::function<void(const std::string& folder)>& write);
   // The folder `latest` names; without it, the highest complete step-<N>.
   std::optional<std::string> Latest() const;
+  // Removes every step-<N> (complete or not) and `latest`: a run started
+  // over. Returns how many checkpoints were removed.
+  size_t RemoveAll();
   // Every complete step-<N> folder, oldest first.
   std::vector<std::string> Steps() const;
   const std::string& root() const { return root_; }

@@ -191,7 +191,8 @@ std::string ExportModel(const ExportOptions& options) {
     tokenizer_path = options.model + "/" + info.tokenizer;
   } else {
     throw std::runtime_error("[export] '" + options.model +
-                             "' carries no tokenizer: give --corpus, the corpus the model was trained on");
+                             "' carries no tokenizer (a checkpoint of an older docmatch): give --corpus, the "
+                             "corpus the model was trained on");
   }
   const data::Tokenizer tokenizer = data::Tokenizer::Load(tokenizer_path);
   const std::string refusal = HfRefusal(info, tokenizer);

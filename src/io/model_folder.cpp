@@ -32,6 +32,18 @@ void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info
   WriteFile(folder + "/" + kModelConfigFile, ModelFolderInfoJson(info).dump(2) + "\n");
 }
 
+void WriteTrainedModelFolder(const std::string& folder, const torch::nn::Module& module, ModelFolderInfo info) {
+  SaveModule(module, folder + "/model.pt");
+  info.weights = "model.pt";
+  if (!info.tokenizer_source.empty()) {
+    info.tokenizer = fs::path(info.tokenizer_source).filename().string();
+    std::ifstream in(info.tokenizer_source, std::ios::binary);
+    if (!in) throw std::runtime_error("[ckpt] cannot read the tokenizer '" + info.tokenizer_source + "'");
+    WriteFile(folder + "/" + info.tokenizer, std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  WriteModelFolderInfo(folder, info);
+}
+
 ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
   const std::string path = folder + "/" + kModelConfigFile;
   std::ifstream in(path);
@@ -120,8 +132,8 @@ std::string TokenizerFileOf(const std::string& path) {
     const ModelFolderInfo info = ReadModelFolderInfo(path);
     if (info.tokenizer.empty()) {
       throw std::runtime_error("[model] '" + path +
-                               "' carries no tokenizer (training checkpoints do not; imports and exports do): give "
-                               "the corpus it was trained on");
+                               "' carries no tokenizer (a checkpoint of an older docmatch): give the corpus it was "
+                               "trained on");
     }
     return (fs::path(path) / info.tokenizer).string();
   }
@@ -136,8 +148,8 @@ data::Tokenizer LoadModelTokenizer(const std::string& folder, const ModelFolderI
     path = (std::filesystem::path(folder) / info.tokenizer).string();
   } else {
     throw std::runtime_error("[model] '" + folder +
-                             "' carries no tokenizer (training checkpoints do not; imports and exports do): pass "
-                             "--tokenizer with the tokenizer.model of the corpus it was trained on, or that corpus "
+                             "' carries no tokenizer (a checkpoint of an older docmatch): pass --tokenizer with the "
+                             "tokenizer.model of the corpus it was trained on, or that corpus "
                              "folder");
   }
   data::Tokenizer tokenizer = data::Tokenizer::Load(path);

@@ -8,8 +8,9 @@
 //                            encoder (a pre-training checkpoint's heads),
 //                  "stage": "pretrain" | "finetune" | "export",
 //                  "tokenizer_hash": the corpus tokenizer it was trained with,
-//                  "tokenizer": "tokenizer.model" | "tokenizer.wordpiece" (imports
-//                               and exports),
+//                  "tokenizer": "tokenizer.model" | "tokenizer.wordpiece", a copy
+//                               of the corpus's (every folder docmatch writes;
+//                               checkpoints of older versions carry none),
 //                  "layout": "docmatch" | "bert" (weights under BertModel's names,
 //                            io/bert_layout.h; a [CLS] dense layer in 2_Dense/:
 //                            `export --format hf`)}
@@ -42,13 +43,20 @@ struct ModelFolderInfo {
   std::string prefix;  // "" or "encoder."
   std::string stage;
   std::string tokenizer_hash;
-  std::string tokenizer;            // file in the folder, imports and exports only
+  std::string tokenizer;  // file in the folder ("" in checkpoints of older versions)
+  // Not in config.json: the tokenizer file WriteTrainedModelFolder copies in
+  // as `tokenizer` (the training corpus's), e.g. "corpora/mine/tokenizer.model".
+  std::string tokenizer_source;
   std::string layout = "docmatch";  // docmatch | bert | bert_sentence_encoder
 };
 
 // config.json's content for `info`; WriteModelFolderInfo writes it.
 nlohmann::json ModelFolderInfoJson(const ModelFolderInfo& info);
 void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info);
+// A training stage's model folder (checkpoint step-<N>/ or <run>/best/):
+// model.pt from `module`, a copy of info.tokenizer_source, and config.json
+// naming it, so that the folder exports, encodes and searches text on its own.
+void WriteTrainedModelFolder(const std::string& folder, const torch::nn::Module& module, ModelFolderInfo info);
 // Throws naming the folder when config.json is missing or malformed.
 ModelFolderInfo ReadModelFolderInfo(const std::string& folder);
 

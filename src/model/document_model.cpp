@@ -32,6 +32,13 @@ class SmithModel : public DocumentModel {
     const BlockTensors t = ToTensors(data::BuildBlockBatch(documents, blocks, nullptr, 0), device);
     return encoder_(t.tokens, t.block_mask);
   }
+  int64_t TokensRead(const data::Document& document) const override {
+    const data::BlockOptions blocks = config().smith.Blocks();
+    const int64_t special = blocks.separator ? 2 : 1;  // [CLS] (+ [SEP]) in every block
+    int64_t read = 0;
+    for (const auto& block : data::PackBlocks(document, blocks)) read += static_cast<int64_t>(block.size()) - special;
+    return read;
+  }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override {
     return CosineLogits(a, b, config().smith.amplifier);
   }
@@ -52,6 +59,11 @@ class MatchBertModel : public DocumentModel {
     const data::FlatBatch batch = data::BuildFlatBatch(documents, config().match_bert.Flat());
     return encoder_->Documents(batch, device);
   }
+  int64_t TokensRead(const data::Document& document) const override {
+    const data::FlatOptions flat = config().match_bert.Flat();
+    const int64_t room = flat.max_tokens - (flat.separator ? 2 : 1);  // [CLS] (+ [SEP]) in every window
+    return std::min(document.num_tokens(), flat.chunks * room);
+  }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override {
     return CosineLogits(a, b, config().match_bert.amplifier);
   }
@@ -70,6 +82,18 @@ class SmashModel : public DocumentModel {
   int64_t dimension() const override { return pair_->encoder->output_size(); }
   torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
     return pair_->encoder(ToTensors(data::BuildHierarchyBatch(documents, config().smash.input), device));
+  }
+  // The paragraph grid, SMASH's deepest view (the sentence and word views read
+  // a prefix of what it reads, or less).
+  int64_t TokensRead(const data::Document& document) const override {
+    const data::HierarchyOptions& input = config().smash.input;
+    int64_t read = 0;
+    for (int64_t p = 0; p < std::min(document.num_paragraphs(), input.max_paragraphs); ++p) {
+      const int64_t first = document.paragraph_offsets[p];
+      const int64_t last = std::min(document.paragraph_offsets[p + 1], first + input.max_sentences);
+      for (int64_t s = first; s < last; ++s) read += std::min(document.sentence_length(s), input.max_words);
+    }
+    return read;
   }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return pair_->Head(a, b); }
   torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {
@@ -94,6 +118,16 @@ class SdrModel : public DocumentModel {
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return CosineLogits(a, b, 1.0); }
   torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override { return CosineMatrix(q, c, 1.0); }
   bool has_sentences() const override { return true; }
+  int64_t TokensRead(const data::Document& document) const override {
+    const int64_t marks = config().sdr.separator ? 2 : 0;  // [CLS] s [SEP]
+    int64_t read = 0;
+    for (int64_t s = 0; s < document.num_sentences(); ++s) {
+      read += static_cast<int64_t>(
+                  data::SdrSentenceRow(document, s, config().sdr.max_tokens, config().sdr.separator).size()) -
+              marks;
+    }
+    return read;
+  }
 
   std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,
                                                 const torch::Device& device) override {

@@ -51,6 +51,11 @@ class DocumentModel {
   // Logits (Q, N) of every query (Q, D) against every candidate (N, D);
   // entry (i, j) equals PairLogits(queries[i], candidates[j]).
   virtual torch::Tensor ScoreMatrix(const torch::Tensor& queries, const torch::Tensor& candidates) = 0;
+  // How many of `document`'s tokens its vector reads: all of them unless the
+  // model's input cuts it (MatchBERT's windows, SMITH's blocks, SDR's and
+  // SMASH's per-sentence and per-paragraph limits). `embed` reports the
+  // documents read in part.
+  virtual int64_t TokensRead(const data::Document& document) const = 0;
   // Whether pair logits are a monotone function of the vectors' cosine (then
   // ranking needs only the vectors).
   virtual bool cosine() const { return true; }

@@ -244,9 +244,14 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
   std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(info.config);
-  if (!options.init.empty()) {
+  // A run that resumes loads its own checkpoint's weights: --init is not read again.
+  const bool resuming = options.resume && TrainingRun::LatestTrainerState(options.run).is_object();
+  if (!options.init.empty() && !resuming) {
     io::LoadFolderWeights(model->module(), options.init, info);
     if (rank == 0) LOG(INFO) << "[finetune] encoder from " << options.init << " (" << info.stage << ")";
+  } else if (!options.init.empty() && rank == 0) {
+    LOG(INFO) << "[finetune] " << options.run << " has checkpoints: resuming it (--init " << options.init
+              << " was read when it started)";
   }
   model->module().to(device);
   // What this run's checkpoints and best/ describe: the fine-tuned module alone.
@@ -255,7 +260,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   info.weights = "model.pt";
   info.stage = "finetune";
   info.tokenizer_hash = corpus.manifest().tokenizer_hash;
-  info.tokenizer = "";
+  info.tokenizer_source = corpus.tokenizer_path();
 
   const std::vector<data::LabelledPair> train_pairs = data::ReadPairs(options.train_pairs, corpus);
   const std::vector<data::LabelledPair> valid_pairs =

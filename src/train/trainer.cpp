@@ -322,11 +322,18 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   info.config = config;
   info.stage = "pretrain";
   info.tokenizer_hash = corpus->manifest().tokenizer_hash;
+  info.tokenizer_source = corpus->tokenizer_path();
 
   const data::MaskOptions masks =
       data::PretrainingMasks(corpus->manifest().vocab_size, options.seed, /*sentence_blocks=*/objective == "wp+sp");
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
+  // A run that resumes loads its own checkpoint's weights: --init is not read again.
+  const bool resuming = options.resume && TrainingRun::LatestTrainerState(options.run).is_object();
+  const std::string init = resuming ? "" : options.init;
+  if (resuming && !options.init.empty() && rank == 0)
+    LOG(INFO) << "[train] " << options.run << " has checkpoints: resuming it (--init " << options.init
+              << " was read when it started)";
   const bool docsplit = objective == "docsplit";
   // DocSplit without its LM term reads its views unmasked.
   const bool word_masks = !docsplit || options.lm_weight != 0;
@@ -334,7 +341,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
 
   if (objective == "sdr") {
     model::SentenceEncoder model(config.sdr);
-    LoadInit(options.init, init_info, *model, *model, rank);
+    LoadInit(init, init_info, *model, *model, rank);
     model->to(device);
     data::SdrOptions sdr{config.sdr.max_tokens, 0.5, options.seed, config.sdr.separator};
     const int64_t offset = rank * options.batch_size, global = world * options.batch_size;
@@ -357,7 +364,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
 
   if (config.kind == "match_bert") {
     model::FlatPretraining model(model::FlatEncoder(config.match_bert), config.match_bert);
-    LoadInit(options.init, init_info, *model, *model->encoder, rank);
+    LoadInit(init, init_info, *model, *model->encoder, rank);
     model->to(device);
     info.prefix = "encoder.";
     const data::FlatOptions flat = config.match_bert.Flat();
@@ -385,7 +392,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   }
 
   model::SmithPretraining model(model::SmithEncoder(config.smith), config.smith);
-  LoadInit(options.init, init_info, *model, *model->encoder, rank);
+  LoadInit(init, init_info, *model, *model->encoder, rank);
   model->to(device);
   info.prefix = "encoder.";
   const data::BlockOptions blocks = config.smith.Blocks();

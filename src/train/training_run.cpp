@@ -168,8 +168,7 @@ bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, con
       const std::string best = run_ + "/best", tmp = best + ".tmp", old = best + ".old";
       fs::remove_all(tmp);
       fs::create_directories(tmp);
-      io::SaveModule(module, tmp + "/model.pt");
-      io::WriteModelFolderInfo(tmp, info);
+      io::WriteTrainedModelFolder(tmp, module, info);
       io::WriteChecksums(tmp);
       fs::remove_all(old);
       if (fs::exists(best)) fs::rename(best, old);
@@ -281,6 +280,17 @@ void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, tor
 
 std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& module,
                                                 torch::optim::Optimizer& optimizer) {
+  if (!resume && communicator_.rank() == 0) {
+    // --fresh: nothing of the earlier run stays beside the new one, where a
+    // later resume, `best` or the logs would mix the two.
+    const size_t removed = checkpoints_.RemoveAll();
+    const bool best = std::filesystem::remove_all(run_ + "/best") > 0;
+    if (removed > 0 || best) {
+      LOG(INFO) << "[ckpt] --fresh: removed " << removed << " checkpoint" << (removed == 1 ? "" : "s")
+                << (best ? " and best/" : "") << " of the earlier run in " << run_;
+    }
+  }
+  communicator_.Barrier();
   const auto latest = resume ? checkpoints_.Latest() : std::nullopt;
   if (!latest) {
     OpenLogs(0);
@@ -351,8 +361,7 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
     trainer["world_size"] = world;
     trainer["positions"] = positions;
     written = checkpoints_.Save(step, [&](const std::string& folder) {
-      io::SaveModule(module, folder + "/model.pt");
-      io::WriteModelFolderInfo(folder, info);
+      io::WriteTrainedModelFolder(folder, module, info);
       io::SaveThrough(folder + "/optimizer.pt", [&](const io::ByteWriter& write) { torch::save(optimizer, write); });
       const auto save_states = [&](const torch::Tensor& states, const std::string& file) {
         std::vector<torch::Tensor> generators;

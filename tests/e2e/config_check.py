@@ -11,6 +11,10 @@
 - the run keeps its resolved options in <run>/config.yaml, and a resume
   with other options warns naming each one, old and new value;
 - export refuses to replace an existing folder without --overwrite.
+- a mistyped flag gets the nearest option, and every command-line mistake
+  exits 2 (an error while running exits 1);
+- --fresh starts over: the earlier run's checkpoints and best/ go;
+- a resumed run says it resumes, not that it starts from --init.
 
 usage: config_check.py DOCMATCH E2E_FIXTURE SCRATCH_DIR
 """
@@ -93,7 +97,40 @@ def main():
     check("exists; pass --overwrite" in err, err)
     run("export", "--model", os.path.join(run_dir, "latest"), "--corpus", corpus, "--output", path("export"),
         "--overwrite")
-    print(json.dumps({"logged_lr": {s: lrs[s] for s in expected}, "resume_warning": warning[0]}))
+
+    # Command-line mistakes: one line, the nearest option, exit 2.
+    codes = {}
+    for name, args, expected_text in (
+            ("typo", ["search", "--embeddings", path("tiny.yaml"), "--topp", "3"],
+             "docmatch search: error: unknown option '--topp', did you mean '--top'?"),
+            ("missing", ["embed", "--corpus", corpus], "--model is required"),
+            ("range", ["search", "--embeddings", path("tiny.yaml"), "--id", "x", "--lexical-weight", "2"],
+             "--lexical-weight")):
+        proc = subprocess.run([docmatch, *args], capture_output=True, text=True)
+        codes[name] = proc.returncode
+        check(proc.returncode == 2 and expected_text in proc.stderr and len(proc.stderr.strip().splitlines()) == 1,
+              f"{name}: exit {proc.returncode}, {proc.stderr!r}")
+    proc = subprocess.run([docmatch, "export", "--model", path("no-such-model")], capture_output=True, text=True)
+    check(proc.returncode == 2, f"a missing model folder is a command-line mistake: {proc.returncode}")
+    help_text = run("finetune", "--help").stdout
+    check("from scratch with --model-config" in help_text, "finetune --help: from scratch is --model-config")
+
+    # --fresh: nothing of the earlier run stays (it had step-10, step-20 and step-22).
+    err = run(*common, "--steps", "2", "--fresh").stderr
+    steps = sorted(n for n in os.listdir(run_dir) if n.startswith("step-"))
+    check(steps == ["step-2"] and "--fresh: removed 3 checkpoints" in err, f"after --fresh: {steps}\n{err[-1500:]}")
+    logged = [json.loads(line)["step"] for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    check(max(logged) == 2, f"metrics.jsonl still holds the earlier run's steps: {logged}")
+    # A run started from --init and resumed says it resumes.
+    init_run = path("from-init")
+    first = run("pretrain", "--corpus", corpus, "--init", os.path.join(run_dir, "latest"), "--objective", "wp",
+                "--batch-size", "2", "--steps", "1", "--run", init_run, "--device", "cpu", "--no-progress").stderr
+    again = run("pretrain", "--corpus", corpus, "--init", os.path.join(run_dir, "latest"), "--objective", "wp",
+                "--batch-size", "2", "--steps", "2", "--run", init_run, "--device", "cpu", "--no-progress").stderr
+    check("weights from" in first and "weights from" not in again and "has checkpoints: resuming it" in again
+          and "resumed from" in again, f"resume messages:\n{again[-1500:]}")
+    print(json.dumps({"logged_lr": {s: lrs[s] for s in expected}, "resume_warning": warning[0],
+                      "usage_exit_codes": codes}))
 
 
 if __name__ == "__main__":

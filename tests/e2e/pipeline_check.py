@@ -375,6 +375,15 @@ def main():
                                 "--corpus", p.corpus, "--compare", p.path("export-vectors.h5"), "--tolerance", "1e-5"]
                                + sum((["--doc", d] for d in some), []), capture_output=True, text=True)
     check(reference.returncode == 0, "reference_vector.py: " + reference.stdout + reference.stderr)
+    # best/ carries its corpus's tokenizer: exported without --corpus, the same folder.
+    alone = p.path("export-alone")
+    p.run(["export", "--model", p.path("ft-straight", "best"), "--output", alone], ranks=1)
+    for name in ("model.safetensors", "tokenizer.model"):
+        with open(os.path.join(export, name), "rb") as a, open(os.path.join(alone, name), "rb") as b:
+            check(a.read() == b.read(), f"export without --corpus: {name} differs from the export with it")
+    with open(os.path.join(p.corpus, "tokenizer.model"), "rb") as a, open(os.path.join(alone, "tokenizer.model"),
+                                                                          "rb") as b:
+        check(a.read() == b.read(), "the checkpoint's tokenizer is not the corpus's")
     worst = max(json.loads(l)["max_abs_difference"] for l in reference.stdout.splitlines())
     if ranks == 1:
         worst = max(worst, check_combine_modes(p, some))

@@ -49,8 +49,8 @@ class Runner:
     def __init__(self, docmatch):
         self.docmatch = docmatch
 
-    def __call__(self, *args, stdin=None, fail=False):
-        result = subprocess.run([self.docmatch, *args], input=stdin, capture_output=True, text=True)
+    def __call__(self, *args, stdin=None, fail=False, cwd=None):
+        result = subprocess.run([self.docmatch, *args], input=stdin, capture_output=True, text=True, cwd=cwd)
         if fail:
             check(result.returncode != 0, f"{args[0]} {args[1:4]} should have failed")
         elif result.returncode != 0:
@@ -105,6 +105,18 @@ def same_ranking(got, order, scores, ids, what):
         check(abs(hit["score"] - score) < 1e-9, f"{what}: score {hit['score']} against numpy {score}")
 
 
+def shard_lengths(corpus):
+    """Every document's token count, in corpus order, from the shards' offsets."""
+    lengths = []
+    for shard in sorted(glob.glob(os.path.join(corpus, "shard-*.h5"))):
+        with h5py.File(shard, "r") as f:
+            sentences, paragraphs = f["sentence_offsets"][:], f["paragraph_offsets"][:]
+            documents = f["document_offsets"][:]
+            for d in range(len(documents) - 1):
+                lengths.append(int(sentences[paragraphs[documents[d + 1]]] - sentences[paragraphs[documents[d]]]))
+    return lengths
+
+
 def tfidf(corpus):
     """sklearn's TfidfVectorizer(sublinear_tf=True) over the shards' token ids, unit rows."""
     docs = []
@@ -145,9 +157,20 @@ def main():
         "--no-progress")
     model = os.path.join(model_run, "latest")
     embeddings = os.path.join(scratch, "match-bert.h5")
-    run("embed", "--model", model, "--corpus", corpus, "--output", embeddings, "--no-progress")
+    embedded = run("embed", "--model", model, "--corpus", corpus, "--output", embeddings, "--no-progress")
     ids, vectors = read_vectors(embeddings)
     figures = {"documents": len(ids)}
+    # It says once what it wrote, and how many documents the model reads in
+    # part: a flat encoder of 128 tokens reads 127 of each after [CLS].
+    said = embedded.stdout + embedded.stderr
+    check(said.count("documents -> ") == 1, f"embed says what it wrote once: {said}")
+    lengths = shard_lengths(corpus)
+    cut = [n for n in lengths if n > 127]
+    figures["embed_cut_documents"] = len(cut)
+    expected = (f"{len(cut)} of {len(lengths)} documents are longer than the match_bert model reads (e.g. '")
+    left_out = f": {sum(n - 127 for n in cut)} of {sum(lengths)} tokens ("
+    check(cut and expected in embedded.stderr and left_out in embedded.stderr,
+          f"the truncation warning, expected '{expected}...{left_out}': {embedded.stderr}")
 
     # By id: itself first, then numpy's order; the same with 7-row blocks.
     for row in (0, 17, len(ids) - 1):
@@ -170,6 +193,18 @@ def main():
         check(ids[row] not in [h["id"] for h in others], "--exclude-self left the query in")
         same_ranking(others, order, scores, ids, f"search --id {ids[row]} --exclude-self")
     table = run("search", "--embeddings", embeddings, "--id", ids[3], "--top", "3").stdout
+
+    # An embed file made with relative paths is read the same from another
+    # directory: titles, and text queries through the model it names.
+    os.symlink(corpus, os.path.join(scratch, "corpus-link"))
+    run("embed", "--model", os.path.relpath(model, scratch), "--corpus", "corpus-link", "--output", "relative.h5",
+        "--no-progress", cwd=scratch)
+    elsewhere = run("search", "--embeddings", os.path.join(scratch, "relative.h5"), "--id", ids[3], "--format",
+                    "jsonl", cwd="/")
+    check(all(h["title"] for h in hits(elsewhere.stdout)[0]["hits"]) and "not there" not in elsewhere.stderr,
+          f"titles from another directory: {elsewhere.stdout[:200]} {elsewhere.stderr}")
+    text = run("search", "--embeddings", os.path.join(scratch, "relative.h5"), "--text", "manual page", cwd="/")
+    check(text.stdout.startswith('query: "manual page"'), f"a text query from another directory: {text.stdout[:80]}")
     check(table.startswith(f"query: {ids[3]}") and len(table.splitlines()) == 5, f"the table:\n{table}")
 
     # eval --write-rankings: each query's top 4 by the model's cosine (eval
@@ -280,6 +315,8 @@ def main():
     stdin = run("search", "--embeddings", embeddings, "--text", "-", "--tokenizer", corpus, "--format", "jsonl",
                 stdin=by_id[ids[9]]["text"])
     check(hits(stdin.stdout)[0]["hits"][0]["id"] == ids[9], "--text - reads standard input")
+    check(hits(stdin.stdout)[0]["query"] == by_id[ids[9]]["text"],
+          f"JSON lines echo a text query as given: {hits(stdin.stdout)[0]['query'][:80]!r}")
 
     # encode: the corpus's raw JSONL gives embed's vectors.
     lines = hits(run("encode", "--model", model, "--tokenizer", corpus, "--input", articles).stdout)
@@ -342,9 +379,12 @@ def main():
         f.write(json.dumps({"id": ids[1]}) + "\n" + json.dumps({"title": "x"}) + "\n")
     bad = run("search", "--embeddings", embeddings, "--queries", queries, fail=True)
     check(f"{queries}:2:" in bad.stderr, f"a bad query line: {bad.stderr}")
-    bad = run("search", "--embeddings", encoded_h5, "--text", "man pages", fail=True)
-    check("carries no tokenizer" in bad.stderr and "--tokenizer" in bad.stderr,
-          f"a text query against a checkpoint without a tokenizer: {bad.stderr}")
+    # A training checkpoint carries its corpus's tokenizer: no --tokenizer needed.
+    own = hits(run("search", "--embeddings", encoded_h5, "--text", by_id[ids[9]]["text"], "--format", "jsonl").stdout)
+    given = hits(run("search", "--embeddings", encoded_h5, "--text", by_id[ids[9]]["text"], "--tokenizer", corpus,
+                     "--format", "jsonl").stdout)
+    check(own[0]["hits"][0]["id"] == ids[9] and own[0]["hits"] == given[0]["hits"],
+          f"a text query with the checkpoint's own tokenizer: {own[0]['hits'][:2]} vs {given[0]['hits'][:2]}")
     bad = run("search", "--embeddings", embeddings, "--text", "man pages", "--tokenizer",
               os.path.join(scratch, "tiny.yaml"), fail=True)
     check("tiny.yaml" in bad.stderr, f"a file that is not a tokenizer is named: {bad.stderr}")
