@@ -113,5 +113,6 @@ print(f"  SentenceTransformer('models/manpages-minilm'): {a.shape[0]}-d unit vec
       f"largest difference from docmatch encode's vectors {difference:.1e}")
 if difference > 1e-4:
     sys.exit("[quickstart] the exported model's vectors differ from docmatch's")
-EOF2elapsed=$(($(date +%s) - started))
+EOF2
+elapsed=$(($(date +%s) - started))
 echo "[quickstart] done in $((elapsed / 60)) min $((elapsed % 60)) s"

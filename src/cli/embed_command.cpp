@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/outputs.h"
 #include "cli/training_flags.h"
 #include "eval/embeddings.h"
 
@@ -23,12 +24,15 @@ Command AddEmbedCommand(CLI::App* app) {
   sub->add_option("--model", o->model, "model folder")->required()->check(ModelFolder());
   sub->add_option("--corpus", o->corpus, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
   sub->add_option("--output", o->output, "HDF5 file to write")->required();
-  sub->add_option("--batch-size", o->batch_size, "documents per forward pass")->capture_default_str();
+  sub->add_option("--batch-size", o->batch_size, "documents per forward pass")
+      ->capture_default_str()
+      ->check(Positive());
   AddDistributedFlags(sub, flags.get());
   sub->add_flag("--no-progress", *no_progress, "no progress bar");
   sub->add_flag("--overwrite", *overwrite, "replace an existing --output");
   return {sub, [o, flags, no_progress, overwrite] {
             o->progress = !*no_progress;
+            RefuseProtectedOutput("embed", o->output, {o->model, o->corpus});
             if (std::filesystem::exists(o->output) && !*overwrite) {
               throw std::invalid_argument("[embed] '" + o->output + "' exists; pass --overwrite to replace it");
             }

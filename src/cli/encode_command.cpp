@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/outputs.h"
 #include "cli/training_flags.h"
 #include "console/progress.h"
 #include "data/text/corpus_reader.h"
@@ -31,6 +32,7 @@ struct EncodeFlags {
 };
 
 int RunEncode(const EncodeFlags& flags) {
+  if (!flags.output.empty()) RefuseProtectedOutput("encode", flags.output, {flags.model, flags.input, flags.tokenizer});
   if (!flags.output.empty() && fs::exists(flags.output) && !flags.overwrite) {
     throw std::invalid_argument("[encode] '" + flags.output + "' exists; pass --overwrite to replace it");
   }
@@ -131,10 +133,10 @@ Command AddEncodeCommand(CLI::App* app) {
       ->capture_default_str();
   sub->add_option("--max-document-tokens", flags->max_document_tokens, "longer documents are cut, as in `prepare`")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   sub->add_option("--batch-size", flags->batch_size, "documents per forward pass")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   AddDeviceFlag(sub, &flags->device);
   return {sub, [flags] { return RunEncode(*flags); }};
 }

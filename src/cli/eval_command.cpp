@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/outputs.h"
 #include "cli/training_flags.h"
 #include "eval/evaluate.h"
 
@@ -38,7 +39,7 @@ Command AddEvalCommand(CLI::App* app) {
   sub->add_option("--write-rankings", o->write_rankings,
                   "keep each ranking query's top K as JSON lines in <output>/rankings.jsonl (query, relevant, "
                   "hits with id, score, relevant), e.g. for scripts/compare-rankings.py")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   sub->add_option("--output", o->output, "folder for metrics.json (and embeddings.h5)")->capture_default_str();
   sub->add_option("--threshold-objective", o->threshold_objective, "what the validation threshold maximises")
       ->capture_default_str()
@@ -53,19 +54,23 @@ Command AddEvalCommand(CLI::App* app) {
                   "SDR pairs: a pair's target is z-scored among this many other documents (a fixed seeded\n"
                   "sample), so a score means the same for every pair; 0 scores each pair alone, where z-scores\n"
                   "degenerate (a one-paragraph target scores exactly 0)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NonNegative())
       ->capture_default_str();
   sub->add_option("--lexical-weight", o->lexical_weight,
                   "hybrid retrieval: score = (1 - w) x dense cosine + w x TF-IDF cosine over the corpus's tokens "
                   "(0 = dense only, 1 = TF-IDF only; 0.5 = the two unit vectors concatenated). Pairs and ranking "
                   "both use it")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--batch-size", o->batch_size, "documents per embedding pass")->capture_default_str();
+      ->check(InRange(0.0, 1.0));
+  sub->add_option("--batch-size", o->batch_size, "documents per embedding pass")
+      ->capture_default_str()
+      ->check(Positive());
   AddDistributedFlags(sub, flags.get());
   sub->add_flag("--no-progress", *no_progress, "no progress bar");
   return {sub, [o, flags, no_progress] {
             o->progress = !*no_progress;
+            // --embeddings may lie in the report folder: eval does not write over it.
+            RefuseProtectedOutput("eval", o->output, {o->model, o->corpus});
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
               const nlohmann::json metrics = eval::RunEvaluation(*o, communicator, device);
               if (communicator.rank() == 0) {

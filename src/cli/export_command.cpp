@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/outputs.h"
 #include "cli/training_flags.h"
 #include "io/export.h"
 
@@ -37,6 +38,7 @@ Command AddExportCommand(CLI::App* app) {
       ->capture_default_str();
   sub->add_flag("--overwrite", o->overwrite, "replace an existing --output");
   return {sub, [o] {
+            RefuseProtectedOutput("export", o->output, {o->model, o->corpus});
             const std::string format = io::ExportModel(*o);
             std::cout << "[export] " << o->output << " (" << format << " layout)" << std::endl;
             return 0;

@@ -41,7 +41,7 @@ Command AddFinetuneCommand(CLI::App* app) {
       ->check(CLI::IsMember({"contrastive", "bce"}))
       ->capture_default_str();
   sub->add_option("--temperature", o->temperature, "contrastive: softmax temperature of the cosines")
-      ->check(CLI::PositiveNumber)
+      ->check(Positive())
       ->capture_default_str();
   sub->add_flag("--learn-temperature", o->learn_temperature,
                 "contrastive: learn the temperature (as CLIP does: log(1/temperature) is a parameter, "
@@ -49,11 +49,11 @@ Command AddFinetuneCommand(CLI::App* app) {
   sub->add_option("--temperature-lr", o->temperature_lr,
                   "contrastive, with --learn-temperature: its peak learning rate, on --lr's schedule (a "
                   "fine-tuning --lr such as 5e-5 would barely move it)")
-      ->check(CLI::PositiveNumber)
+      ->check(Positive())
       ->capture_default_str();
   sub->add_option("--hard-negatives", o->hard_negatives,
                   "contrastive: labelled negatives of each source added to its candidates, at most")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NonNegative())
       ->capture_default_str();
   AddGradCacheFlag(sub, &o->grad_cache, "contrastive", "pairs");
   AddLoopFlags(sub, o.get(), "pairs");

@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/outputs.h"
+#include "cli/training_flags.h"
 #include "io/import_hf.h"
 
 namespace docmatch::cli {
@@ -45,7 +47,7 @@ Command AddImportCommand(CLI::App* app) {
       ->check(CLI::IsMember({"auto", "cls", "mean"}))
       ->capture_default_str();
   sub->add_option("--chunks", o->chunks, "match_bert: windows per document, vectors averaged")
-      ->check(CLI::PositiveNumber)
+      ->check(Positive())
       ->capture_default_str();
   sub->add_option("--block-length", o->block_length, "smith: tokens per block, [CLS] included")->capture_default_str();
   sub->add_option("--max-blocks", o->max_blocks, "smith: blocks per document")->capture_default_str();
@@ -55,6 +57,7 @@ Command AddImportCommand(CLI::App* app) {
       ->capture_default_str();
   sub->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
   return {sub, [o] {
+            RefuseProtectedOutput("import", o->output, {o->input});
             const io::ImportReport report = io::ImportHuggingFace(*o);
             std::cout << "[import] " << o->input << " -> " << o->output << ": " << report.mapped_tensors << " tensors ("
                       << report.mapped_parameters << " parameters) mapped, " << report.dropped.size() << " dropped, "

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/inspect_runs.h"
+#include "cli/training_flags.h"
 #include "console/progress.h"
 #include "data/corpus/corpus.h"
 #include "data/text/tokenizer.h"
@@ -226,7 +227,7 @@ Command AddInspectCommand(CLI::App* app) {
       ->required()
       ->check(CLI::ExistingPath);
   sub->add_option("--doc", o->doc_id, "decode the document with this id");
-  sub->add_option("--index", o->index, "decode the document at this index")->check(CLI::NonNegativeNumber);
+  sub->add_option("--index", o->index, "decode the document at this index")->check(NonNegative());
   sub->add_flag("--json", o->json, "print the decoded document as JSON");
   sub->add_flag("--verify", o->verify,
                 "read every document: each chunk's checksum, the offsets and every token id are checked, and\n"

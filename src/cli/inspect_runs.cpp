@@ -83,7 +83,9 @@ nlohmann::ordered_json DescribeModelFolder(const std::string& folder) {
   const fs::path trainer = fs::path(folder) / "trainer.json";
   if (fs::exists(trainer)) out["checkpoint"] = CheckpointState(trainer);
   // step-<N>/, best/ or latest inside a run: the command that made it.
-  const fs::path run = fs::path(folder).lexically_normal().parent_path();
+  fs::path normal = fs::path(folder).lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();  // "run/latest/"
+  const fs::path run = normal.parent_path();
   const std::string stage = RunStage(run.empty() ? "." : run);
   if (!stage.empty()) {
     out["run"] = run.string();
@@ -116,12 +118,12 @@ nlohmann::ordered_json DescribeRun(const std::string& path) {
     const nlohmann::json m = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!m.is_object() || !m.contains("step")) continue;
     const int64_t step = m["step"].get<int64_t>();
-    if (m.contains("train/loss")) {
+    if (m.contains("train/loss")) {  // null where the loss was NaN
       if (logged++ == 0) train["first"] = {{"step", step}, {"loss", m["train/loss"]}};
       train["last"] = {{"step", step}, {"loss", m["train/loss"]}};
       if (m.contains("train/docs_per_s")) train["last"]["docs_per_s"] = m["train/docs_per_s"];
     }
-    if (m.contains("valid/loss")) {
+    if (m.contains("valid/loss") && m["valid/loss"].is_number()) {  // a NaN is logged as null
       ++validations;
       valid["last"] = {{"step", step}, {"loss", m["valid/loss"]}};
       if (!valid.contains("best") || m["valid/loss"].get<double>() < valid["best"]["loss"].get<double>())

@@ -1,9 +1,13 @@
 // docmatch: train, evaluate and serve long-document matching encoders.
 // This file wires the subcommands together; each lives in its own file.
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -75,9 +79,9 @@ std::vector<std::string> OptionNames(const CLI::App& app) {
   return names;
 }
 
-// One line for a command-line mistake: CLI11's message, and for each word
-// that looks like an option but names none, the nearest option of the
-// command (CLI11 itself only lists the words it did not expect).
+// One line for a command-line mistake: CLI11's message, and when CLI11 did
+// not expect some words, for each of them that looks like an option the
+// nearest option of the command (CLI11 itself only lists the words).
 int UsageError(const CLI::App& app, const CLI::App* command, const CLI::ParseError& error, int argc, char** argv) {
   const std::string who = command ? "docmatch " + command->get_name() : "docmatch";
   std::vector<std::string> names = OptionNames(app);
@@ -85,13 +89,21 @@ int UsageError(const CLI::App& app, const CLI::App* command, const CLI::ParseErr
     const std::vector<std::string> own = OptionNames(*command);
     names.insert(names.end(), own.begin(), own.end());
   }
+  const auto known = [&](const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
   std::vector<std::string> unknown;
-  for (int i = 1; i < argc; ++i) {
+  const std::string listed = error.what();  // "The following arguments were not expected: 3 --topp"
+  const bool extras = dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr;
+  for (int i = 1; extras && i < argc; ++i) {
     const std::string word = argv[i];
-    if (word.size() < 2 || word[0] != '-' || std::isdigit(static_cast<unsigned char>(word[1])) || word == "--")
-      continue;
+    if (word == "--") break;  // values from here on
+    // An option is a dash or two and a letter: not "-" (standard input) or "-0.5".
+    const size_t letter = word.rfind("--", 0) == 0 ? 2 : 1;
+    if (word.size() <= letter || word[0] != '-' || !std::isalpha(static_cast<unsigned char>(word[letter]))) continue;
+    if (listed.find(word) == std::string::npos) continue;  // CLI11 took it
     const std::string name = word.substr(0, word.find('='));
-    if (std::find(names.begin(), names.end(), name) == names.end()) unknown.push_back(name);
+    if (!known(name) && !(letter == 1 && known(name.substr(0, 2)))) unknown.push_back(name);  // -j8
   }
   std::cerr << who << ": error: ";
   if (unknown.empty()) {
@@ -116,6 +128,9 @@ int main(int argc, char** argv) {
     std::cerr << "docmatch: error: " << e.what() << std::endl;
     return 2;
   }
+  // A file size limit (ulimit -f) makes write(2) fail with EFBIG, which every
+  // writer reports naming its file, instead of killing the process silently.
+  std::signal(SIGXFSZ, SIG_IGN);
   google::InitGoogleLogging(argv[0]);
   // Plain console lines, no log files unless a command asks (--log-dir).
   for (auto severity : {google::GLOG_INFO, google::GLOG_WARNING, google::GLOG_ERROR, google::GLOG_FATAL}) {
@@ -206,12 +221,25 @@ int main(int argc, char** argv) {
   }
   for (const auto& command : commands) {
     if (!command.app->parsed()) continue;
+    const std::string who = "docmatch " + command.app->get_name();
+    int status = 1;
     try {
-      return command.run();
+      status = command.run();
     } catch (const std::exception& e) {
-      std::cerr << "docmatch " << command.app->get_name() << ": error: " << e.what() << std::endl;
+      std::cerr << who << ": error: " << e.what() << std::endl;
       return 1;
     }
+    // Hits and vectors printed to a full disk, a closed pipe or /dev/full
+    // are lost: say so and fail, instead of exiting 0 with nothing written.
+    std::cout.flush();
+    if (!std::cout) {
+      // The stream keeps no errno: one more byte to the broken output tells why.
+      const bool failed_again = ::write(STDOUT_FILENO, "\n", 1) < 0;
+      std::cerr << who << ": error: writing to standard output failed"
+                << (failed_again ? std::string(": ") + std::strerror(errno) : std::string()) << std::endl;
+      return 1;
+    }
+    return status;
   }
   return 1;
 }

@@ -4,6 +4,8 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/outputs.h"
+#include "cli/training_flags.h"
 #include "data/text/prepare.h"
 #include "io/model_folder.h"
 
@@ -43,11 +45,11 @@ Command AddPrepareCommand(CLI::App* app) {
       ->capture_default_str();
   sub->add_option("--documents-per-shard", options->documents_per_shard, "documents in each shard file")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   sub->add_option("--max-document-tokens", options->max_document_tokens,
                   "longer documents are truncated (and counted in the report)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   sub->add_option("--invalid-utf8", *invalid_utf8,
                   "repair: replace bad bytes by U+FFFD and keep the document; skip: drop it")
       ->capture_default_str()
@@ -60,6 +62,7 @@ Command AddPrepareCommand(CLI::App* app) {
 
   return {sub, [options, report_json, no_progress, invalid_utf8] {
             options->progress = !*no_progress;
+            RefuseProtectedOutput("prepare", options->output, {options->input, options->tokenizer_model});
             if (!options->tokenizer_model.empty())
               options->tokenizer_model = io::TokenizerFileOf(options->tokenizer_model);
             options->invalid_utf8 =

@@ -43,16 +43,19 @@ Command AddPretrainCommand(CLI::App* app) {
                   "halves: smith, match_bert) or sdr (an sdr model)")
       ->capture_default_str()
       ->check(CLI::IsMember({"wp", "wp+sp", "docsplit", "sdr"}));
-  sub->add_option("--temperature", o->temperature, "DocSplit's InfoNCE temperature")->capture_default_str();
+  sub->add_option("--temperature", o->temperature, "DocSplit's InfoNCE temperature")
+      ->capture_default_str()
+      ->check(Positive());
   sub->add_option("--lm-weight", o->lm_weight,
                   "DocSplit: weight of the masked word LM term; 0 = none, and the halves are read unmasked "
                   "(a pretrained encoder has no LM head to keep)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(NonNegative());
   sub->add_flag("--detach-block-targets", o->detach_block_targets,
-               "wp+sp: the masked-block loss does not train the candidate block vectors it scores against "
-               "(stop-gradient; the paper and the official code train them). For continuing from an imported "
-               "encoder: there the paper's form flattens the block vectors and stays at chance, this one learns "
-               "(docs/RESULTS.md, SMITH)");
+                "wp+sp: the masked-block loss does not train the candidate block vectors it scores against "
+                "(stop-gradient; the paper and the official code train them). For continuing from an imported "
+                "encoder: there the paper's form flattens the block vectors and stays at chance, this one learns "
+                "(docs/RESULTS.md, SMITH)");
   AddGradCacheFlag(sub, &o->grad_cache, "DocSplit", "documents");
   sub->add_option("--valid-corpus", o->valid_corpus,
                   "prepared corpus for the validation loss (prepare --tokenizer <corpus>)")

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/outputs.h"
 #include "cli/training_flags.h"
 #include "data/corpus/corpus.h"
 #include "data/text/prepare.h"
@@ -247,7 +248,7 @@ Command AddSearchCommand(CLI::App* app) {
   sub->add_option("--text", flags->text, "a text query ('-': read it from standard input)");
   sub->add_option("--queries", flags->queries, "JSONL of queries: {\"id\": ...} or {\"text\": ..., \"id\": label}")
       ->check(CLI::ExistingFile);
-  sub->add_option("--top", flags->options.top, "hits per query")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--top", flags->options.top, "hits per query")->capture_default_str()->check(Positive());
   sub->add_flag("--exclude-self", flags->options.exclude_self, "a document query leaves itself out of its hits");
   sub->add_option("--model", flags->model,
                   "model folder for text queries (default: the folder the file names, when it exists)")
@@ -259,22 +260,22 @@ Command AddSearchCommand(CLI::App* app) {
   sub->add_option("--lexical-weight", flags->options.lexical_weight,
                   "hybrid: (1 - w) x cosine + w x TF-IDF cosine over the corpus's tokens, as in `eval`")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(InRange(0.0, 1.0));
   sub->add_option("--rerank", flags->options.rerank, "SDR: candidates its hierarchical score re-orders")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   sub->add_flag("--sdr-normalize,!--no-sdr-normalize", flags->options.sdr_normalize,
                 "SDR: z-score over the candidates (the paper's step, on by default)");
   sub->add_option("--block-rows", flags->options.block_rows, "vectors scored at a time (bounds the memory)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   sub->add_flag("--ann", flags->ann,
                 "approximate: the HNSW index `docmatch index` built beside the file (<embeddings>.hnsw) gives the\n"
                 "nearest cosines without reading every vector (bench/NOTES.md: where it pays, its recall)");
   sub->add_option("--index", flags->index, "an HNSW index built elsewhere (implies --ann)")->check(CLI::ExistingFile);
   sub->add_option("--ef", flags->options.ef, "--ann: candidates kept while searching; more = higher recall, slower")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   sub->add_option("--format", flags->format, "table, or jsonl: {\"query\", \"hits\": [{rank, id, title, score}]}")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "jsonl"}));
@@ -306,14 +307,15 @@ Command AddIndexCommand(CLI::App* app) {
       ->check(CLI::Range(2, 256));
   sub->add_option("--ef-construction", options->ef_construction, "candidates kept while inserting")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   sub->add_option("-j,--threads", options->threads, "insertion threads (0 = all cores)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   sub->add_flag("--overwrite", *overwrite, "replace an existing index");
   sub->add_flag("--no-progress", *no_progress, "no progress bar");
   return {sub, [embeddings, output, options, no_progress, overwrite] {
             const std::string path = output->empty() ? eval::AnnIndex::DefaultPath(*embeddings) : *output;
+            RefuseProtectedOutput("index", path, {*embeddings});
             if (fs::exists(path) && !*overwrite) {
               throw std::invalid_argument("[index] '" + path + "' exists; pass --overwrite to replace it");
             }

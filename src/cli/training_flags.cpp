@@ -3,9 +3,13 @@
 #include "cli/training_flags.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <map>
+#include <sstream>
 
 #include "cli/yaml_config.h"
 #include "dist/runtime.h"
@@ -48,6 +52,36 @@ CLI::Validator ModelConfigFile() {
       "YAML");
 }
 
+namespace {
+
+// A finite number within [low, high] (open at low when `above`), or the
+// sentence saying what is allowed.
+CLI::Validator FiniteBetween(double low, bool above, double high, const std::string& words) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        const bool number = end != text.c_str() && *end == '\0';
+        if (number && std::isfinite(value) && (above ? value > low : value >= low) && value <= high) return "";
+        return "must be " + words + ", not '" + text + "'";
+      },
+      "");
+}
+
+}  // namespace
+
+CLI::Validator Positive() {
+  return FiniteBetween(0, /*above=*/true, std::numeric_limits<double>::max(), "a number above 0");
+}
+CLI::Validator NonNegative() {
+  return FiniteBetween(0, /*above=*/false, std::numeric_limits<double>::max(), "a number of 0 or more");
+}
+CLI::Validator InRange(double low, double high) {
+  std::ostringstream words;
+  words << "a number from " << low << " to " << high;
+  return FiniteBetween(low, /*above=*/false, high, words.str());
+}
+
 void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
   AddDeviceFlag(app, &flags->device);
   app->add_option("--backend", flags->backend,
@@ -59,7 +93,7 @@ void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
                   "seconds a rank waits in one collective before it names the operation and ends the job (a\n"
                   "peer that died, hangs or was stopped); raise it when ranks legitimately wait longer, e.g.\n"
                   "rank 0 writing very large checkpoints to slow storage")
-      ->check(CLI::PositiveNumber)
+      ->check(Positive())
       ->capture_default_str();
 }
 
@@ -85,16 +119,20 @@ void AddGradCacheFlag(CLI::App* app, int64_t* grad_cache, const std::string& obj
                       "and each chunk is run again to back-propagate it: the same loss and gradients as one pass, "
                       "with one chunk's activations in memory, so --batch-size (the number of negatives) can be "
                       "thousands")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NonNegative())
       ->capture_default_str();
 }
 
 void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item) {
   app->add_option("--run", o->run, "checkpoint folder of this run")->capture_default_str();
-  app->add_option("--batch-size", o->batch_size, item + " per rank per micro-step")->capture_default_str();
-  app->add_option("--accumulation", o->accumulation, "micro-steps per optimizer step")->capture_default_str();
-  app->add_option("--steps", o->steps, "optimizer steps in all")->capture_default_str();
-  app->add_option("--lr", o->optimizer.lr, "peak learning rate")->capture_default_str();
+  app->add_option("--batch-size", o->batch_size, item + " per rank per micro-step")
+      ->capture_default_str()
+      ->check(Positive());
+  app->add_option("--accumulation", o->accumulation, "micro-steps per optimizer step")
+      ->capture_default_str()
+      ->check(Positive());
+  app->add_option("--steps", o->steps, "optimizer steps in all")->capture_default_str()->check(Positive());
+  app->add_option("--lr", o->optimizer.lr, "peak learning rate")->capture_default_str()->check(Positive());
   // The schedule follows --steps unless given: -1 until parsed, "auto" in --help and --dump-config.
   o->optimizer.warmup_steps = -1;
   o->optimizer.total_steps = -1;
@@ -112,14 +150,22 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
   app->final_callback([app, o] {
     if (o->optimizer.warmup_steps < 0) o->optimizer.warmup_steps = std::max<int64_t>(1, o->steps / 10);
     if (o->optimizer.total_steps < 0) o->optimizer.total_steps = o->steps;
+    // Decay to 0 at step 0 would train at learning rate 0 throughout.
+    if (o->optimizer.total_steps == 0) throw CLI::ValidationError("--decay-steps", "must be at least 1, or auto");
     o->config_yaml = CommandConfigYaml(*app);
   });
-  app->add_option("--weight-decay", o->optimizer.weight_decay, "AdamW weight decay")->capture_default_str();
-  app->add_option("--clip", o->optimizer.max_grad_norm, "gradient norm clip (0 = off)")->capture_default_str();
+  app->add_option("--weight-decay", o->optimizer.weight_decay, "AdamW weight decay")
+      ->capture_default_str()
+      ->check(NonNegative());
+  app->add_option("--clip", o->optimizer.max_grad_norm, "gradient norm clip (0 = off)")
+      ->capture_default_str()
+      ->check(NonNegative());
   app->add_option("--seed", o->seed, "weights, data order and masks")->capture_default_str();
-  app->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints")->capture_default_str();
-  app->add_option("--keep-last", o->keep_last, "checkpoints kept")->capture_default_str();
-  app->add_option("--log-every", o->log_every, "steps between metric lines")->capture_default_str();
+  app->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints")
+      ->capture_default_str()
+      ->check(Positive());
+  app->add_option("--keep-last", o->keep_last, "checkpoints kept")->capture_default_str()->check(Positive());
+  app->add_option("--log-every", o->log_every, "steps between metric lines")->capture_default_str()->check(Positive());
   app->add_option("--on-nonfinite", o->on_nonfinite, "a NaN/Inf loss: stop (naming the documents) or skip the step")
       ->capture_default_str()
       ->check(CLI::IsMember({"stop", "skip"}));
@@ -127,7 +173,7 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
                   "MB of fp32 gradient per all-reduce bucket: buckets are sent while backward still runs, so\n"
                   "smaller ones hide more of the sync behind it, at a per-message latency each\n"
                   "(bench/NOTES.md, Scaling on paper)")
-      ->check(CLI::PositiveNumber)
+      ->check(Positive())
       ->capture_default_str();
   app->add_flag("--deterministic", o->deterministic,
                 "torch's deterministic algorithms, so that a GPU run repeats (and resumes) bit for bit; an\n"
@@ -139,14 +185,17 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app->add_option("--validate-every", o->validate_every, "steps between validations (0 = never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(NonNegative());
   app->add_option("--patience", o->patience, "stop after this many validations without improvement (0 = never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(NonNegative());
   app->add_flag("--time-split", o->time_split,
                 "log where each step's time goes (time/data_ms, forward, backward, comm, optimizer, other); "
                 "on GPUs this synchronises between phases, so measure with it and train without");
   app->add_flag_callback(
-      "--fresh", [o] { o->resume = false; }, "ignore existing checkpoints in --run (default: resume from latest)");
+      "--fresh", [o] { o->resume = false; },
+      "start over: remove the run's checkpoints and best/, restart its logs (default: resume from latest)");
   app->add_flag_callback(
       "--no-progress", [o] { o->progress = false; }, "no progress bar");
 }

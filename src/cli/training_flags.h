@@ -29,6 +29,13 @@ void AddDeviceFlag(CLI::App* app, std::string* device);
 CLI::Validator ModelFolder();
 CLI::Validator ModelConfigFile();
 
+// Numeric options: the allowed range in words ("must be above 0, not 0"),
+// and NaN and infinities refused, which CLI11's PositiveNumber and Range let
+// through (and whose open bound they print as a 300-digit number).
+CLI::Validator Positive();                        // > 0
+CLI::Validator NonNegative();                     // >= 0
+CLI::Validator InRange(double low, double high);  // low <= x <= high
+
 // Starts MPI (one process or mpirun's ranks), places this rank and runs
 // `body` on every rank; a failing rank ends the job (dist/runtime.h).
 int RunDistributed(const DistributedFlags& flags,

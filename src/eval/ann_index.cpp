@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -15,6 +16,7 @@
 
 #include "console/progress.h"
 #include "data/text/tokenizer.h"
+#include "io/checksums.h"
 #include "io/file_writer.h"
 
 namespace docmatch::eval {
@@ -27,16 +29,9 @@ std::string IdsHash(const EmbeddingFile& file) {
   return data::Fnv1a64Hex(all);
 }
 
-// A fingerprint of the vectors: 64 rows spread over the file (any re-embedding
-// changes them), hashed with the ids, without reading the whole file.
-std::string VectorsHash(const EmbeddingFile& file) {
-  std::string bytes;
-  for (int64_t i = 0; i < 64; ++i) {
-    const int64_t row = i * file.size() / 64;
-    const torch::Tensor v = file.Vectors(row, row + 1).to(torch::kFloat).contiguous();
-    bytes.append(reinterpret_cast<const char*>(v.data_ptr<float>()), v.numel() * sizeof(float));
-  }
-  return data::Fnv1a64Hex(bytes);
+// When the embeddings file was last written, in nanoseconds of its clock.
+int64_t ModifiedNs(const std::string& path) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(fs::last_write_time(path).time_since_epoch()).count();
 }
 
 torch::Tensor Unit(const torch::Tensor& rows) {
@@ -125,8 +120,9 @@ void AnnIndex::Build(const EmbeddingFile& file, const std::string& path, const A
                                {"version", 1},
                                {"embeddings", file.path()},
                                {"embeddings_bytes", static_cast<int64_t>(fs::file_size(file.path()))},
+                               {"embeddings_modified_ns", ModifiedNs(file.path())},
+                               {"embeddings_crc32", io::Crc32Of(file.path())},
                                {"ids_hash", IdsHash(file)},
-                               {"vectors_hash", VectorsHash(file)},
                                {"rows", N},
                                {"dimension", D},
                                {"m", options.m},
@@ -160,9 +156,15 @@ AnnIndex::AnnIndex(const std::string& path, const EmbeddingFile& file) {
     stale("is " + std::to_string(fs::file_size(path)) + " bytes, not the " +
           std::to_string(meta.value("index_bytes", int64_t{-1})) + " written (truncated or replaced)");
   }
+  // The whole file's CRC-32 decides; it is read again only when the file's
+  // size or modification time moved since the build (a rewrite with the same
+  // vectors then still passes).
+  const bool untouched =
+      meta.value("embeddings_bytes", int64_t{-1}) == static_cast<int64_t>(fs::file_size(file.path())) &&
+      meta.value("embeddings_modified_ns", int64_t{-1}) == ModifiedNs(file.path());
   if (meta.value("rows", int64_t{-1}) != file.size() || meta.value("dimension", int64_t{-1}) != file.dimension() ||
-      meta.value("ids_hash", "") != IdsHash(file) || meta.value("vectors_hash", "") != VectorsHash(file) ||
-      meta.value("embeddings_bytes", int64_t{-1}) != static_cast<int64_t>(fs::file_size(file.path()))) {
+      meta.value("ids_hash", "") != IdsHash(file) || !meta.contains("embeddings_crc32") ||
+      (!untouched && meta["embeddings_crc32"].get<std::string>() != io::Crc32Of(file.path()))) {
     stale("was built from other vectors than " + file.path() + " holds now");
   }
   space_ = std::make_unique<hnswlib::InnerProductSpace>(static_cast<size_t>(file.dimension()));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <unordered_map>
 
 #include "console/progress.h"
 #include "data/corpus/hdf5_util.h"
@@ -105,9 +106,11 @@ void WriteAttributes(hid_t file, const std::string& where, int64_t dimension,
   hdf5::WriteAttribute(file, where, "format_version", kVersion);
   hdf5::WriteAttribute(file, where, "dimension", dimension);
   for (const auto& [name, value] : attributes) {
-    // Folders by absolute path: `search` and `eval` find them from anywhere.
+    // Folders by absolute path, links resolved: `search` and `eval` find them
+    // from anywhere, and a run's `latest` stays the checkpoint that embedded.
     const bool folder = (name == "model" || name == "corpus") && !value.empty();
-    hdf5::WriteAttribute(file, where, name.c_str(), folder ? fs::absolute(value).lexically_normal().string() : value);
+    hdf5::WriteAttribute(file, where, name.c_str(),
+                         folder ? fs::weakly_canonical(fs::absolute(value)).string() : value);
   }
 }
 
@@ -223,6 +226,11 @@ void EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<cons
   const std::string where = Where(path_);
   std::vector<model::DocumentSentences> all;
   const torch::Tensor vectors = DocumentVectors(model, documents, device, sentences_ ? &all : nullptr);
+  const torch::Tensor bad = torch::logical_not(torch::isfinite(vectors)).any(/*dim=*/1);
+  if (bad.any().item<bool>()) {
+    throw std::runtime_error("[embed] the model gives document '" + documents[bad.nonzero()[0][0].item<int64_t>()]->id +
+                             "' a vector with NaN or Inf: nothing written (are the model's weights sound?)");
+  }
   if (sentences_) {
     std::vector<int64_t> paragraph_offsets, document_offsets;
     for (const model::DocumentSentences& s : all) {
@@ -318,6 +326,14 @@ EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {
   dimension_ = hdf5::ReadIntAttribute(f, where, "dimension");
   const int64_t n = static_cast<int64_t>(hdf5::Dimensions(f, where, "document_ids")[0]);
   ids_ = hdf5::ReadStrings(f, where, "document_ids", 0, n);
+  std::unordered_map<std::string, int64_t> rows;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto [it, added] = rows.emplace(ids_[i], i);
+    if (!added) {
+      hdf5::Fail(where, "document id '" + ids_[i] + "' is in rows " + std::to_string(it->second) + " and " +
+                            std::to_string(i) + ": a search or an evaluation could not tell them apart");
+    }
+  }
   const std::vector<hsize_t> dims = hdf5::Dimensions(f, where, "vectors");
   if (dims.size() != 2 || static_cast<int64_t>(dims[0]) != n || static_cast<int64_t>(dims[1]) != dimension_)
     hdf5::Fail(where, "'vectors' is not (documents x dimension)");
@@ -352,7 +368,19 @@ torch::Tensor EmbeddingFile::Vectors(int64_t begin, int64_t end) const {
   const hdf5::Handle file = OpenFile(path_);
   torch::Tensor out = torch::empty({end - begin, dimension_}, torch::kFloat);
   hdf5::ReadRows(file.get(), Where(path_), "vectors", H5T_NATIVE_FLOAT, begin, end - begin, out.data_ptr<float>());
+  CheckFinite(out, begin, "vectors");
   return out;
+}
+
+void EmbeddingFile::CheckFinite(const torch::Tensor& rows, int64_t first_row, const std::string& dataset) const {
+  // A NaN row scores NaN against everything and silently drops out of every
+  // ranking (search would return short lists): name it instead.
+  const torch::Tensor bad = torch::logical_not(torch::isfinite(rows)).any(/*dim=*/1);
+  if (!bad.any().item<bool>()) return;
+  const int64_t row = first_row + bad.nonzero()[0][0].item<int64_t>();
+  const std::string id = dataset == "vectors" && row < size() ? " (document '" + ids_[row] + "')" : "";
+  throw std::runtime_error("[eval] '" + path_ + "': row " + std::to_string(row) + id + " of " + dataset +
+                           " holds NaN or Inf: embed again (a damaged model gives such vectors; embed refuses one)");
 }
 
 std::vector<model::DocumentSentences> EmbeddingFile::Sentences(int64_t begin, int64_t end) const {
@@ -362,6 +390,7 @@ std::vector<model::DocumentSentences> EmbeddingFile::Sentences(int64_t begin, in
   const int64_t s0 = paragraph_offsets_[p0], s1 = paragraph_offsets_[p1];
   torch::Tensor all = torch::empty({s1 - s0, dimension_}, torch::kFloat);
   hdf5::ReadRows(file.get(), Where(path_), "sentence_vectors", H5T_NATIVE_FLOAT, s0, s1 - s0, all.data_ptr<float>());
+  CheckFinite(all, s0, "sentence_vectors");
   std::vector<model::DocumentSentences> out;
   for (int64_t d = begin; d < end; ++d) {
     const int64_t pa = document_offsets_[d], pb = document_offsets_[d + 1];

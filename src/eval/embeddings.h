@@ -10,8 +10,9 @@
 //   attributes: docmatch_format = "docmatch-embeddings", format_version,
 //               kind, dimension, model (the folder), corpus (the folder
 //               embedded; `encode` writes none), tokenizer_hash; model and
-//               corpus as absolute paths, so that the file is read the same
-//               from any working directory
+//               corpus as absolute paths with links resolved, so that the
+//               file is read the same from any working directory and names
+//               the checkpoint itself, not a run's `latest`
 //
 // Each rank embeds a contiguous share of the corpus into <output>.part-<r>;
 // rank 0 then joins the parts in order, copying a block of rows at a time,
@@ -104,6 +105,10 @@ class EmbeddingFile {
   std::vector<model::DocumentSentences> Sentences(int64_t begin, int64_t end) const;
 
  private:
+  // Throws naming the file and row when `rows` (read from row `first_row`
+  // of `dataset`) holds a NaN or an infinity.
+  void CheckFinite(const torch::Tensor& rows, int64_t first_row, const std::string& dataset) const;
+
   std::string path_, kind_, model_, corpus_;
   int64_t dimension_ = 0;
   std::vector<std::string> ids_;

@@ -90,7 +90,15 @@ void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Ten
     message << "[ckpt] '" << origin << "' was made for another model or config (" << problems.size()
             << " mismatched tensors):";
     for (const auto& p : problems) message << "\n  " << p;
-    throw std::runtime_error(message.str());
+    throw CheckpointMismatch(message.str());
+  }
+  for (const auto& [name, tensor] : wanted) {
+    const torch::Tensor& value = stored.at(name);
+    if (value.is_floating_point() && !torch::isfinite(value).all().item<bool>()) {
+      throw std::runtime_error("[ckpt] '" + origin + "': " + name +
+                               " holds NaN or Inf: the file is damaged or the run diverged (resume from an earlier "
+                               "checkpoint, or train with --on-nonfinite stop)");
+    }
   }
   torch::NoGradGuard no_grad;
   for (auto& [name, tensor] : wanted) tensor.copy_(stored.at(name).to(tensor.dtype()));

@@ -18,10 +18,17 @@
 
 namespace docmatch::io {
 
+// A checkpoint whose tensors do not fit the model (another model or config):
+// not damage, so no other checkpoint of the same run would load either.
+class CheckpointMismatch : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Parameters and buffers of `module` to `path` (one archive file).
 void SaveModule(const torch::nn::Module& module, const std::string& path);
 // Loads into `module` after checking names and shapes; throws
-// std::runtime_error listing every mismatch (and loads nothing) otherwise.
+// CheckpointMismatch listing every mismatch (and loads nothing) otherwise.
 // With `prefix`, only the stored tensors under it count, prefix removed: the
 // encoder inside a pre-training checkpoint loads with prefix "encoder.".
 void LoadModule(torch::nn::Module& module, const std::string& path, const std::string& prefix = "");

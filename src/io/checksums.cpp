@@ -15,8 +15,6 @@
 
 namespace docmatch::io {
 namespace fs = std::filesystem;
-namespace {
-
 std::string Crc32Of(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("[ckpt] cannot read '" + path.string() + "'");
@@ -32,6 +30,8 @@ std::string Crc32Of(const fs::path& path) {
   std::snprintf(hex, sizeof hex, "%08lx", crc);
   return hex;
 }
+
+namespace {
 
 // The record, or null when the folder has none.
 nlohmann::json ReadRecord(const std::string& folder) {

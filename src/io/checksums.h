@@ -9,11 +9,16 @@
 // bytes, truncation); it is not a defence against deliberate tampering.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 namespace docmatch::io {
 
 constexpr const char* kChecksumFile = "checksums.json";
+
+// zlib's CRC-32 of the whole file, as 8 hex digits; throws naming the file
+// when it cannot be read.
+std::string Crc32Of(const std::filesystem::path& path);
 
 // Records every regular file directly in `folder` (the record itself aside).
 void WriteChecksums(const std::string& folder);

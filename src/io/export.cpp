@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <tuple>
 
 #include "data/corpus/corpus.h"
@@ -233,27 +235,37 @@ std::string ExportModel(const ExportOptions& options) {
   const std::string tmp = options.output + ".tmp";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  WriteSafetensors(tensors, tmp + "/model.safetensors",
-                   {{"format", "pt"}, {"docmatch_kind", info.config.kind}, {"source", options.model}});
-  const std::string tokenizer_file = data::TokenizerFileName(tokenizer);
-  fs::copy_file(tokenizer_path, tmp + "/" + tokenizer_file);
-  info.weights = "model.safetensors";
-  info.prefix = "";
-  info.stage = "export";
-  info.tokenizer = tokenizer_file;
-  nlohmann::json config = ModelFolderInfoJson(info);
-  if (format == "hf") {
-    config.update(BertConfig(hf));
-    WriteHfFiles(tmp, hf, data::WordPiece::Parse(tokenizer.serialized_model(), tokenizer_path), dense);
-    const model::MatchBertConfig& m = info.config.match_bert;
-    if (info.config.kind == "match_bert" && m.chunks > 1) {
-      LOG(WARNING) << "[export] this model averages up to " << m.chunks << " windows of " << m.max_tokens
-                   << " tokens; sentence-transformers and transformers read the first window, so their vectors "
-                      "equal docmatch's for texts of up to one window";
+  try {
+    WriteSafetensors(tensors, tmp + "/model.safetensors",
+                     {{"format", "pt"}, {"docmatch_kind", info.config.kind}, {"source", options.model}});
+    const std::string tokenizer_file = data::TokenizerFileName(tokenizer);
+    {
+      // Through WriteFile: a full disk is named as such (copy_file says "Input/output error").
+      std::ifstream in(tokenizer_path, std::ios::binary);
+      if (!in) throw std::runtime_error("[export] cannot read the tokenizer '" + tokenizer_path + "'");
+      WriteFile(tmp + "/" + tokenizer_file, std::string(std::istreambuf_iterator<char>(in), {}));
     }
+    info.weights = "model.safetensors";
+    info.prefix = "";
+    info.stage = "export";
+    info.tokenizer = tokenizer_file;
+    nlohmann::json config = ModelFolderInfoJson(info);
+    if (format == "hf") {
+      config.update(BertConfig(hf));
+      WriteHfFiles(tmp, hf, data::WordPiece::Parse(tokenizer.serialized_model(), tokenizer_path), dense);
+      const model::MatchBertConfig& m = info.config.match_bert;
+      if (info.config.kind == "match_bert" && m.chunks > 1) {
+        LOG(WARNING) << "[export] this model averages up to " << m.chunks << " windows of " << m.max_tokens
+                     << " tokens; sentence-transformers and transformers read the first window, so their vectors "
+                        "equal docmatch's for texts of up to one window";
+      }
+    }
+    WriteFile(tmp + "/" + kModelConfigFile, config.dump(2) + "\n");
+    WriteChecksums(tmp);
+  } catch (...) {
+    fs::remove_all(tmp);  // nothing half-written stays behind
+    throw;
   }
-  WriteFile(tmp + "/" + kModelConfigFile, config.dump(2) + "\n");
-  WriteChecksums(tmp);
   fs::remove_all(options.output);
   fs::rename(tmp, options.output);
   return format;

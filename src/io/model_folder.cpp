@@ -32,16 +32,22 @@ void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info
   WriteFile(folder + "/" + kModelConfigFile, ModelFolderInfoJson(info).dump(2) + "\n");
 }
 
-void WriteTrainedModelFolder(const std::string& folder, const torch::nn::Module& module, ModelFolderInfo info) {
+void TrainedTokenizer(const data::Corpus& corpus, ModelFolderInfo* info) {
+  std::ifstream in(corpus.tokenizer_path(), std::ios::binary);
+  if (!in) throw std::runtime_error("[ckpt] cannot read the corpus's tokenizer '" + corpus.tokenizer_path() + "'");
+  info->tokenizer = corpus.manifest().tokenizer_file;
+  info->tokenizer_bytes.assign(std::istreambuf_iterator<char>(in), {});
+  info->tokenizer_hash = corpus.manifest().tokenizer_hash;
+}
+
+void WriteTrainedModelFolder(const std::string& folder, const torch::nn::Module& module, const ModelFolderInfo& info) {
   SaveModule(module, folder + "/model.pt");
-  info.weights = "model.pt";
-  if (!info.tokenizer_source.empty()) {
-    info.tokenizer = fs::path(info.tokenizer_source).filename().string();
-    std::ifstream in(info.tokenizer_source, std::ios::binary);
-    if (!in) throw std::runtime_error("[ckpt] cannot read the tokenizer '" + info.tokenizer_source + "'");
-    WriteFile(folder + "/" + info.tokenizer, std::string(std::istreambuf_iterator<char>(in), {}));
-  }
-  WriteModelFolderInfo(folder, info);
+  ModelFolderInfo written = info;
+  written.weights = "model.pt";
+  written.layout = "docmatch";  // model.pt holds docmatch's names, whatever the stage started from
+  if (info.tokenizer_bytes.empty()) written.tokenizer = "";
+  if (!written.tokenizer.empty()) WriteFile(folder + "/" + written.tokenizer, info.tokenizer_bytes);
+  WriteModelFolderInfo(folder, written);
 }
 
 ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
@@ -51,6 +57,9 @@ ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
     throw std::runtime_error("[model] '" + folder + "' is not a model folder: no " + kModelConfigFile +
                              " (give a checkpoint step-<N>/, a run's 'latest', or an exported folder)");
   }
+  // config.json decides how the weights are read (kind, sizes, separator):
+  // a changed byte must be named like one in the weights.
+  VerifyChecksum(folder, kModelConfigFile);
   nlohmann::json json;
   try {
     in >> json;
@@ -152,6 +161,7 @@ data::Tokenizer LoadModelTokenizer(const std::string& folder, const ModelFolderI
                              "tokenizer.model of the corpus it was trained on, or that corpus "
                              "folder");
   }
+  if (given.empty()) VerifyChecksum(folder, info.tokenizer);
   data::Tokenizer tokenizer = data::Tokenizer::Load(path);
   if (!info.tokenizer_hash.empty() && tokenizer.hash() != info.tokenizer_hash) {
     throw std::runtime_error("[model] '" + folder + "' was trained with tokenizer " + info.tokenizer_hash + ", but '" +

@@ -44,9 +44,10 @@ struct ModelFolderInfo {
   std::string stage;
   std::string tokenizer_hash;
   std::string tokenizer;  // file in the folder ("" in checkpoints of older versions)
-  // Not in config.json: the tokenizer file WriteTrainedModelFolder copies in
-  // as `tokenizer` (the training corpus's), e.g. "corpora/mine/tokenizer.model".
-  std::string tokenizer_source;
+  // Not in config.json: the bytes of `tokenizer` that WriteTrainedModelFolder
+  // writes beside the weights (the training corpus's tokenizer file, read
+  // once when the stage starts: TrainedTokenizer).
+  std::string tokenizer_bytes;
   std::string layout = "docmatch";  // docmatch | bert | bert_sentence_encoder
 };
 
@@ -54,9 +55,14 @@ struct ModelFolderInfo {
 nlohmann::json ModelFolderInfoJson(const ModelFolderInfo& info);
 void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info);
 // A training stage's model folder (checkpoint step-<N>/ or <run>/best/):
-// model.pt from `module`, a copy of info.tokenizer_source, and config.json
-// naming it, so that the folder exports, encodes and searches text on its own.
-void WriteTrainedModelFolder(const std::string& folder, const torch::nn::Module& module, ModelFolderInfo info);
+// model.pt from `module`, info.tokenizer_bytes as info.tokenizer, and
+// config.json, so that the folder exports, encodes and searches text on its
+// own.
+void WriteTrainedModelFolder(const std::string& folder, const torch::nn::Module& module, const ModelFolderInfo& info);
+// Sets `info`'s tokenizer (file name and bytes) to `corpus`'s, read now, so
+// that every checkpoint of the run carries the tokenizer it was trained with
+// even if the corpus folder changes or goes while it trains.
+void TrainedTokenizer(const data::Corpus& corpus, ModelFolderInfo* info);
 // Throws naming the folder when config.json is missing or malformed.
 ModelFolderInfo ReadModelFolderInfo(const std::string& folder);
 

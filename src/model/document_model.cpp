@@ -83,17 +83,38 @@ class SmashModel : public DocumentModel {
   torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
     return pair_->encoder(ToTensors(data::BuildHierarchyBatch(documents, config().smash.input), device));
   }
-  // The paragraph grid, SMASH's deepest view (the sentence and word views read
-  // a prefix of what it reads, or less).
+  // The union of what the chosen depths read (SmashConfig::depths): the
+  // paragraph grid, the first sentences, the first words.
   int64_t TokensRead(const data::Document& document) const override {
+    const std::string& depths = config().smash.depths;
     const data::HierarchyOptions& input = config().smash.input;
-    int64_t read = 0;
-    for (int64_t p = 0; p < std::min(document.num_paragraphs(), input.max_paragraphs); ++p) {
-      const int64_t first = document.paragraph_offsets[p];
-      const int64_t last = std::min(document.paragraph_offsets[p + 1], first + input.max_sentences);
-      for (int64_t s = first; s < last; ++s) read += std::min(document.sentence_length(s), input.max_words);
+    const auto has = [&](char depth) {
+      for (size_t start = 0; start <= depths.size();) {
+        const size_t end = std::min(depths.find('+', start), depths.size());
+        if (depths.substr(start, end - start) == std::string(1, depth)) return true;
+        start = end + 1;
+      }
+      return false;
+    };
+    std::vector<bool> read(document.num_tokens(), false);
+    const auto mark = [&](int64_t sentence, int64_t words) {
+      const int64_t first = document.sentence_offsets[sentence];
+      for (int64_t t = first; t < first + std::min(document.sentence_length(sentence), words); ++t) read[t] = true;
+    };
+    if (has('P')) {
+      for (int64_t p = 0; p < std::min(document.num_paragraphs(), input.max_paragraphs); ++p) {
+        const int64_t first = document.paragraph_offsets[p];
+        const int64_t last = std::min(document.paragraph_offsets[p + 1], first + input.max_sentences);
+        for (int64_t s = first; s < last; ++s) mark(s, input.max_words);
+      }
     }
-    return read;
+    if (has('S')) {
+      for (int64_t s = 0; s < std::min(document.num_sentences(), input.max_document_sentences); ++s)
+        mark(s, input.max_words);
+    }
+    if (has('W'))
+      std::fill(read.begin(), read.begin() + std::min(document.num_tokens(), input.max_document_words), true);
+    return std::count(read.begin(), read.end(), true);
   }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return pair_->Head(a, b); }
   torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {

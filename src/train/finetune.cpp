@@ -227,10 +227,15 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   const int rank = communicator.rank(), world = communicator.size();
   const data::Corpus corpus(options.corpus);
 
+  // A run that resumes loads its own checkpoint's weights: --init (which may
+  // be gone by now, or a `latest` that moved on) is not read again, and the
+  // model is the checkpoint's.
+  const bool resuming = options.resume && TrainingRun::LatestTrainerState(options.run).is_object();
   io::ModelFolderInfo info;
   if (!options.init.empty()) {
-    info = io::ReadModelFolderInfo(options.init);
-    io::CheckTokenizer(info, corpus, options.init);
+    const std::string from = resuming ? *io::CheckpointDirectory(options.run).Latest() : options.init;
+    info = io::ReadModelFolderInfo(from);
+    io::CheckTokenizer(info, corpus, from);
   } else {
     info.config = model::LoadModelConfig(options.model);
     model::SetVocabSize(&info.config, corpus.manifest().vocab_size);
@@ -244,8 +249,6 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
   std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(info.config);
-  // A run that resumes loads its own checkpoint's weights: --init is not read again.
-  const bool resuming = options.resume && TrainingRun::LatestTrainerState(options.run).is_object();
   if (!options.init.empty() && !resuming) {
     io::LoadFolderWeights(model->module(), options.init, info);
     if (rank == 0) LOG(INFO) << "[finetune] encoder from " << options.init << " (" << info.stage << ")";
@@ -259,8 +262,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   info.prefix = "";
   info.weights = "model.pt";
   info.stage = "finetune";
-  info.tokenizer_hash = corpus.manifest().tokenizer_hash;
-  info.tokenizer_source = corpus.tokenizer_path();
+  io::TrainedTokenizer(corpus, &info);
 
   const std::vector<data::LabelledPair> train_pairs = data::ReadPairs(options.train_pairs, corpus);
   const std::vector<data::LabelledPair> valid_pairs =
@@ -323,7 +325,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   TrainingRun run(options.run, options.keep_last, communicator, device);
   run.set_console_lines(!options.progress);
   torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));  // dropout, per rank
-  const std::optional<ResumedState> resumed = run.Resume(options.resume, model->module(), *optimizer);
+  const std::optional<ResumedState> resumed = run.Resume(options.resume, model->module(), *optimizer, info);
   run.RecordConfig(options.config_yaml, resumed.has_value());
   if (resumed && log_scale.defined()) {
     torch::NoGradGuard no_grad;

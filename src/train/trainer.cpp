@@ -139,7 +139,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
 
   // Dropout draws: a per-rank stream, saved and restored with checkpoints.
   torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));
-  const std::optional<ResumedState> resumed = run.Resume(options.resume, task.module, *optimizer);
+  const std::optional<ResumedState> resumed = run.Resume(options.resume, task.module, *optimizer, task.info);
   run.RecordConfig(options.config_yaml, resumed.has_value());
   int64_t step = resumed ? resumed->step : 0;
   if (resumed) best.Restore(resumed->trainer);
@@ -297,13 +297,19 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   TORCH_CHECK(options.init.empty() || options.model.empty(), "[train] give --model-config (random weights) or --init ",
               "(the model and weights of a folder), not both: --init ", options.init, " brings its own model");
   auto corpus = std::make_shared<const data::Corpus>(options.corpus);
+  // A run that resumes loads its own checkpoint's weights: --init (which may
+  // be gone by now, or a `latest` that moved on) is not read again, and the
+  // model is the checkpoint's.
+  const bool resuming = options.resume && TrainingRun::LatestTrainerState(options.run).is_object();
+  const std::string init = resuming || options.init.empty() ? "" : options.init;
   io::ModelFolderInfo init_info;
   model::ModelConfig config;
   if (!options.init.empty()) {
-    init_info = io::ReadModelFolderInfo(options.init);
-    io::CheckTokenizer(init_info, *corpus, options.init);
+    const std::string from = resuming ? *io::CheckpointDirectory(options.run).Latest() : options.init;
+    init_info = io::ReadModelFolderInfo(from);
+    io::CheckTokenizer(init_info, *corpus, from);
     config = init_info.config;
-    CheckKind(objective, config.kind, options.init);
+    CheckKind(objective, config.kind, from);
   } else {
     const std::string yaml = options.model.empty() ? PretrainOptions::kDefaultModel : options.model;
     config = model::LoadModelConfig(yaml);
@@ -321,16 +327,12 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   io::ModelFolderInfo info;
   info.config = config;
   info.stage = "pretrain";
-  info.tokenizer_hash = corpus->manifest().tokenizer_hash;
-  info.tokenizer_source = corpus->tokenizer_path();
+  io::TrainedTokenizer(*corpus, &info);
 
   const data::MaskOptions masks =
       data::PretrainingMasks(corpus->manifest().vocab_size, options.seed, /*sentence_blocks=*/objective == "wp+sp");
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
-  // A run that resumes loads its own checkpoint's weights: --init is not read again.
-  const bool resuming = options.resume && TrainingRun::LatestTrainerState(options.run).is_object();
-  const std::string init = resuming ? "" : options.init;
   if (resuming && !options.init.empty() && rank == 0)
     LOG(INFO) << "[train] " << options.run << " has checkpoints: resuming it (--init " << options.init
               << " was read when it started)";

@@ -31,18 +31,29 @@ namespace {
 constexpr char kTrainerFile[] = "/trainer.json";  // in each step-<N>/ folder
 
 volatile std::sig_atomic_t stop_signal = 0;
+volatile std::sig_atomic_t stop_requests = 0;
 
+// The first signal asks for a checkpoint at the end of the step, then a stop.
+// A second one (a double Ctrl-C) must not lose that checkpoint: it is only
+// acknowledged; a third takes the signal's default action (kills, no
+// checkpoint). write(2) is async-signal-safe; logging is not.
 extern "C" void OnStopSignal(int number) {
-  if (stop_signal != 0) {  // asked twice: stop now
+  const int requests = ++stop_requests;
+  if (requests == 1) {
+    stop_signal = number;
+  } else if (requests == 2) {
+    constexpr char kMessage[] =
+        "\n[train] stopping after this step's checkpoint; a third signal stops at once, without one\n";
+    [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  } else {
     ::signal(number, SIG_DFL);
     ::raise(number);
-    return;
   }
-  stop_signal = number;
 }
 
 void InstallStopHandlers() {
   stop_signal = 0;
+  stop_requests = 0;
   struct sigaction action {};
   action.sa_handler = OnStopSignal;
   action.sa_flags = SA_RESTART;  // reads and collectives in flight carry on
@@ -278,13 +289,49 @@ void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, tor
   }
 }
 
+namespace {
+
+// Refuses to resume `folder` when it was trained with another model config or
+// tokenizer than this run would write: every checkpoint of the run is then as
+// foreign, so the advice keeps them all.
+void CheckSameModel(const std::string& run, const std::string& folder, const io::ModelFolderInfo& writes) {
+  const std::string advice = ": resume with the options it was started with (" + run +
+                             "/config.yaml), or start a new run with another --run (or --fresh, which removes this "
+                             "run's checkpoints)";
+  io::ModelFolderInfo stored;
+  try {
+    stored = io::ReadModelFolderInfo(folder);
+  } catch (const std::exception&) {
+    return;  // a damaged config.json is named by the checksum check that follows
+  }
+  if (!stored.tokenizer_hash.empty() && stored.tokenizer_hash != writes.tokenizer_hash) {
+    throw std::runtime_error("[ckpt] " + run + " was trained on a corpus prepared with tokenizer " +
+                             stored.tokenizer_hash + ", and this corpus was prepared with " + writes.tokenizer_hash +
+                             advice);
+  }
+  const nlohmann::json was = model::ModelConfigToJson(stored.config), is = model::ModelConfigToJson(writes.config);
+  if (was != is) {
+    std::string keys;
+    for (const auto& [key, value] : is.items()) {
+      if (!was.contains(key) || was[key] != value)
+        keys += (keys.empty() ? "" : ", ") + key + " " + (was.contains(key) ? was[key].dump() : "(unset)") + " -> " +
+                value.dump();
+    }
+    throw std::runtime_error("[ckpt] " + run + " holds a " + stored.config.kind + " model of another shape than this " +
+                             "run's (" + (keys.empty() ? "another kind" : keys) + ")" + advice);
+  }
+}
+
+}  // namespace
+
 std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& module,
-                                                torch::optim::Optimizer& optimizer) {
+                                                torch::optim::Optimizer& optimizer, const io::ModelFolderInfo& writes) {
   if (!resume && communicator_.rank() == 0) {
     // --fresh: nothing of the earlier run stays beside the new one, where a
     // later resume, `best` or the logs would mix the two.
     const size_t removed = checkpoints_.RemoveAll();
     const bool best = std::filesystem::remove_all(run_ + "/best") > 0;
+    for (const char* partial : {"/best.tmp", "/best.old", "/latest.tmp"}) std::filesystem::remove_all(run_ + partial);
     if (removed > 0 || best) {
       LOG(INFO) << "[ckpt] --fresh: removed " << removed << " checkpoint" << (removed == 1 ? "" : "s")
                 << (best ? " and best/" : "") << " of the earlier run in " << run_;
@@ -296,10 +343,15 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
     OpenLogs(0);
     return std::nullopt;
   }
+  CheckSameModel(run_, *latest, writes);
   ResumedState state;
   state.folder = *latest;
   try {
     Load(*latest, module, optimizer, &state);
+  } catch (const io::CheckpointMismatch& e) {
+    throw std::runtime_error(std::string(e.what()) + "\nEvery checkpoint of " + run_ +
+                             " was made for that model: resume with the options it was started with, or start a "
+                             "new run with another --run");
   } catch (const std::exception& e) {
     // Offer the newest complete checkpoint before this one.
     const std::vector<std::string> steps = checkpoints_.Steps();

@@ -133,7 +133,11 @@ class TrainingRun {
   // unreadable file is named, with the previous checkpoint to fall back on.
   // Either way rank 0 then drops the metrics and TensorBoard events logged
   // after the step it starts from, so the logs hold each step once.
-  std::optional<ResumedState> Resume(bool resume, torch::nn::Module& module, torch::optim::Optimizer& optimizer);
+  // `writes` describes what this run's checkpoints hold: a checkpoint made
+  // with another model config or tokenizer is refused before anything loads,
+  // saying how to go on without removing any checkpoint.
+  std::optional<ResumedState> Resume(bool resume, torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+                                     const io::ModelFolderInfo& writes);
   // The trainer.json of `run`'s newest checkpoint, read without taking the
   // run: for what must be known before the optimizer Resume loads into is
   // built. Null when there is no checkpoint or the file does not parse
@@ -155,7 +159,9 @@ class TrainingRun {
   // Collective, once per step: whether any rank got SIGUSR1, SIGTERM or
   // SIGINT since this run started (a scheduler's warning before preemption
   // or the time limit, or Ctrl-C). The caller then writes a checkpoint and
-  // stops with kExitInterrupted; a second signal takes its default action.
+  // stops with kExitInterrupted. A second signal (a double Ctrl-C) is only
+  // acknowledged, so the checkpoint is not lost; a third takes the signal's
+  // default action.
   bool StopRequested(int64_t step);
 
   // Rank 0: one JSON line in <run>/metrics.jsonl and TensorBoard scalars

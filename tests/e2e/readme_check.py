@@ -26,7 +26,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VENV = os.path.expanduser("~/.cache/docmatch/venv")
+MODELS = os.environ.get("DOCMATCH_MODELS", os.path.expanduser("~/.cache/docmatch/models"))
 
 # (block title, the text the block follows in README.md)
 BLOCKS = [("From documents to search", "**From documents to search**"),
@@ -75,6 +75,8 @@ def readme_commands():
         start = text.find(marker)
         check(start >= 0, f"README.md has no '{marker}' any more: update BLOCKS")
         fence = text.find("```sh\n", start)
+        heading = re.search(r"^#{2,3} ", text[start + len(marker):fence], re.M)
+        check(fence >= 0 and heading is None, f"no ```sh block in README.md's '{marker}' section: update BLOCKS")
         end = text.find("```\n", fence + 6)
         logical = ""
         for line in text[fence + 6:end].splitlines():
@@ -84,7 +86,8 @@ def readme_commands():
             if logical.endswith("\\"):
                 logical = logical[:-1].rstrip() + " "
                 continue
-            out.append((block, logical.strip()))
+            # A trailing comment goes: flags the test adds must not land in it.
+            out.append((block, re.sub(r"\s+#\s[^'\"]*$", "", logical).strip()))
             logical = ""
     return out
 
@@ -95,9 +98,12 @@ def flag_value(command, flag):
 
 
 def set_flag(command, flag, value):
-    """--flag's value replaced, or --flag appended (after launch/'s `--`)."""
+    """--flag's value replaced, or --flag appended (for a launch/ script,
+    after the `--` that passes it to docmatch)."""
     if flag_value(command, flag) is not None:
         return re.sub(rf"((?:^|\s){re.escape(flag)})[ =]\S+", rf"\g<1> {value}", command)
+    if command.startswith("launch/") and not re.search(r"\s--(\s|$)", command):
+        command += " --"
     return f"{command} {flag} {value}"
 
 
@@ -105,10 +111,14 @@ def run_folder(command, work):
     """The --run of a training command: the flag, else its config's `run:`."""
     run = flag_value(command, "--run")
     config = flag_value(command, "--config")
+    stage = "finetune" if re.search(r"\bfinetune\b", command.split(" --")[0]) else "pretrain"
     if run is None and config:
+        section = None
         for line in open(os.path.join(work, config)):
+            if re.match(r"^\S", line):
+                section = line.split(":")[0]
             match = re.match(r"\s+run:\s*(\S+)", line)
-            if match:
+            if match and section == stage:
                 run = match.group(1)
     return run
 
@@ -173,28 +183,38 @@ def run_block(block, commands, work, figures):
         yield original, result
 
 
-def check_products(original, result, work):
-    """What a few commands must have made, beyond exiting 0."""
+PRODUCT_CHECKS = {"search --id", "search --text", "inspect run", "plot-run", "inspect export", "reference_vector"}
+
+
+def check_products(original, result, work, done):
+    """What a few commands must have made, beyond exiting 0; `done` collects
+    the checks that ran (each must, or the README changed under it)."""
     if original.startswith("build/src/docmatch search") and "--id printf.3" in original:
         check(result.stdout.startswith("query: printf.3") and "printf(3)" in result.stdout,
               f"search --id printf.3 shows the page and titles:\n{result.stdout}")
+        done.add("search --id")
     if original.startswith("build/src/docmatch search") and "--text" in original:
         check(result.stdout.startswith("query: \"") and len(result.stdout.splitlines()) >= 3,
               f"a text query's hits:\n{result.stdout}")
+        done.add("search --text")
     if original == "build/src/docmatch inspect checkpoints/smith-tiny-manpages":
         summary = json.loads(result.stdout)
         check(summary["stage"] == "pretrain" and summary["checkpoints"] and summary["train"]["logged"] > 0,
               f"inspect of a run: {summary}")
+        done.add("inspect run")
     if "plot-run.py" in original:
         with open(os.path.join(work, "checkpoints", "smith-tiny-manpages", "curves.png"), "rb") as f:
             check(f.read(8) == b"\x89PNG\r\n\x1a\n", "plot-run.py wrote no PNG")
+        done.add("plot-run")
     if original.startswith("build/src/docmatch inspect models/smith-tiny"):
         summary = json.loads(result.stdout)
         check(summary["kind"] == "smith" and summary["stage"] == "export" and summary["tokenizer"]["file"] and
               summary["parameters"] > 0, f"inspect of an export: {summary}")
+        done.add("inspect export")
     if "reference_vector.py" in original:
         worst = max(json.loads(line)["max_abs_difference"] for line in result.stdout.splitlines())
         check(worst < 1e-5, f"numpy's vector differs from embed's by {worst}")
+        done.add("reference_vector")
 
 
 def main():
@@ -208,6 +228,9 @@ def main():
         check(any(name in c for _, c in commands), f"README.md no longer names {name}: update USER_FILES")
 
     figures = {"commands": len(commands), "ran": 0, "skipped": 0, "seconds": {}}
+    done = set()
+    check(os.path.isfile(os.path.join(MODELS, "all-minilm-l6-v2", "model.safetensors")),
+          f"no all-MiniLM-L6-v2 in {MODELS}: scripts/install-deps.sh fetches it (the README's commands import it)")
     started = time.time()
     # "From documents to search" stands alone (it imports models/minilm
     # itself); Usage and "Starting from pretrained weights" go on in one folder.
@@ -217,7 +240,8 @@ def main():
         prepare_workspace(work, fixture, docmatch)
         for block in blocks:
             for original, result in run_block(block, [c for b, c in commands if b == block], work, figures):
-                check_products(original, result, work)
+                check_products(original, result, work, done)
+    check(done == PRODUCT_CHECKS, f"product checks that found no README command: {PRODUCT_CHECKS - done}")
     figures["total_seconds"] = round(time.time() - started, 1)
     print(json.dumps(figures))
     print(f"README commands: {figures['ran']} ran, {figures['skipped']} skipped (reasons above)")

@@ -31,6 +31,13 @@ table promises:
     checkpoint and during prepare: one line naming the file and "No space
     left on device", the partial step-N.tmp / staging folder removed, the
     previous checkpoint intact and loadable;
+  * round two (issue 38): an empty input does not replace a corpus; export
+    refuses to write over a checkpoint, through `latest` or into a run;
+    zero, NaN and infinite option values exit 2 naming the option; an edited
+    config.json, NaN weights and NaN vector rows are named; a resume with
+    another tokenizer or model shape is refused with advice that removes no
+    checkpoint; stdout to /dev/full and `ulimit -f` are errors; a double
+    SIGINT still checkpoints;
   * a rank stopped with SIGSTOP under mpirun: rank 0 waits without spinning
     a core (its CPU time is measured while it waits) and, after
     --collective-timeout, ends the job naming the operation and the stopped
@@ -229,6 +236,131 @@ def prepare_overwrite(c):
     c.run(prepare + ["--input", smaller, "--overwrite"])
     check(json.loads(c.run(["inspect", corpus]))["documents"] == 12, "a good --overwrite did not replace it")
     return kept["documents"]
+
+
+def round_two(c):
+    """Issue 38's cases: each returns what it measured, and fails on the
+    behaviour the issue found (data loss, a crash, or silence)."""
+    cases = {}
+    run = c.path("resumed")  # a finished 8-step run (resumed_logs)
+    # 1. An empty input does not replace a corpus.
+    corpus = c.path("prepared")
+    before = json.loads(c.run(["inspect", corpus]))["documents"]
+    output = c.run(["prepare", "--input", "/dev/null", "--tokenizer", os.path.join(c.corpus, "tokenizer.model"),
+                    "--output", corpus, "--overwrite", "--no-progress"], fail=True)
+    check("gave no document to write" in output and json.loads(c.run(["inspect", corpus]))["documents"] == before,
+          "prepare --input /dev/null replaced the corpus:\n" + output[-1500:])
+    cases["empty_input_kept_documents"] = before
+    # 2. Outputs never write over a checkpoint, through `latest`, or into a run.
+    step = os.path.join(run, "step-8")
+    files = sorted(os.listdir(step))
+    for output_path, why in ((step, "reads"), (os.path.join(run, "latest"), "symbolic link"),
+                             (os.path.join(run, "exported"), "lies in the training run")):
+        output = c.run(["export", "--model", step, "--output", output_path, "--overwrite"], fail=True)
+        check(why in output and "will not write" in output, f"export --output {output_path}:\n" + output[-1500:])
+    check(sorted(os.listdir(step)) == files and os.path.islink(os.path.join(run, "latest")), "the run changed")
+    c.run(["embed", "--model", step, "--corpus", c.corpus, "--output", c.path("still-good.h5"), "--no-progress"])
+    # 3. Options: zero, NaN and out-of-range values name the option (exit 2).
+    for flag, value in (("--checkpoint-every", "0"), ("--log-every", "0"), ("--collective-timeout", "nan"),
+                        ("--accumulation", "0"), ("--lr", "inf")):
+        args = c.pretrain(c.path("never"), 2)
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+        result = subprocess.run([c.docmatch] + args, capture_output=True, text=True)
+        check(result.returncode == 2 and flag in result.stderr and len(result.stderr) < 300,
+              f"{flag} {value}: exit {result.returncode}, {result.stderr!r}")
+    args = c.pretrain(c.path("never"), 2)
+    args[args.index("--warmup-steps") + 1] = args[args.index("--decay-steps") + 1] = "0"
+    result = subprocess.run([c.docmatch] + args, capture_output=True, text=True)
+    check(result.returncode == 2 and "--decay-steps" in result.stderr, f"--decay-steps 0: {result.stderr!r}")
+    check(not os.path.exists(os.path.join(c.path("never"), "step-1")), "a refused option still trained")
+    # 4. config.json edited with the same size: its checksum is checked.
+    edited = c.path("edited")
+    shutil.copytree(step, edited)
+    config = open(os.path.join(edited, "config.json")).read()
+    changed = config.replace('"dropout": 0.1', '"dropout": 0.2')
+    check(changed != config and len(changed) == len(config), "no dropout key to edit")
+    open(os.path.join(edited, "config.json"), "w").write(changed)
+    output = c.run(["embed", "--model", edited, "--corpus", c.corpus, "--output", c.path("edited.h5"),
+                    "--no-progress"], fail=True)
+    check("config.json' is damaged" in output, "an edited config.json was used:\n" + output[-1500:])
+    # 5. NaN: weights (checksums removed, so only the values can tell) and vectors.
+    exported = c.path("nan-export")
+    c.run(["export", "--model", step, "--output", exported])
+    from safetensors.numpy import load_file, save_file
+    tensors = load_file(os.path.join(exported, "model.safetensors"))
+    name = sorted(tensors)[0]
+    tensors[name] = tensors[name].copy()
+    tensors[name].flat[0] = np.nan
+    save_file(tensors, os.path.join(exported, "model.safetensors"))
+    os.remove(os.path.join(exported, "checksums.json"))
+    output = c.run(["embed", "--model", exported, "--corpus", c.corpus, "--output", c.path("nan.h5"),
+                    "--no-progress"], fail=True)
+    check(f"{name} holds NaN or Inf" in output and not os.path.exists(c.path("nan.h5")),
+          "NaN weights were loaded:\n" + output[-1500:])
+    vectors = c.path("nan-row.h5")
+    shutil.copy(c.path("still-good.h5"), vectors)
+    with h5py.File(vectors, "r+") as f:
+        f["vectors"][5] = np.nan
+        bad_id = f["document_ids"][5].decode()
+    output = c.run(["search", "--embeddings", vectors, "--id", bad_id], fail=True)
+    check(f"row 5 (document '{bad_id}') of vectors holds NaN or Inf" in output, "a NaN row was searched:\n" + output)
+    # 6. Resuming with another tokenizer or another model shape is refused,
+    # with advice that removes no checkpoint.
+    articles = [json.loads(l) for l in open(os.path.join(c.fixture, "articles.jsonl"))]
+    with open(c.path("half.jsonl"), "w") as f:
+        f.writelines(json.dumps(a) + "\n" for a in articles[:150])
+    other = c.path("other-tokenizer")
+    c.run(["prepare", "--input", c.path("half.jsonl"), "--output", other, "--vocab-size", "1000", "--no-progress"])
+    args = c.pretrain(run, 10)
+    args[args.index("--corpus") + 1] = other
+    output = c.run(args, fail=True)
+    check("was trained on a corpus prepared with tokenizer" in output and "to resume from it" not in output,
+          "resume with another tokenizer:\n" + output[-1500:])
+    wider = c.path("wider.yaml")
+    open(wider, "w").write(TINY.replace("hidden: 32", "hidden: 48"))
+    args = c.pretrain(run, 10)
+    args[args.index("--model-config") + 1] = wider
+    output = c.run(args, fail=True)
+    check("of another shape" in output and "hidden 32 -> 48" in output and "to resume from" not in output,
+          "resume with another model config:\n" + output[-1500:])
+    check(sorted(os.listdir(step)) == files, "a refused resume changed the checkpoint")
+    # 7. Standard output that cannot be written, and a file size limit.
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([c.docmatch, "search", "--embeddings", c.path("still-good.h5"), "--id", bad_id,
+                                 "--format", "jsonl"], stdout=full, stderr=subprocess.PIPE, text=True)
+    check(result.returncode == 1 and "writing to standard output failed: No space left on device" in result.stderr,
+          f"search > /dev/full: exit {result.returncode}, {result.stderr!r}")
+    limited = c.path("limited")
+    result = subprocess.run(["bash", "-c", f"ulimit -f 200; exec {c.docmatch} prepare --input "
+                             f"{os.path.join(c.fixture, 'articles.jsonl')} --tokenizer "
+                             f"{os.path.join(c.corpus, 'tokenizer.model')} --output {limited} --no-progress"],
+                            capture_output=True, text=True)
+    check(result.returncode == 1 and "File too large" in result.stderr and not os.path.exists(
+        os.path.join(limited, ".incoming")), f"prepare under ulimit -f: exit {result.returncode}, {result.stderr!r}")
+    cases["ulimit_f_message"] = result.stderr.strip().splitlines()[-1][:160]
+    # 8. A double Ctrl-C keeps the checkpoint of the step it stops at.
+    doubled = c.path("double-sigint")
+    args = c.pretrain(doubled, 100000)
+    args[args.index("--checkpoint-every") + 1] = "1000"
+    process = subprocess.Popen([c.docmatch] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None and not os.path.exists(
+            os.path.join(doubled, "metrics.jsonl")):
+        time.sleep(0.05)
+    if process.poll() is not None:
+        sys.exit("FAILED: the run to interrupt ended early:\n" + process.communicate()[1][-1500:])
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    saved = [n for n in os.listdir(doubled) if n.startswith("step-")]
+    check(process.returncode == 75 and len(saved) == 1 and "a third signal stops at once" in err,
+          f"double SIGINT: exit {process.returncode}, checkpoints {saved}:\n{err[-1500:]}")
+    cases["double_sigint_checkpoint"] = saved[0]
+    return cases
 
 
 def damaged_shards(c):
@@ -435,13 +567,15 @@ def main():
     verified = damaged_shards(c)
     empty_inputs(c)
     repaired_report(c)
+    second = round_two(c)
     busy, ended = stalled_rank(c, mpiexec)
     disk = full_disk(c)
     launch_sigterm(c)
     print(json.dumps({"stalled_rank_waiter_cpu": round(busy, 3), "stalled_job_ended_after_s": round(ended, 1),
                       "lock_refused_seconds": round(refused, 2), "metrics_lines_before_resume": lines,
                       "damaged_checkpoint_cases": damaged, "corpus_kept_documents": documents,
-                      "verified_documents": verified, "full_disk_cases": "passed" if disk else "skipped"}))
+                      "verified_documents": verified, "full_disk_cases": "passed" if disk else "skipped",
+                      "round_two": second}))
     print("OK")
 
 

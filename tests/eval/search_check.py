@@ -259,10 +259,44 @@ def main():
         f["vectors"][0] = -f["vectors"][0]  # same size, same ids: other vectors
     err = run("search", "--embeddings", stale, "--id", ids[0], "--ann", fail=True).stderr
     check("was built from other vectors" in err and "docmatch index" in err, err)
+    # One row that a sample of rows would miss (the old check read rows
+    # i * N / 64), changed in place; and a copy with the same bytes, which the
+    # index still fits.
+    for name, row in (("one-row.h5", 1), ("same-bytes.h5", None)):
+        other = os.path.join(scratch, name)
+        shutil.copy(spread, other)
+        shutil.copy(spread + ".hnsw", other + ".hnsw")
+        shutil.copy(spread + ".hnsw.json", other + ".hnsw.json")
+        if row is not None:
+            with h5py.File(other, "r+") as f:
+                f["vectors"][row] = f["vectors"][row][::-1]
+        result = run("search", "--embeddings", other, "--id", ids[0], "--ann", fail=row is not None)
+        check(row is None or "was built from other vectors" in result.stderr, f"{name}: {result.stderr}")
     with open(spread + ".hnsw", "r+b") as f:
         f.truncate(1000)
     err = run("search", "--embeddings", spread, "--id", ids[0], "--ann", fail=True).stderr
     check("truncated or replaced" in err, err)
+
+    # Embeddings files written by h5py with the usual string types: fixed
+    # ASCII ids (S30), variable-length UTF-8 and fixed ASCII attributes,
+    # float64 vectors; the same hits as docmatch's own file. Duplicate ids
+    # are named.
+    foreign = os.path.join(scratch, "h5py-written.h5")
+    with h5py.File(foreign, "w") as f:
+        f["document_ids"] = np.array(ids, dtype="S30")
+        f["vectors"] = vectors
+        f.attrs["docmatch_format"] = "docmatch-embeddings"
+        f.attrs["format_version"] = 1
+        f.attrs["dimension"] = vectors.shape[1]
+        f.attrs["kind"] = np.bytes_("match_bert")
+        f.attrs["model"] = "elsewhere"
+    theirs = hits(run("search", "--embeddings", foreign, "--id", ids[5], "--format", "jsonl").stdout)[0]["hits"]
+    ours = hits(run("search", "--embeddings", embeddings, "--id", ids[5], "--format", "jsonl").stdout)[0]["hits"]
+    check([h["id"] for h in theirs] == [h["id"] for h in ours], f"an h5py-written file: {theirs} vs {ours}")
+    with h5py.File(foreign, "r+") as f:
+        f["document_ids"][3] = np.bytes_(ids[7])
+    err = run("search", "--embeddings", foreign, "--id", ids[5], fail=True).stderr
+    check(f"document id '{ids[7]}' is in rows 3 and 7" in err, f"duplicate ids: {err}")
 
     # Every query's first relevant rank in rankings.jsonl, read back by
     # scripts/compare-rankings.py, gives the MRR that the script's own numpy

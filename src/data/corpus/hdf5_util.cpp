@@ -160,8 +160,15 @@ std::string ReadStringAttribute(hid_t file, const std::string& where, const char
   if (H5Aexists(file, name) <= 0) Fail(where, std::string("attribute '") + name + "' is missing");
   Handle attribute(H5Aopen(file, name, H5P_DEFAULT), H5Aclose);
   Handle type(H5Aget_type(attribute.get()), H5Tclose);
-  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) {
-    Fail(where, std::string("attribute '") + name + "' is not a fixed-size string");
+  if (H5Tget_class(type.get()) != H5T_STRING) Fail(where, std::string("attribute '") + name + "' is not a string");
+  if (H5Tis_variable_str(type.get()) > 0) {  // h5py's default for a str attribute
+    Handle memory = shard_format::VariableStringType();
+    H5Tset_cset(memory.get(), H5Tget_cset(type.get()));
+    char* pointer = nullptr;
+    if (H5Aread(attribute.get(), memory.get(), &pointer) < 0) Fail(where, std::string("cannot read ") + name);
+    std::string value = pointer ? pointer : "";
+    H5free_memory(pointer);
+    return value;
   }
   std::string value(H5Tget_size(type.get()), '\0');
   if (H5Aread(attribute.get(), type.get(), value.data()) < 0) Fail(where, std::string("cannot read ") + name);
@@ -193,9 +200,13 @@ std::vector<std::string> ReadStrings(hid_t file, const std::string& where, const
   if (H5Tget_class(stored.get()) != H5T_STRING) Fail(where, std::string("dataset '") + name + "' is not strings");
   std::vector<std::string> values(rows);
   if (rows == 0) return values;
+  // Read in the stored character set: HDF5 converts no ASCII to UTF-8 (h5py
+  // writes both, fixed or variable), and the bytes are the same for ASCII.
+  const H5T_cset_t cset = H5Tget_cset(stored.get());
   if (H5Tis_variable_str(stored.get()) > 0) {  // shards of format version 1, embedding files
     std::vector<char*> pointers(rows, nullptr);
     Handle type = shard_format::VariableStringType();
+    H5Tset_cset(type.get(), cset);
     if (H5Dread(s.dataset.get(), type.get(), s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, pointers.data()) <
         0) {
       ReadFailed(where, name, begin, rows);
@@ -206,6 +217,9 @@ std::vector<std::string> ReadStrings(hid_t file, const std::string& where, const
   }
   const size_t width = H5Tget_size(stored.get());
   Handle type = FixedStringType(width);
+  H5Tset_cset(type.get(), cset);
+  const bool space_padded = H5Tget_strpad(stored.get()) == H5T_STR_SPACEPAD;
+  if (space_padded) H5Tset_strpad(type.get(), H5T_STR_SPACEPAD);
   std::string packed(static_cast<size_t>(rows) * width, '\0');
   if (H5Dread(s.dataset.get(), type.get(), s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, packed.data()) < 0) {
     ReadFailed(where, name, begin, rows);
@@ -213,6 +227,7 @@ std::vector<std::string> ReadStrings(hid_t file, const std::string& where, const
   for (int64_t i = 0; i < rows; ++i) {
     const char* value = packed.data() + static_cast<size_t>(i) * width;
     values[i].assign(value, strnlen(value, width));  // the padding off
+    if (space_padded) values[i].erase(values[i].find_last_not_of(' ') + 1);
   }
   return values;
 }

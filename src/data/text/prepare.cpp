@@ -2,7 +2,14 @@
 // tokenizer, encode on threads into shards, write manifest.json last (prepare.h).
 #include "data/text/prepare.h"
 
+#include <fcntl.h>
 #include <glog/logging.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include <deque>
 #include <filesystem>
@@ -130,6 +137,27 @@ class IdRegistry {
   std::string input_;
   std::unordered_map<std::string, int64_t> lines_;
 };
+
+// `from` copied to `to`, a failed write named with the OS's words (ENOSPC,
+// EFBIG), where std::filesystem::copy_file reports "Input/output error".
+void CopyFile(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  if (!in) throw InputError("cannot read '" + from + "'");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create '" + to + "': " + std::strerror(errno));
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      throw std::runtime_error("writing '" + to + "' failed: " + std::strerror(error));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) throw std::runtime_error("writing '" + to + "' failed: " + std::strerror(errno));
+}
 
 // Prepare writes into <output>/.incoming/ and moves the result into <output>
 // only when it is complete: bad input, a crash or a full disk part-way leave
@@ -283,8 +311,7 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
     report.tokenizer_trained = true;
   } else {
     tokenizer = std::make_unique<Tokenizer>(Tokenizer::Load(options.tokenizer_model));
-    fs::copy_file(options.tokenizer_model, fs::path(options.output) / TokenizerFileName(*tokenizer),
-                  fs::copy_options::overwrite_existing);
+    CopyFile(options.tokenizer_model, (fs::path(options.output) / TokenizerFileName(*tokenizer)).string());
   }
   report.vocab_size = tokenizer->vocab_size();
 
@@ -375,6 +402,14 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
   report.shards = static_cast<int64_t>(manifest.shards.size());
   report.bytes_on_disk += static_cast<int64_t>(fs::file_size(fs::path(options.output) / manifest.tokenizer_file));
   report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (report.totals.documents == 0) {
+    // A corpus of nothing would replace a good one and leave every later
+    // stage running on nothing without a word.
+    std::string skipped;
+    for (const auto& [reason, tally] : report.tallies) skipped += ", " + std::to_string(tally.count) + " " + reason;
+    throw InputError("'" + options.input + "' gave no document to write (" + std::to_string(report.input_documents) +
+                     " read" + skipped + "): no corpus written, and an existing one is left as it was");
+  }
   manifest.totals = report.totals;
   manifest.report = report.ToJson();
   manifest.Save(options.output);  // last: now the folder is a corpus

@@ -1,0 +1,45 @@
+// The output checks of outputs.h.
+#include "cli/outputs.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+namespace docmatch::cli {
+namespace fs = std::filesystem;
+namespace {
+
+// `inner` is `outer` or lies inside it (both absolute and normal).
+bool Within(const fs::path& inner, const fs::path& outer) {
+  const fs::path relative = inner.lexically_relative(outer);
+  return !relative.empty() && *relative.begin() != "..";
+}
+
+bool IsRunFolder(const fs::path& folder) {
+  std::error_code ignored;
+  return fs::exists(folder / ".lock", ignored) || fs::is_symlink(folder / "latest", ignored) ||
+         fs::exists(folder / "metrics.jsonl", ignored);
+}
+
+}  // namespace
+
+void RefuseProtectedOutput(const std::string& stage, const std::string& output,
+                           const std::vector<std::string>& inputs) {
+  const auto refuse = [&](const std::string& why) {
+    throw std::invalid_argument("[" + stage + "] will not write '" + output + "': " + why +
+                                "; give an --output outside it");
+  };
+  std::error_code ignored;
+  if (fs::is_symlink(fs::path(output).lexically_normal(), ignored)) refuse("it is a symbolic link (a run's latest?)");
+  const fs::path target = fs::weakly_canonical(fs::absolute(output));
+  for (const std::string& input : inputs) {
+    if (input.empty() || input == "-") continue;
+    const fs::path read = fs::weakly_canonical(fs::absolute(input));
+    if (Within(target, read) || Within(read, target)) refuse("the " + stage + " reads '" + input + "'");
+  }
+  if (fs::exists(target / "trainer.json", ignored)) refuse("it is a training checkpoint");
+  for (fs::path folder = target; !folder.empty() && folder != folder.root_path(); folder = folder.parent_path()) {
+    if (IsRunFolder(folder)) refuse("it lies in the training run '" + folder.string() + "'");
+  }
+}
+
+}  // namespace docmatch::cli
