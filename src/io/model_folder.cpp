@@ -2,6 +2,8 @@
 // loading its weights, and the tokenizer check against a corpus (model_folder.h).
 #include "io/model_folder.h"
 
+#include <glog/logging.h>
+
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -33,11 +35,20 @@ void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info
 }
 
 void TrainedTokenizer(const data::Corpus& corpus, ModelFolderInfo* info) {
+  info->tokenizer_hash = corpus.manifest().tokenizer_hash;
   std::ifstream in(corpus.tokenizer_path(), std::ios::binary);
-  if (!in) throw std::runtime_error("[ckpt] cannot read the corpus's tokenizer '" + corpus.tokenizer_path() + "'");
+  if (!in) {
+    // Training reads token ids, not the tokenizer: go on, and say what the
+    // checkpoints will lack.
+    LOG(WARNING) << "[ckpt] the corpus's tokenizer '" << corpus.tokenizer_path()
+                 << "' is missing: this run's checkpoints carry none (give --corpus or --tokenizer to export, "
+                    "encode and search them)";
+    info->tokenizer.clear();
+    info->tokenizer_bytes.clear();
+    return;
+  }
   info->tokenizer = corpus.manifest().tokenizer_file;
   info->tokenizer_bytes.assign(std::istreambuf_iterator<char>(in), {});
-  info->tokenizer_hash = corpus.manifest().tokenizer_hash;
 }
 
 void WriteTrainedModelFolder(const std::string& folder, const torch::nn::Module& module, const ModelFolderInfo& info) {

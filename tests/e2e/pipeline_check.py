@@ -346,8 +346,11 @@ def main():
     wrong = p.run(["finetune", "--corpus", p.corpus, "--model-config", p.path("wider.yaml"),
                    "--train-pairs", os.path.join(fixture, "pairs.train.jsonl"), "--run", p.path("ft-straight"),
                    "--steps", "20", "--learn-temperature"], expect_failure=True)
-    check("another model or config" in wrong.stderr and "shape differs" in wrong.stderr,
-          "no mismatch list in: " + wrong.stderr[-2000:])
+    # Refused before anything loads, naming the differing keys, with advice
+    # that removes no checkpoint (the weights' mismatch list: io_tests).
+    check("of another shape" in wrong.stderr and "hidden 32 -> 48" in wrong.stderr and
+          "config.yaml" in wrong.stderr and "to resume from it" not in wrong.stderr,
+          "resume with another model config: " + wrong.stderr[-2000:])
 
     eval_args = ["eval", "--model", p.path("ft-straight", "best"), "--corpus", p.corpus,
                  "--valid-pairs", os.path.join(fixture, "pairs.valid.jsonl"),
