@@ -95,6 +95,15 @@ int RunEncode(const EncodeFlags& flags) {
   flush();
   bar.Add(last);
   bar.Finish();
+  if (written == 0) {
+    // Nothing to show for the run: an empty file or the wrong one, not success.
+    if (writer) writer->Close();
+    fs::remove(tmp);
+    throw std::invalid_argument("[encode] no document with text in " +
+                                (flags.input == "-" ? std::string("standard input") : "'" + flags.input + "'") +
+                                (empty ? " (" + std::to_string(empty) + " without text)" : "") +
+                                ": nothing encoded, nothing written");
+  }
   if (writer) {
     writer->WriteAttributes({{"kind", info.config.kind}, {"model", flags.model}, {"tokenizer_hash", tokenizer.hash()}});
     writer->Close();

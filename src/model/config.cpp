@@ -135,6 +135,10 @@ ModelConfig LoadModelConfig(const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw std::runtime_error("cannot read model config '" + path + "': " + e.what());
   }
+  if (!root.IsMap() || !root["model"] || !root["model"].IsMap()) {
+    throw std::runtime_error("'" + path + "' is not a model config: expected a YAML file with a `model:` section " +
+                             "(kind and sizes; configs/models/ has one per kind)");
+  }
   return ModelConfigFromYaml(root["model"], path);
 }
 

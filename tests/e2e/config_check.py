@@ -112,6 +112,8 @@ def main():
               f"{name}: exit {proc.returncode}, {proc.stderr!r}")
     proc = subprocess.run([docmatch, "export", "--model", path("no-such-model")], capture_output=True, text=True)
     check(proc.returncode == 2, f"a missing model folder is a command-line mistake: {proc.returncode}")
+    err = run("pretrain", "--corpus", corpus, "--model-config", "/etc/passwd", "--run", path("passwd"), fail=True).stderr
+    check("'/etc/passwd' is not a model config" in err and "model:" in err, f"a model config of another kind: {err}")
     help_text = run("finetune", "--help").stdout
     check("from scratch with --model-config" in help_text, "finetune --help: from scratch is --model-config")
 

@@ -361,6 +361,12 @@ def main():
     encoded_h5 = os.path.join(scratch, "encoded.h5")
     run("encode", "--model", model, "--tokenizer", corpus, "--input", articles, "--output", encoded_h5)
     run("encode", "--model", model, "--tokenizer", corpus, "--input", articles, "--output", encoded_h5, fail=True)
+    empty_input = os.path.join(scratch, "empty.jsonl")
+    open(empty_input, "w").close()
+    err = run("encode", "--model", model, "--input", empty_input, "--output", os.path.join(scratch, "none.h5"),
+              fail=True).stderr
+    check("no document with text in" in err and not os.path.exists(os.path.join(scratch, "none.h5")),
+          f"encode of an empty input: {err}")
     h5_ids, h5_vectors = read_vectors(encoded_h5)
     check(h5_ids == [a["id"] for a in raw] and np.abs(h5_vectors - np.stack([encoded[i] for i in h5_ids])).max() < 1e-6,
           "encode --output holds the JSON lines' vectors in input order")
