@@ -54,8 +54,10 @@ bool IsModelFolder(const std::string& path) { return fs::is_regular_file(fs::pat
 
 bool IsRunFolder(const std::string& path) {
   const fs::path run(path);
-  return fs::is_directory(run) && !IsModelFolder(path) &&
-         (fs::exists(run / "config.yaml") || fs::exists(run / "metrics.jsonl") || fs::exists(run / "latest"));
+  std::error_code ignored;
+  return fs::is_directory(run, ignored) && !IsModelFolder(path) &&
+         (fs::exists(run / ".lock", ignored) || fs::is_symlink(run / "latest", ignored) ||
+          fs::exists(run / "metrics.jsonl", ignored));
 }
 
 nlohmann::ordered_json DescribeModelFolder(const std::string& folder) {
@@ -99,11 +101,12 @@ nlohmann::ordered_json DescribeRun(const std::string& path) {
   const std::string stage = RunStage(run);
   nlohmann::ordered_json out = {{"run", path}, {"stage", stage}};
   if (!stage.empty()) out["made_by"] = "docmatch " + stage + " --config " + (run / "config.yaml").string();
+  const io::CheckpointDirectory checkpoints(path);
   std::vector<int64_t> steps;
-  for (const std::string& folder : io::CheckpointDirectory(path).Steps())
+  for (const std::string& folder : checkpoints.Steps())
     steps.push_back(std::stoll(fs::path(folder).filename().string().substr(5)));
   out["checkpoints"] = steps;
-  if (const std::optional<std::string> latest = io::CheckpointDirectory(path).Latest();
+  if (const std::optional<std::string> latest = checkpoints.Latest();
       latest && fs::exists(fs::path(*latest) / "trainer.json")) {
     out["latest"] = CheckpointState(fs::path(*latest) / "trainer.json");
   }

@@ -12,7 +12,9 @@ namespace docmatch::cli {
 
 // A folder with a docmatch config.json: a checkpoint, best/, import or export.
 bool IsModelFolder(const std::string& path);
-// A training run's folder: config.yaml, metrics.jsonl or a `latest` link.
+// A training run's folder: the run's `.lock`, its `latest` link or its
+// metrics.jsonl (what every run writes; a config.yaml alone is too common a
+// name to decide, since outputs.h refuses to write inside a run).
 bool IsRunFolder(const std::string& path);
 
 nlohmann::ordered_json DescribeModelFolder(const std::string& folder);

@@ -1,6 +1,8 @@
 // The output checks of outputs.h.
 #include "cli/outputs.h"
 
+#include "cli/inspect_runs.h"
+
 #include <filesystem>
 #include <stdexcept>
 
@@ -12,12 +14,6 @@ namespace {
 bool Within(const fs::path& inner, const fs::path& outer) {
   const fs::path relative = inner.lexically_relative(outer);
   return !relative.empty() && *relative.begin() != "..";
-}
-
-bool IsRunFolder(const fs::path& folder) {
-  std::error_code ignored;
-  return fs::exists(folder / ".lock", ignored) || fs::is_symlink(folder / "latest", ignored) ||
-         fs::exists(folder / "metrics.jsonl", ignored);
 }
 
 }  // namespace
@@ -38,7 +34,7 @@ void RefuseProtectedOutput(const std::string& stage, const std::string& output,
   }
   if (fs::exists(target / "trainer.json", ignored)) refuse("it is a training checkpoint");
   for (fs::path folder = target; !folder.empty() && folder != folder.root_path(); folder = folder.parent_path()) {
-    if (IsRunFolder(folder)) refuse("it lies in the training run '" + folder.string() + "'");
+    if (IsRunFolder(folder.string())) refuse("it lies in the training run '" + folder.string() + "'");
   }
 }
 

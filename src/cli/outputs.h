@@ -13,8 +13,8 @@ namespace docmatch::cli {
 // Throws std::invalid_argument, naming `stage` and the reason, when `output`
 //   - is, holds or lies inside one of `inputs` (the model, corpus or file the
 //     command reads);
-//   - is or lies inside a training run's folder (a `.lock`, `latest` or
-//     metrics.jsonl beside it or above it), or is a checkpoint (trainer.json);
+//   - is or lies inside a training run's folder (IsRunFolder, inspect_runs.h),
+//     or is a checkpoint (trainer.json);
 //   - is a symbolic link (a run's `latest`: writing it would turn the link
 //     into a folder or replace the checkpoint it names).
 void RefuseProtectedOutput(const std::string& stage, const std::string& output, const std::vector<std::string>& inputs);

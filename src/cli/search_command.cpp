@@ -11,7 +11,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <glog/logging.h>
@@ -53,7 +52,6 @@ class SearchCommand {
  public:
   explicit SearchCommand(const SearchFlags& flags)
       : flags_(flags), device_(dist::ProcessDevice(flags.device)), file_(flags.embeddings) {
-    for (int64_t i = 0; i < file_.size(); ++i) rows_.emplace(file_.ids()[i], i);
     // The corpus the file was embedded from: titles, the lexical index, and
     // the tokenizer of last resort.
     const std::string corpus = !flags.corpus.empty() ? flags.corpus : file_.corpus();
@@ -120,12 +118,12 @@ class SearchCommand {
   }
 
   eval::SearchQuery ById(const std::string& id, const std::string& where) const {
-    const auto it = rows_.find(id);
-    if (it == rows_.end()) {
+    const std::optional<int64_t> row = file_.Row(id);
+    if (!row) {
       throw std::invalid_argument("[search] " + where + "no document \"" + id + "\" in '" + flags_.embeddings + "' (" +
                                   std::to_string(file_.size()) + " documents)");
     }
-    return {id, it->second, {}};
+    return {id, *row, {}};
   }
 
   // A text query; `label` is its id when it has one, else the text itself
@@ -214,7 +212,6 @@ class SearchCommand {
   const SearchFlags& flags_;
   const torch::Device device_;
   eval::EmbeddingFile file_;
-  std::unordered_map<std::string, int64_t> rows_;
   std::set<size_t> unlabelled_texts_;  // queries that are texts without an id
   std::optional<data::Corpus> corpus_;
   io::ModelFolderInfo info_;

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
-#include <unordered_map>
 
 #include "console/progress.h"
 #include "data/corpus/hdf5_util.h"
@@ -326,9 +325,8 @@ EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {
   dimension_ = hdf5::ReadIntAttribute(f, where, "dimension");
   const int64_t n = static_cast<int64_t>(hdf5::Dimensions(f, where, "document_ids")[0]);
   ids_ = hdf5::ReadStrings(f, where, "document_ids", 0, n);
-  std::unordered_map<std::string, int64_t> rows;
   for (int64_t i = 0; i < n; ++i) {
-    const auto [it, added] = rows.emplace(ids_[i], i);
+    const auto [it, added] = rows_.emplace(ids_[i], i);
     if (!added) {
       hdf5::Fail(where, "document id '" + ids_[i] + "' is in rows " + std::to_string(it->second) + " and " +
                             std::to_string(i) + ": a search or an evaluation could not tell them apart");

@@ -23,7 +23,9 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "data/corpus/corpus.h"
@@ -94,6 +96,11 @@ class EmbeddingFile {
   // the attribute existed).
   const std::string& corpus() const { return corpus_; }
   const std::vector<std::string>& ids() const { return ids_; }
+  // The row of document `id`, or nullopt (ids are unique: the reader checks).
+  std::optional<int64_t> Row(const std::string& id) const {
+    const auto it = rows_.find(id);
+    return it == rows_.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
   // Throws unless row i holds document i of `corpus` for every i (what eval
   // and hybrid search need), naming the first row that does not; the message
   // starts with "[<stage>]" and ends with `fix`.
@@ -112,6 +119,7 @@ class EmbeddingFile {
   std::string path_, kind_, model_, corpus_;
   int64_t dimension_ = 0;
   std::vector<std::string> ids_;
+  std::unordered_map<std::string, int64_t> rows_;  // id -> row
   std::vector<int64_t> paragraph_offsets_, document_offsets_;
 };
 
