@@ -37,7 +37,8 @@ Command AddEmbedCommand(CLI::App* app) {
               throw std::invalid_argument("[embed] '" + o->output + "' exists; pass --overwrite to replace it");
             }
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
-              const int64_t n = eval::RunEmbedding(*o, communicator, device);
+              const int64_t n = WithMemoryAdvice("embed", o->batch_size, "a smaller --batch-size",
+                                                 [&] { return eval::RunEmbedding(*o, communicator, device); });
               if (communicator.rank() == 0) std::cout << "[embed] " << n << " documents -> " << o->output << std::endl;
               return 0;
             });

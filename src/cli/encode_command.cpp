@@ -97,8 +97,7 @@ int RunEncode(const EncodeFlags& flags) {
   bar.Finish();
   if (written == 0) {
     // Nothing to show for the run: an empty file or the wrong one, not success.
-    if (writer) writer->Close();
-    fs::remove(tmp);
+    writer.reset();  // removes the unfinished file
     throw std::invalid_argument("[encode] no document with text in " +
                                 (flags.input == "-" ? std::string("standard input") : "'" + flags.input + "'") +
                                 (empty ? " (" + std::to_string(empty) + " without text)" : "") +
@@ -147,7 +146,10 @@ Command AddEncodeCommand(CLI::App* app) {
       ->capture_default_str()
       ->check(Positive());
   AddDeviceFlag(sub, &flags->device);
-  return {sub, [flags] { return RunEncode(*flags); }};
+  return {sub, [flags] {
+            return WithMemoryAdvice("encode", flags->batch_size, "a smaller --batch-size",
+                                    [&] { return RunEncode(*flags); });
+          }};
 }
 
 }  // namespace docmatch::cli

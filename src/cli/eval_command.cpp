@@ -72,7 +72,11 @@ Command AddEvalCommand(CLI::App* app) {
             // --embeddings may lie in the report folder: eval does not write over it.
             RefuseProtectedOutput("eval", o->output, {o->model, o->corpus});
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
-              const nlohmann::json metrics = eval::RunEvaluation(*o, communicator, device);
+              nlohmann::json metrics;
+              WithMemoryAdvice("eval", o->batch_size, "a smaller --batch-size", [&] {
+                metrics = eval::RunEvaluation(*o, communicator, device);
+                return 0;
+              });
               if (communicator.rank() == 0) {
                 std::cout << eval::MetricsTable(metrics) << "[eval] " << o->output << "/metrics.json" << std::endl;
               }

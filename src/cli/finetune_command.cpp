@@ -60,8 +60,13 @@ Command AddFinetuneCommand(CLI::App* app) {
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
-              const train::LoopResult result = train::RunFinetuning(*o, communicator, device);
-              return ReportLoop("finetune", result, o->run, communicator.rank());
+              return WithMemoryAdvice("finetune", o->batch_size,
+                                      "--grad-cache N (contrastive: the same batch, one chunk in memory), or a "
+                                      "smaller --batch-size with --accumulation N",
+                                      [&] {
+                                        const train::LoopResult result = train::RunFinetuning(*o, communicator, device);
+                                        return ReportLoop("finetune", result, o->run, communicator.rank());
+                                      });
             });
           }};
 }

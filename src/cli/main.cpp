@@ -19,6 +19,7 @@
 #include "data/corpus/hdf5_util.h"
 #include "dist/build_info.h"
 #include "dist/runtime.h"
+#include "io/checksums.h"
 
 namespace {
 
@@ -122,6 +123,11 @@ int UsageError(const CLI::App& app, const CLI::App* command, const CLI::ParseErr
 }  // namespace
 
 int main(int argc, char** argv) {
+  // HDF5 would otherwise close whatever files are still open at exit; after a
+  // failed write (a full disk) that close crashes inside HDF5 1.10
+  // (H5F__close_cb). Every writer closes and checks its file itself
+  // (hdf5::CloseFile); a file left open is a failed output, removed.
+  H5dont_atexit();
   try {
     docmatch::dist::ConfigureHostAllocator();
   } catch (const std::exception& e) {
@@ -157,6 +163,10 @@ int main(int argc, char** argv) {
   bool dump_config = false, verbose = false;
   app.add_flag("--dump-config", dump_config, "print the resolved config of the command and exit");
   app.add_flag("--verbose", verbose, "also print HDF5's own error stack when reading or writing a file fails");
+  bool allow_unverified = false;
+  app.add_flag("--allow-unverified", allow_unverified,
+               "load a model folder or checkpoint that has no checksums.json (copied without it, or written by an "
+               "older docmatch); its files are then not checked for damage");
   app.require_subcommand(1);
   app.set_version_flag("--version", docmatch::dist::CurrentBuildInfo().docmatch_version);
 
@@ -215,6 +225,7 @@ int main(int argc, char** argv) {
     return UsageError(app, command == commands.end() ? nullptr : command->app, e, argc, argv);
   }
   docmatch::data::hdf5::ShowErrorStacks(verbose);
+  docmatch::io::AllowUnverifiedFolders(allow_unverified);
   if (dump_config) {
     std::cout << app.config_to_str(/*default_also=*/true, /*write_description=*/false);
     return 0;

@@ -1,5 +1,4 @@
 // `docmatch prepare`: raw documents into tokenized HDF5 shards (data/text/prepare.h).
-#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -7,6 +6,7 @@
 #include "cli/outputs.h"
 #include "cli/training_flags.h"
 #include "data/text/prepare.h"
+#include "files/file_writer.h"
 #include "io/model_folder.h"
 
 namespace docmatch::cli {
@@ -69,7 +69,7 @@ Command AddPrepareCommand(CLI::App* app) {
                 *invalid_utf8 == "skip" ? data::InvalidUtf8Policy::kSkip : data::InvalidUtf8Policy::kRepair;
             const data::PrepareReport report = data::Prepare(*options);
             std::cout << "[data] prepared " << options->output << "\n" << report.ToText();
-            if (!report_json->empty()) std::ofstream(*report_json) << report.ToJson().dump(2) << "\n";
+            if (!report_json->empty()) files::ReplaceFile(*report_json, report.ToJson().dump(2) + "\n");
             return 0;
           }};
 }

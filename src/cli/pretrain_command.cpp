@@ -70,8 +70,14 @@ Command AddPretrainCommand(CLI::App* app) {
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {
             return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
-              const train::LoopResult result = train::RunPretraining(*o, communicator, device);
-              return ReportLoop("train", result, o->run, communicator.rank());
+              return WithMemoryAdvice("pretrain", o->batch_size,
+                                      "a smaller --batch-size with --accumulation N to keep the batch per step "
+                                      "(DocSplit: --grad-cache N keeps the negatives too), or a smaller model",
+                                      [&] {
+                                        const train::LoopResult result =
+                                            train::RunPretraining(*o, communicator, device);
+                                        return ReportLoop("train", result, o->run, communicator.rank());
+                                      });
             });
           }};
 }

@@ -112,6 +112,27 @@ int RunDistributed(const DistributedFlags& flags,
   });
 }
 
+int WithMemoryAdvice(const std::string& stage, int64_t batch_size, const std::string& smaller,
+                     const std::function<int()>& run) {
+  auto advice = [&](const std::string& what) {
+    std::string first = what.substr(0, what.find('\n'));
+    // c10's "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: ..." from its own words on
+    const size_t own = first.find("DefaultCPUAllocator");
+    if (own != std::string::npos) first = first.substr(own);
+    return std::runtime_error("[" + stage + "] out of memory at --batch-size " + std::to_string(batch_size) +
+                              " (per rank): " + first + ". To fit, use " + smaller);
+  };
+  try {
+    return run();
+  } catch (const c10::OutOfMemoryError& e) {
+    throw advice(e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    if (what.find("can't allocate memory") == std::string::npos) throw;
+    throw advice(what);
+  }
+}
+
 void AddGradCacheFlag(CLI::App* app, int64_t* grad_cache, const std::string& objective, const std::string& item) {
   app->add_option("--grad-cache", *grad_cache,
                   objective + ": gradient caching, N " + item + " a chunk (0 = off). The batch is embedded N " + item +

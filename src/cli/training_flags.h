@@ -41,6 +41,13 @@ CLI::Validator InRange(double low, double high);  // low <= x <= high
 int RunDistributed(const DistributedFlags& flags,
                    const std::function<int(dist::Communicator& communicator, const torch::Device& device)>& body);
 
+// run(), with a failed allocation (c10's "can't allocate memory" on the CPU,
+// CUDA's out of memory) turned into one error that names the stage's
+// --batch-size and what makes a step smaller (`smaller`), instead of a
+// 30-frame backtrace. Other errors pass unchanged.
+int WithMemoryAdvice(const std::string& stage, int64_t batch_size, const std::string& smaller,
+                     const std::function<int()>& run);
+
 // --run, --batch-size (of `item`s), --accumulation, --steps, the optimizer's
 // flags, --seed, --checkpoint-every, --keep-last, --log-every, --on-nonfinite,
 // --precision, --validate-every, --patience, --fresh and --no-progress (the

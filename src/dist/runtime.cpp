@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 #include <malloc.h>
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -41,6 +42,13 @@ std::string ConfigureHostAllocator() {
 std::string HostAllocator() { return host_allocator; }
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  // Under a file size limit (ulimit -f) Open MPI's singleton start-up dies
+  // in PMIx's shared-memory store, whose segment files outgrow the limit
+  // (SIGXFSZ in the helper it forks). PMIx's hash store keeps that data in
+  // memory; docmatch's own writers then name the limit ("File too large").
+  rlimit file_size{};
+  if (getrlimit(RLIMIT_FSIZE, &file_size) == 0 && file_size.rlim_cur != RLIM_INFINITY)
+    setenv("PMIX_MCA_gds", "hash", /*overwrite=*/0);
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);

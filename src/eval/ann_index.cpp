@@ -16,8 +16,8 @@
 
 #include "console/progress.h"
 #include "data/text/tokenizer.h"
+#include "files/file_writer.h"
 #include "io/checksums.h"
-#include "io/file_writer.h"
 
 namespace docmatch::eval {
 namespace fs = std::filesystem;
@@ -129,7 +129,7 @@ void AnnIndex::Build(const EmbeddingFile& file, const std::string& path, const A
                                {"ef_construction", options.ef_construction},
                                {"index_bytes", expected}};
   fs::rename(tmp, path);
-  io::ReplaceFile(path + ".json", meta.dump(2) + "\n");
+  files::ReplaceFile(path + ".json", meta.dump(2) + "\n");
 }
 
 AnnIndex::AnnIndex(const std::string& path, const EmbeddingFile& file) {

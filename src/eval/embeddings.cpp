@@ -24,13 +24,6 @@ constexpr int64_t kCopyRows = 1 << 14;  // rows per block when joining parts
 
 std::string Where(const std::string& path) { return "[embed] embeddings '" + path + "'"; }
 
-hdf5::Handle CreateFile(const std::string& path) {
-  hdf5::SilenceErrors();
-  hdf5::Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!file.valid()) hdf5::Fail(Where(path), "cannot create the file");
-  return file;
-}
-
 hdf5::Handle OpenFile(const std::string& path) {
   hdf5::SilenceErrors();
   if (!fs::exists(path)) hdf5::Fail(Where(path), "no such file (run `docmatch embed` first)");
@@ -128,7 +121,7 @@ void JoinParts(const std::vector<std::string>& parts, const std::string& output,
         paragraphs += hdf5::Dimensions(files.back().get(), Where(part), "paragraph_offsets")[0] - 1;
       }
     }
-    hdf5::Handle file = CreateFile(tmp);
+    hdf5::Handle file = hdf5::CreateFile(tmp, where);
     const hid_t f = file.get();
     const hdf5::Handle strings = data::shard_format::VariableStringType();
     const hsize_t D = static_cast<hsize_t>(dimension);
@@ -167,9 +160,24 @@ void JoinParts(const std::vector<std::string>& parts, const std::string& output,
     }
     hdf5::WriteStrings(f, where, "document_ids", ids, kChunkRows);
     WriteAttributes(f, where, dimension, attributes);
+    hdf5::CloseFile(file, where);
   }
   fs::rename(tmp, output);
   for (const auto& part : parts) fs::remove(part);
+}
+
+// JoinParts, or on any failure no trace of it: neither the parts nor the
+// joined file's temporary stays behind.
+void JoinPartsOrClean(const std::vector<std::string>& parts, const std::string& output, int64_t dimension,
+                      bool sentences, const std::map<std::string, std::string>& attributes) {
+  try {
+    JoinParts(parts, output, dimension, sentences, attributes);
+  } catch (...) {
+    std::error_code ignored;
+    for (const auto& part : parts) fs::remove(part, ignored);
+    fs::remove(output + ".tmp", ignored);
+    throw;
+  }
 }
 
 // A long-document tool says when its model reads documents in part: how
@@ -199,11 +207,23 @@ void ReportCut(const model::DocumentModel& model, const data::Corpus& corpus, co
 
 EmbeddingWriter::EmbeddingWriter(std::string path, int64_t dimension, bool sentences)
     : path_(std::move(path)), dimension_(dimension), sentences_(sentences) {
-  file_ = std::make_unique<data::shard_format::Handle>(CreateFile(path_));
-  CreateDatasets(file_->get(), Where(path_), dimension, sentences);
+  file_ = std::make_unique<data::shard_format::Handle>(hdf5::CreateFile(path_, Where(path_)));
+  try {
+    CreateDatasets(file_->get(), Where(path_), dimension, sentences);
+  } catch (...) {
+    Discard();
+    throw;
+  }
 }
 
-EmbeddingWriter::~EmbeddingWriter() = default;
+EmbeddingWriter::~EmbeddingWriter() { Discard(); }
+
+void EmbeddingWriter::Discard() noexcept {
+  if (!file_) return;
+  file_.reset();  // unchecked: the file is incomplete and goes
+  std::error_code ignored;
+  fs::remove(path_, ignored);
+}
 
 torch::Tensor DocumentVectors(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
                               const torch::Device& device, std::vector<model::DocumentSentences>* sentences) {
@@ -254,7 +274,15 @@ void EmbeddingWriter::WriteAttributes(const std::map<std::string, std::string>& 
   eval::WriteAttributes(file_->get(), Where(path_), dimension_, attributes);
 }
 
-void EmbeddingWriter::Close() { file_.reset(); }
+void EmbeddingWriter::Close() {
+  try {
+    hdf5::CloseFile(*file_, Where(path_));
+  } catch (...) {
+    Discard();
+    throw;
+  }
+  file_.reset();
+}
 
 int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder, const data::Corpus& corpus,
                     const std::string& output, int64_t batch_size, bool progress, dist::Communicator& communicator,
@@ -284,6 +312,7 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
       writer.Append(model, pointers, device);
       bar.Add(static_cast<int64_t>(documents.size()), static_cast<int64_t>(documents.size()));
     }
+    writer.Close();
     bar.Finish();
   }
   ReportCut(model, corpus, first_cut, communicator.ExchangeCounts(cut_documents, device),
@@ -291,11 +320,11 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
   if (rank == 0) {
     std::vector<std::string> parts;
     for (int r = 0; r < world; ++r) parts.push_back(output + ".part-" + std::to_string(r));
-    JoinParts(parts, output, model.dimension(), sentences,
-              {{"kind", model.config().kind},
-               {"model", model_folder},
-               {"corpus", corpus.directory()},
-               {"tokenizer_hash", corpus.manifest().tokenizer_hash}});
+    JoinPartsOrClean(parts, output, model.dimension(), sentences,
+                     {{"kind", model.config().kind},
+                      {"model", model_folder},
+                      {"corpus", corpus.directory()},
+                      {"tokenizer_hash", corpus.manifest().tokenizer_hash}});
   }
   communicator.Barrier();
   return N;

@@ -54,7 +54,8 @@ torch::Tensor DocumentVectors(model::DocumentModel& model, const std::vector<con
 
 // Writes a new embeddings file (or one rank's part of one) a batch of
 // documents at a time; the file is complete when WriteAttributes has run and
-// the writer is closed.
+// Close has returned. A writer destroyed before that (an exception, a full
+// disk) removes its file: nothing half-written stays behind.
 class EmbeddingWriter {
  public:
   EmbeddingWriter(std::string path, int64_t dimension, bool sentences);
@@ -65,9 +66,13 @@ class EmbeddingWriter {
               const torch::Device& device);
   // The format attributes plus `attributes` (kind, model, corpus, tokenizer_hash).
   void WriteAttributes(const std::map<std::string, std::string>& attributes);
+  // Flushes and closes the file, checked; throws naming the path and the OS's
+  // reason (No space left on device) when the data did not reach the disk.
   void Close();
 
  private:
+  void Discard() noexcept;  // closes unchecked and removes the file
+
   std::string path_;
   int64_t dimension_;
   bool sentences_;

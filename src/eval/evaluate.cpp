@@ -5,7 +5,6 @@
 #include <glog/logging.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <numeric>
 #include <sstream>
@@ -18,6 +17,7 @@
 #include "eval/lexical.h"
 #include "eval/metrics.h"
 #include "eval/sdr_scoring.h"
+#include "files/file_writer.h"
 #include "io/model_folder.h"
 
 namespace docmatch::eval {
@@ -164,7 +164,7 @@ void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
     text += line.dump() + "\n";
   }
   fs::create_directories(output);
-  std::ofstream(output + "/rankings.jsonl") << text;
+  files::ReplaceFile(output + "/rankings.jsonl", text);
 }
 
 nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector<int64_t>>& relevance, int64_t N,
@@ -291,7 +291,7 @@ nlohmann::json Score(const Scorer& scorer, const EvalOptions& options, const dat
   }
   if (communicator.rank() == 0) {
     fs::create_directories(options.output);
-    std::ofstream(options.output + "/metrics.json") << metrics.dump(2) << "\n";
+    files::ReplaceFile(options.output + "/metrics.json", metrics.dump(2) + "\n");
   }
   communicator.Barrier();
   return metrics;

@@ -2,8 +2,8 @@
 // their .tmp-then-rename writes, `latest` link and pruning (checkpoint.h).
 #include "io/checkpoint.h"
 
+#include "files/file_writer.h"
 #include "io/checksums.h"
-#include "io/file_writer.h"
 
 #include <glog/logging.h>
 
@@ -36,7 +36,7 @@ void SaveModule(const torch::nn::Module& module, const std::string& path) {
   torch::serialize::OutputArchive archive;
   for (const auto& p : module.named_parameters(/*recurse=*/true)) archive.write(p.key(), p.value().detach());
   for (const auto& b : module.named_buffers(/*recurse=*/true)) archive.write(b.key(), b.value(), /*is_buffer=*/true);
-  SaveThrough(path, [&](const ByteWriter& write) { archive.save_to(write); });
+  files::SaveThrough(path, [&](const files::ByteWriter& write) { archive.save_to(write); });
 }
 
 std::map<std::string, torch::Tensor> ReadModuleFile(const std::string& path) {

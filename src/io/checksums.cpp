@@ -1,20 +1,24 @@
 // CRC-32 records of a folder's files (checksums.h).
 #include "io/checksums.h"
 
-#include "io/file_writer.h"
-
+#include <glog/logging.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "files/file_writer.h"
 
 namespace docmatch::io {
 namespace fs = std::filesystem;
+
 std::string Crc32Of(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("[ckpt] cannot read '" + path.string() + "'");
@@ -33,10 +37,25 @@ std::string Crc32Of(const fs::path& path) {
 
 namespace {
 
-// The record, or null when the folder has none.
+std::atomic<bool> allow_unverified{false};
+
+// The record, or null when the folder has none and that is allowed.
 nlohmann::json ReadRecord(const std::string& folder) {
   const fs::path path = fs::path(folder) / kChecksumFile;
-  if (!fs::exists(path)) return nullptr;
+  if (!fs::exists(path)) {
+    if (!allow_unverified) {
+      throw std::runtime_error("[ckpt] '" + folder + "' has no " + kChecksumFile +
+                               ", so a damaged file in it could not be told from a sound one (copied without it, or "
+                               "written by a docmatch before checksums); pass --allow-unverified to load it unchecked");
+    }
+    static std::mutex mutex;
+    static std::set<std::string> warned;
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (warned.insert(folder).second)
+      LOG(WARNING) << "[ckpt] '" << folder << "' has no " << kChecksumFile
+                   << ": its files are loaded unchecked (--allow-unverified)";
+    return nullptr;
+  }
   try {
     std::ifstream in(path);
     nlohmann::json record = nlohmann::json::parse(in);
@@ -68,14 +87,16 @@ void Verify(const nlohmann::json& expected, const fs::path& path) {
 
 }  // namespace
 
+void AllowUnverifiedFolders(bool allow) { allow_unverified = allow; }
+
 void WriteChecksums(const std::string& folder) {
   nlohmann::json files = nlohmann::json::object();
   for (const auto& entry : fs::directory_iterator(folder)) {
     if (!entry.is_regular_file() || entry.path().filename() == kChecksumFile) continue;
     files[entry.path().filename().string()] = {{"bytes", entry.file_size()}, {"crc32", Crc32Of(entry.path())}};
   }
-  WriteFile((fs::path(folder) / kChecksumFile).string(),
-            nlohmann::json{{"algorithm", "crc32"}, {"files", files}}.dump(2) + "\n");
+  files::WriteFile((fs::path(folder) / kChecksumFile).string(),
+                   nlohmann::json{{"algorithm", "crc32"}, {"files", files}}.dump(2) + "\n");
 }
 
 void VerifyChecksum(const std::string& folder, const std::string& name) {

@@ -23,10 +23,16 @@ std::string Crc32Of(const std::filesystem::path& path);
 // Records every regular file directly in `folder` (the record itself aside).
 void WriteChecksums(const std::string& folder);
 
+// Whether a folder without checksums.json may be read (docmatch's global
+// --allow-unverified). Off by default: such a folder (copied without its
+// record, or from a docmatch before checksums) is refused naming the flag,
+// since nothing could tell a damaged file in it from a sound one.
+void AllowUnverifiedFolders(bool allow);
+
 // Throws std::runtime_error naming folder/name when the file's size or CRC
-// differs from the record, or when the record lists it and it is gone. A
-// folder without a record, or a file it does not list (written by an older
-// docmatch), passes.
+// differs from the record, or when the record lists it and it is gone; and
+// for a folder without a record unless AllowUnverifiedFolders(true). A file
+// the record does not list (an older docmatch's) passes.
 void VerifyChecksum(const std::string& folder, const std::string& name);
 
 // VerifyChecksum for every file the record lists.

@@ -14,9 +14,9 @@
 
 #include "data/corpus/corpus.h"
 #include "data/text/wordpiece.h"
+#include "files/file_writer.h"
 #include "io/bert_layout.h"
 #include "io/checksums.h"
-#include "io/file_writer.h"
 #include "io/model_folder.h"
 #include "io/safetensors.h"
 
@@ -112,7 +112,7 @@ void WriteHfFiles(const std::string& folder, const HfEncoder& m, const data::Wor
                   const std::map<std::string, torch::Tensor>& dense) {
   std::string vocab;
   for (int32_t id = 0; id < wordpiece.vocab_size(); ++id) vocab += wordpiece.Piece(id) + "\n";
-  WriteFile(folder + "/vocab.txt", vocab);
+  files::WriteFile(folder + "/vocab.txt", vocab);
   const data::WordPieceOptions& o = wordpiece.options();
   nlohmann::json specials = {{"pad_token", wordpiece.Piece(data::kPadId)},
                              {"unk_token", wordpiece.Piece(data::kUnkId)},
@@ -127,8 +127,8 @@ void WriteHfFiles(const std::string& folder, const HfEncoder& m, const data::Wor
   // null: follow do_lower_case, which is what docmatch's options hold unless set apart.
   tokenizer["strip_accents"] = o.strip_accents == o.lowercase ? nlohmann::json() : nlohmann::json(o.strip_accents);
   tokenizer["model_max_length"] = m.positions;
-  WriteFile(folder + "/tokenizer_config.json", tokenizer.dump(2) + "\n");
-  WriteFile(folder + "/special_tokens_map.json", specials.dump(2) + "\n");
+  files::WriteFile(folder + "/tokenizer_config.json", tokenizer.dump(2) + "\n");
+  files::WriteFile(folder + "/special_tokens_map.json", specials.dump(2) + "\n");
 
   nlohmann::json modules = nlohmann::json::array();
   auto add = [&](const std::string& path, const std::string& type) {
@@ -141,35 +141,34 @@ void WriteHfFiles(const std::string& folder, const HfEncoder& m, const data::Wor
   add("", "Transformer");
   add("1_Pooling", "Pooling");
   fs::create_directories(folder + "/1_Pooling");
-  WriteFile(folder + "/1_Pooling/config.json", nlohmann::json({{"word_embedding_dimension", m.hidden},
-                                                               {"pooling_mode_cls_token", m.pooling == "cls"},
-                                                               {"pooling_mode_mean_tokens", m.pooling == "mean"},
-                                                               {"pooling_mode_max_tokens", false},
-                                                               {"pooling_mode_mean_sqrt_len_tokens", false}})
-                                                       .dump(2) +
-                                                   "\n");
+  files::WriteFile(folder + "/1_Pooling/config.json", nlohmann::json({{"word_embedding_dimension", m.hidden},
+                                                                      {"pooling_mode_cls_token", m.pooling == "cls"},
+                                                                      {"pooling_mode_mean_tokens", m.pooling == "mean"},
+                                                                      {"pooling_mode_max_tokens", false},
+                                                                      {"pooling_mode_mean_sqrt_len_tokens", false}})
+                                                              .dump(2) +
+                                                          "\n");
   if (!dense.empty()) {
     const std::string path = std::to_string(modules.size()) + "_Dense";
     add(path, "Dense");
     fs::create_directories(folder + "/" + path);
-    WriteFile(folder + "/" + path + "/config.json",
-              nlohmann::json({{"in_features", m.hidden},
-                              {"out_features", m.hidden},
-                              {"bias", true},
-                              {"activation_function", m.activation}})
-                      .dump(2) +
-                  "\n");
+    files::WriteFile(folder + "/" + path + "/config.json", nlohmann::json({{"in_features", m.hidden},
+                                                                           {"out_features", m.hidden},
+                                                                           {"bias", true},
+                                                                           {"activation_function", m.activation}})
+                                                                   .dump(2) +
+                                                               "\n");
     WriteSafetensors(dense, folder + "/" + path + "/model.safetensors", {{"format", "pt"}});
     WriteChecksums(folder + "/" + path);
   }
   const std::string normalize = std::to_string(modules.size()) + "_Normalize";
   add(normalize, "Normalize");
   fs::create_directories(folder + "/" + normalize);
-  WriteFile(folder + "/modules.json", modules.dump(2) + "\n");
-  WriteFile(folder + "/sentence_bert_config.json",
-            nlohmann::json({{"max_seq_length", m.positions}, {"do_lower_case", false}}).dump(2) + "\n");
-  WriteFile(folder + "/config_sentence_transformers.json",
-            nlohmann::json({{"similarity_fn_name", "cosine"}}).dump(2) + "\n");
+  files::WriteFile(folder + "/modules.json", modules.dump(2) + "\n");
+  files::WriteFile(folder + "/sentence_bert_config.json",
+                   nlohmann::json({{"max_seq_length", m.positions}, {"do_lower_case", false}}).dump(2) + "\n");
+  files::WriteFile(folder + "/config_sentence_transformers.json",
+                   nlohmann::json({{"similarity_fn_name", "cosine"}}).dump(2) + "\n");
 }
 
 }  // namespace
@@ -239,12 +238,7 @@ std::string ExportModel(const ExportOptions& options) {
     WriteSafetensors(tensors, tmp + "/model.safetensors",
                      {{"format", "pt"}, {"docmatch_kind", info.config.kind}, {"source", options.model}});
     const std::string tokenizer_file = data::TokenizerFileName(tokenizer);
-    {
-      // Through WriteFile: a full disk is named as such (copy_file says "Input/output error").
-      std::ifstream in(tokenizer_path, std::ios::binary);
-      if (!in) throw std::runtime_error("[export] cannot read the tokenizer '" + tokenizer_path + "'");
-      WriteFile(tmp + "/" + tokenizer_file, std::string(std::istreambuf_iterator<char>(in), {}));
-    }
+    files::CopyFile(tokenizer_path, tmp + "/" + tokenizer_file);
     info.weights = "model.safetensors";
     info.prefix = "";
     info.stage = "export";
@@ -260,7 +254,7 @@ std::string ExportModel(const ExportOptions& options) {
                         "equal docmatch's for texts of up to one window";
       }
     }
-    WriteFile(tmp + "/" + kModelConfigFile, config.dump(2) + "\n");
+    files::WriteFile(tmp + "/" + kModelConfigFile, config.dump(2) + "\n");
     WriteChecksums(tmp);
   } catch (...) {
     fs::remove_all(tmp);  // nothing half-written stays behind

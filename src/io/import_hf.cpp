@@ -13,9 +13,9 @@
 
 #include "data/text/tokenizer.h"
 #include "data/text/wordpiece.h"
+#include "files/file_writer.h"
 #include "io/bert_layout.h"
 #include "io/checksums.h"
-#include "io/file_writer.h"
 #include "io/model_folder.h"
 #include "io/safetensors.h"
 #include "model/document_model.h"
@@ -290,7 +290,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   info.tokenizer_hash = tokenizer.hash();
   info.tokenizer = data::kWordPieceFile;
   WriteModelFolderInfo(tmp, info);
-  WriteFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
+  files::WriteFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
   WriteChecksums(tmp);
   fs::remove_all(options.output);
   fs::rename(tmp, options.output);

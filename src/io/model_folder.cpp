@@ -8,10 +8,10 @@
 #include <fstream>
 #include <limits>
 
+#include "files/file_writer.h"
 #include "io/bert_layout.h"
 #include "io/checkpoint.h"
 #include "io/checksums.h"
-#include "io/file_writer.h"
 #include "io/safetensors.h"
 
 namespace docmatch::io {
@@ -31,7 +31,7 @@ nlohmann::json ModelFolderInfoJson(const ModelFolderInfo& info) {
 }
 
 void WriteModelFolderInfo(const std::string& folder, const ModelFolderInfo& info) {
-  WriteFile(folder + "/" + kModelConfigFile, ModelFolderInfoJson(info).dump(2) + "\n");
+  files::WriteFile(folder + "/" + kModelConfigFile, ModelFolderInfoJson(info).dump(2) + "\n");
 }
 
 void TrainedTokenizer(const data::Corpus& corpus, ModelFolderInfo* info) {
@@ -57,7 +57,7 @@ void WriteTrainedModelFolder(const std::string& folder, const torch::nn::Module&
   written.weights = "model.pt";
   written.layout = "docmatch";  // model.pt holds docmatch's names, whatever the stage started from
   if (info.tokenizer_bytes.empty()) written.tokenizer = "";
-  if (!written.tokenizer.empty()) WriteFile(folder + "/" + written.tokenizer, info.tokenizer_bytes);
+  if (!written.tokenizer.empty()) files::WriteFile(folder + "/" + written.tokenizer, info.tokenizer_bytes);
   WriteModelFolderInfo(folder, written);
 }
 

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "files/file_writer.h"
+
 namespace docmatch::io {
 namespace {
 
@@ -44,16 +46,12 @@ void WriteSafetensors(const std::map<std::string, torch::Tensor>& tensors, const
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+  files::SaveThrough(temporary, [&](const files::ByteWriter& write) {
     const uint64_t length = text.size();
-    out.write(reinterpret_cast<const char*>(&length), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const torch::Tensor& t : data) {
-      out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
-    }
-    if (!out.flush()) throw std::runtime_error("[export] cannot write '" + temporary + "'");
-  }
+    write(&length, 8);
+    write(text.data(), text.size());
+    for (const torch::Tensor& t : data) write(t.data_ptr(), t.numel() * t.element_size());
+  });
   std::filesystem::rename(temporary, path);
 }
 

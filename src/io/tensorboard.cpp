@@ -2,7 +2,7 @@
 // event, written by hand so that no protobuf dependency is needed (tensorboard.h).
 #include "io/tensorboard.h"
 
-#include "io/file_writer.h"
+#include "files/file_writer.h"
 
 #include <unistd.h>
 
@@ -151,7 +151,7 @@ void TrimEvents(const std::string& directory, int64_t step) {
     }
     dropped = dropped || at != data.size();
     if (!dropped) continue;
-    ReplaceFile(file.string(), kept);
+    files::ReplaceFile(file.string(), kept);
   }
 }
 
@@ -189,6 +189,9 @@ void EventWriter::WriteEvent(const std::string& event) {
   out_.write(record.data(), static_cast<std::streamsize>(record.size()));
 }
 
-void EventWriter::Flush() { out_.flush(); }
+void EventWriter::Flush() {
+  out_.flush();
+  files::CheckStream(out_, path_);
+}
 
 }  // namespace docmatch::io

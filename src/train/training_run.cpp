@@ -22,8 +22,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "files/file_writer.h"
 #include "io/checksums.h"
-#include "io/file_writer.h"
 
 namespace docmatch::train {
 namespace {
@@ -111,7 +111,7 @@ void TrimMetrics(const std::string& path, int64_t step) {
     }
   }
   if (dropped == 0) return;
-  io::ReplaceFile(path, kept);
+  files::ReplaceFile(path, kept);
   LOG(INFO) << "[train] " << path << ": dropped " << dropped << " lines logged after step " << step;
 }
 
@@ -391,7 +391,7 @@ void TrainingRun::RecordConfig(const std::string& config, bool resumed) {
       LOG(WARNING) << "[train] " << path << " is unreadable (" << e.what() << "): options not compared";
     }
   }
-  io::WriteFile(path, config);
+  files::WriteFile(path, config);
 }
 
 std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, torch::nn::Module& module,
@@ -414,15 +414,17 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
     trainer["positions"] = positions;
     written = checkpoints_.Save(step, [&](const std::string& folder) {
       io::WriteTrainedModelFolder(folder, module, info);
-      io::SaveThrough(folder + "/optimizer.pt", [&](const io::ByteWriter& write) { torch::save(optimizer, write); });
+      files::SaveThrough(folder + "/optimizer.pt",
+                         [&](const files::ByteWriter& write) { torch::save(optimizer, write); });
       const auto save_states = [&](const torch::Tensor& states, const std::string& file) {
         std::vector<torch::Tensor> generators;
         for (int r = 0; r < world; ++r) generators.push_back(states[r].clone());
-        io::SaveThrough(folder + "/" + file, [&](const io::ByteWriter& write) { torch::save(generators, write); });
+        files::SaveThrough(folder + "/" + file,
+                           [&](const files::ByteWriter& write) { torch::save(generators, write); });
       };
       save_states(all_states, "rng.pt");
       if (cuda_states.defined()) save_states(cuda_states, "rng-cuda.pt");
-      io::WriteFile(folder + kTrainerFile, trainer.dump(2) + "\n");
+      files::WriteFile(folder + kTrainerFile, trainer.dump(2) + "\n");
     });
   }
   communicator_.Barrier();  // nobody runs ahead of a checkpoint being written
@@ -449,6 +451,7 @@ void TrainingRun::Log(int64_t step, const std::string& prefix, const std::map<st
     events_->Scalar(prefix + "/" + name, step, value);
   }
   metrics_ << line.dump() << "\n" << std::flush;
+  files::CheckStream(metrics_, run_ + "/metrics.jsonl");
   events_->Flush();
   if (console_lines_) {
     // "[train] step 50  loss 2.306  infonce 2.01  lm 7.1  lr 0.0005  docs_per_s 41.2": the

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "files/file_writer.h"
+
 namespace docmatch::data {
 namespace fs = std::filesystem;
 
@@ -60,13 +62,7 @@ Manifest Manifest::FromJson(const nlohmann::json& json, const std::string& origi
 
 void Manifest::Save(const std::string& directory) const {
   const fs::path path = fs::path(directory) / kManifestFile;
-  const fs::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary);
-    out << ToJson().dump(2) << "\n";
-    if (!out.flush()) throw std::runtime_error("[data] cannot write " + temporary.string());
-  }
-  fs::rename(temporary, path);
+  files::ReplaceFile(path.string(), ToJson().dump(2) + "\n");
 }
 
 Manifest Manifest::Load(const std::string& directory) {

@@ -78,6 +78,24 @@ std::string StorageError() {
 
 void Fail(const std::string& where, const std::string& what) { throw std::runtime_error(where + ": " + what); }
 
+Handle CreateFile(const std::string& path, const std::string& where) {
+  SilenceErrors();
+  errno = 0;
+  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!file.valid())
+    Fail(where, "cannot create '" + path + "'" + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
+  return file;
+}
+
+void CloseFile(Handle& file, const std::string& where) {
+  const herr_t flushed = H5Fflush(file.get(), H5F_SCOPE_LOCAL);
+  const std::string flush_error = StorageError();
+  const herr_t closed = file.Close();
+  const std::string close_error = StorageError();
+  if (flushed < 0 || closed < 0)
+    Fail(where, "writing the file failed" + (flush_error.empty() ? close_error : flush_error));
+}
+
 void CreateArray(hid_t file, const std::string& where, const char* name, hid_t type, const std::vector<hsize_t>& dims,
                  hsize_t chunk_rows) {
   SilenceErrors();  // failures become one error naming the file, not HDF5's stack
@@ -94,6 +112,7 @@ void CreateArray(hid_t file, const std::string& where, const char* name, hid_t t
   if (H5Tis_variable_str(type) <= 0) Check(H5Pset_fletcher32(properties.get()), where, name);
   Handle dataset(H5Dcreate2(file, name, type, space.get(), H5P_DEFAULT, properties.get(), H5P_DEFAULT), H5Dclose);
   if (!dataset.valid()) Check(-1, where, name);
+  Check(dataset.Close(), where, name);
 }
 
 void WriteRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t begin, int64_t rows,
@@ -101,6 +120,7 @@ void WriteRows(hid_t file, const std::string& where, const char* name, hid_t typ
   if (rows == 0) return;
   Selection s = Select(file, where, name, begin, rows);
   Check(H5Dwrite(s.dataset.get(), type, s.memory_space.get(), s.file_space.get(), H5P_DEFAULT, data), where, name);
+  Check(s.dataset.Close(), where, name);  // chunks still cached are written here
 }
 
 void AppendRows(hid_t file, const std::string& where, const char* name, hid_t type, int64_t rows, const void* data) {
@@ -110,6 +130,7 @@ void AppendRows(hid_t file, const std::string& where, const char* name, hid_t ty
   {
     Handle dataset(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
     Check(H5Dset_extent(dataset.get(), dims.data()), where, name);
+    Check(dataset.Close(), where, name);
   }
   WriteRows(file, where, name, type, begin, rows, data);
 }
@@ -135,6 +156,7 @@ void WriteAttribute(hid_t file, const std::string& where, const char* name, int6
   Handle attribute(H5Acreate2(file, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!attribute.valid()) Check(-1, where, name);
   Check(H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value), where, name);
+  Check(attribute.Close(), where, name);
 }
 
 void WriteAttribute(hid_t file, const std::string& where, const char* name, const std::string& value) {
@@ -146,6 +168,7 @@ void WriteAttribute(hid_t file, const std::string& where, const char* name, cons
   Handle attribute(H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!attribute.valid()) Check(-1, where, name);
   Check(H5Awrite(attribute.get(), type.get(), value.c_str()), where, name);
+  Check(attribute.Close(), where, name);
 }
 
 int64_t ReadIntAttribute(hid_t file, const std::string& where, const char* name) {

@@ -26,6 +26,16 @@ void ShowErrorStacks(bool show);
 // (HDF5 reports a failed write without the OS's reason), else "".
 std::string StorageError();
 
+// A new file at `path` (replacing one there), or an error naming it and the
+// OS's reason.
+Handle CreateFile(const std::string& path, const std::string& where);
+// Flushes and closes a file being written, checked: HDF5 writes cached chunks
+// and metadata here, so a full disk often shows first at this point. Every
+// writer ends with it before renaming its file into place; a file that is
+// never closed this way is a failed output (docmatch keeps HDF5 from closing
+// files at exit: main.cpp calls H5dont_atexit).
+void CloseFile(Handle& file, const std::string& where);
+
 // A dataset of `dims` (1 or 2 dimensions, rows first), chunked by
 // `chunk_rows` rows, holding `data` of memory type `type`.
 void WriteArray(hid_t file, const std::string& where, const char* name, hid_t type, const void* data,

@@ -68,6 +68,13 @@ class Handle {
   }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
+  // Closes now and says whether HDF5 could: a writer's dataset or file close
+  // is where buffered chunks reach the disk, so its failure is a write error.
+  herr_t Close() {
+    const herr_t status = id_ >= 0 && closer_ ? closer_(id_) : 0;
+    id_ = H5I_INVALID_HID;
+    return status;
+  }
 
  private:
   hid_t id_ = H5I_INVALID_HID;

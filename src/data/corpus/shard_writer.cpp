@@ -16,10 +16,6 @@ namespace {
 
 std::string Where(const std::string& path) { return "[data] writing shard '" + path + "'"; }
 
-void Check(herr_t status, const std::string& path, const char* what) {
-  if (status < 0) hdf5::Fail(Where(path), std::string(what) + " failed" + hdf5::StorageError());
-}
-
 }  // namespace
 
 ShardWriter::ShardWriter(std::string path, std::string tokenizer_hash, int vocab_size)
@@ -60,10 +56,9 @@ ShardCounts ShardWriter::Close() {
   CHECK(!closed_) << "[data] shard " << path_ << " closed twice";
   const std::string temporary = path_ + ".tmp";
   {
-    sf::Handle file(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-    if (!file.valid()) throw std::runtime_error("[data] cannot create shard '" + temporary + "'");
-    const hid_t f = file.get();
     const std::string where = Where(path_);
+    sf::Handle file = hdf5::CreateFile(temporary, where);
+    const hid_t f = file.get();
     hdf5::WriteArray(f, where, sf::kTokens, H5T_NATIVE_INT32, tokens_.data(), {tokens_.size()}, sf::kTokenChunk);
     hdf5::WriteArray(f, where, sf::kSentenceOffsets, H5T_NATIVE_INT64, sentence_offsets_.data(),
                      {sentence_offsets_.size()}, sf::kOffsetChunk);
@@ -81,7 +76,7 @@ ShardCounts ShardWriter::Close() {
     hdf5::WriteAttribute(f, where, sf::kAttrParagraphs, counts_.paragraphs);
     hdf5::WriteAttribute(f, where, sf::kAttrSentences, counts_.sentences);
     hdf5::WriteAttribute(f, where, sf::kAttrTokens, counts_.tokens);
-    Check(H5Fflush(f, H5F_SCOPE_GLOBAL), path_, "flush");
+    hdf5::CloseFile(file, where);
   }
   std::filesystem::rename(temporary, path_);
   closed_ = true;

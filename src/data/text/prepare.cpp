@@ -2,17 +2,11 @@
 // tokenizer, encode on threads into shards, write manifest.json last (prepare.h).
 #include "data/text/prepare.h"
 
-#include <fcntl.h>
 #include <glog/logging.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <iomanip>
 #include <memory>
@@ -24,6 +18,7 @@
 #include "data/corpus/corpus.h"
 #include "data/text/corpus_reader.h"
 #include "data/text/text.h"
+#include "files/file_writer.h"
 
 namespace docmatch::data {
 namespace fs = std::filesystem;
@@ -137,27 +132,6 @@ class IdRegistry {
   std::string input_;
   std::unordered_map<std::string, int64_t> lines_;
 };
-
-// `from` copied to `to`, a failed write named with the OS's words (ENOSPC,
-// EFBIG), where std::filesystem::copy_file reports "Input/output error".
-void CopyFile(const std::string& from, const std::string& to) {
-  std::ifstream in(from, std::ios::binary);
-  if (!in) throw InputError("cannot read '" + from + "'");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot create '" + to + "': " + std::strerror(errno));
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      throw std::runtime_error("writing '" + to + "' failed: " + std::strerror(error));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) throw std::runtime_error("writing '" + to + "' failed: " + std::strerror(errno));
-}
 
 // Prepare writes into <output>/.incoming/ and moves the result into <output>
 // only when it is complete: bad input, a crash or a full disk part-way leave
@@ -311,7 +285,7 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
     report.tokenizer_trained = true;
   } else {
     tokenizer = std::make_unique<Tokenizer>(Tokenizer::Load(options.tokenizer_model));
-    CopyFile(options.tokenizer_model, (fs::path(options.output) / TokenizerFileName(*tokenizer)).string());
+    files::CopyFile(options.tokenizer_model, (fs::path(options.output) / TokenizerFileName(*tokenizer)).string());
   }
   report.vocab_size = tokenizer->vocab_size();
 

@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "files/file_writer.h"
+
 namespace docmatch::data {
 namespace {
 
@@ -39,17 +41,6 @@ std::string ReadFile(const std::string& path) {
   std::ostringstream bytes;
   bytes << in.rdbuf();
   return bytes.str();
-}
-
-void WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write tokenizer model '" + temporary + "'");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush()) throw std::runtime_error("short write to '" + temporary + "'");
-  }
-  std::filesystem::rename(temporary, path);
 }
 
 }  // namespace
@@ -110,7 +101,7 @@ Tokenizer Tokenizer::Load(const std::string& model_path) { return Tokenizer(Read
 
 Tokenizer Tokenizer::SaveWordPiece(const WordPiece& wordpiece, const std::string& model_path) {
   std::string serialized = wordpiece.Serialize();
-  WriteFileAtomically(model_path, serialized);
+  files::ReplaceFile(model_path, serialized);
   return Tokenizer(std::move(serialized), model_path);
 }
 
@@ -138,7 +129,7 @@ Tokenizer Tokenizer::Train(const std::function<bool(std::string*)>& next_sentenc
   std::string serialized;
   const auto status = sentencepiece::SentencePieceTrainer::Train(arguments, &iterator, &serialized);
   if (!status.ok()) throw std::runtime_error("SentencePiece training failed: " + status.ToString());
-  WriteFileAtomically(model_path, serialized);
+  files::ReplaceFile(model_path, serialized);
   return Tokenizer(std::move(serialized), model_path);
 }
 

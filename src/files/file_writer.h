@@ -1,13 +1,16 @@
 // Writing files so that a full disk (or a quota, or a file size limit) is one
 // clear error: the path and the OS's words ("No space left on device"), the
 // partial file removed, nothing thrown from inside a library's destructor.
+// Every file docmatch writes goes through here, or (HDF5) checks each call and
+// its close and then says why with WriteError.
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <ostream>
 #include <string>
 
-namespace docmatch::io {
+namespace docmatch::files {
 
 // The writer torch's serializer takes (OutputArchive::save_to, torch::save):
 // bytes in, the count taken out.
@@ -27,4 +30,15 @@ void WriteFile(const std::string& path, const std::string& bytes);
 // or the new one, never half of one.
 void ReplaceFile(const std::string& path, const std::string& bytes);
 
-}  // namespace docmatch::io
+// `from`'s bytes to `to` (std::filesystem::copy_file reports a full disk as
+// "Input/output error").
+void CopyFile(const std::string& from, const std::string& to);
+
+// "writing '<path>' failed: <strerror(error)>"
+std::string WriteError(const std::string& path, int error);
+
+// For a stream kept open (metrics.jsonl, TensorBoard events): throws
+// WriteError(path, errno) once `out` has failed.
+void CheckStream(const std::ostream& out, const std::string& path);
+
+}  // namespace docmatch::files

@@ -1,5 +1,5 @@
 // POSIX writes with the error kept and reported once (file_writer.h).
-#include "io/file_writer.h"
+#include "files/file_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,9 +7,15 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
-namespace docmatch::io {
+namespace docmatch::files {
+
+std::string WriteError(const std::string& path, int error) {
+  return "writing '" + path + "' failed: " + std::strerror(error != 0 ? error : EIO);
+}
 
 void SaveThrough(const std::string& path, const std::function<void(const ByteWriter& writer)>& save) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -38,7 +44,7 @@ void SaveThrough(const std::string& path, const std::function<void(const ByteWri
   if (::close(fd) != 0 && error == 0) error = errno;
   if (error != 0) {
     ::unlink(path.c_str());
-    throw std::runtime_error("writing '" + path + "' failed: " + std::strerror(error));
+    throw std::runtime_error(WriteError(path, error));
   }
 }
 
@@ -56,4 +62,14 @@ void ReplaceFile(const std::string& path, const std::string& bytes) {
   }
 }
 
-}  // namespace docmatch::io
+void CopyFile(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read '" + from + "': " + std::strerror(errno));
+  WriteFile(to, std::string(std::istreambuf_iterator<char>(in), {}));
+}
+
+void CheckStream(const std::ostream& out, const std::string& path) {
+  if (!out) throw std::runtime_error(WriteError(path, errno));
+}
+
+}  // namespace docmatch::files
