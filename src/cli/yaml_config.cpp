@@ -8,6 +8,8 @@
 #include <functional>
 #include <map>
 
+#include "model/config.h"
+
 namespace docmatch::cli {
 namespace {
 
@@ -96,6 +98,11 @@ void CheckConfigKeys(const std::string& path, const CLI::App& app) {
     root = YAML::LoadFile(path);
   } catch (const YAML::Exception& e) {
     throw CLI::ConfigError(path + ": not valid YAML: " + e.what());
+  }
+  try {
+    model::CheckUniqueKeys(root, path);
+  } catch (const std::runtime_error& e) {
+    throw CLI::ConfigError(e.what());
   }
   if (!root || root.IsNull() || !root.IsMap()) return;  // from_config reports a file that is not a map
   auto unknown = [&](const YAML::Node& key, const std::string& what, const std::vector<std::string>& names,

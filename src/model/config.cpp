@@ -128,6 +128,30 @@ void SetVocabSize(ModelConfig* config, int64_t vocab_size) {
   Fields(*config, "model config").at("vocab_size").set(YAML::Node(vocab_size));
 }
 
+void CheckUniqueKeys(const YAML::Node& root, const std::string& path) {
+  std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& node,
+                                                                        const std::string& section) {
+    if (node.IsSequence()) {
+      for (const YAML::Node& item : node) walk(item, section);
+      return;
+    }
+    if (!node.IsMap()) return;
+    std::map<std::string, int> lines;
+    for (const auto& entry : node) {
+      const std::string key = entry.first.Scalar();
+      const int line = entry.first.Mark().line + 1;
+      const auto [first, added] = lines.emplace(key, line);
+      if (!added) {
+        throw std::runtime_error(path + ":" + std::to_string(line) + ": key '" + key + "' is given twice" +
+                                 (section.empty() ? std::string() : " in '" + section + "'") + " (first on line " +
+                                 std::to_string(first->second) + "); only one can hold");
+      }
+      walk(entry.second, section.empty() ? key : section + "." + key);
+    }
+  };
+  walk(root, "");
+}
+
 ModelConfig LoadModelConfig(const std::string& path) {
   YAML::Node root;
   try {
@@ -135,6 +159,7 @@ ModelConfig LoadModelConfig(const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw std::runtime_error("cannot read model config '" + path + "': " + e.what());
   }
+  CheckUniqueKeys(root, path);
   if (!root.IsMap() || !root["model"] || !root["model"].IsMap()) {
     throw std::runtime_error("'" + path + "' is not a model config: expected a YAML file with a `model:` section " +
                              "(kind and sizes; configs/models/ has one per kind)");

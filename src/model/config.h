@@ -34,6 +34,11 @@ struct ModelConfig {
 ModelConfig LoadModelConfig(const std::string& path);
 ModelConfig ModelConfigFromYaml(const YAML::Node& model, const std::string& origin);
 
+// The rule for every YAML file docmatch reads (model configs, --config):
+// a key given twice in one map is an error naming the file, both lines and
+// the section, where yaml-cpp would keep the first and drop the second.
+void CheckUniqueKeys(const YAML::Node& root, const std::string& path);
+
 // The resolved config as checkpoints and exported models carry it:
 // {"kind": ..., every key of that kind}. FromJson applies the YAML checks.
 nlohmann::json ModelConfigToJson(const ModelConfig& config);

@@ -2,7 +2,8 @@
 """Configuration that cannot go wrong silently, through the real binary:
 
 - a misspelt key or section of a --config file fails before anything runs,
-  naming the file, the line, the key and the nearest known name;
+  naming the file, the line, the key and the nearest known name; a key
+  given twice (in a --config file or a model config) names both lines;
 - --model is a model folder everywhere: a YAML given to it names
   --model-config, a folder given to --model-config names --model;
 - --dump-config prints a config whose paths do not exist yet;
@@ -61,6 +62,17 @@ def main():
         f.write("finetune:\n  learning_rate: 1e-4\n")
     err = run("finetune", "--config", path("synonym.yaml"), fail=True).stderr
     check("unknown option of finetune 'learning_rate'; did you mean 'lr'?" in err, err)
+    # A key given twice (yaml-cpp keeps the first silently): both lines named,
+    # in a --config file and in a model config.
+    with open(path("twice.yaml"), "w") as f:
+        f.write(f"pretrain:\n  corpus: {corpus}\n  lr: 1e-3\n  steps: 4\n  lr: 5e-4\n")
+    err = run("pretrain", "--config", path("twice.yaml"), fail=True).stderr
+    check(f"{path('twice.yaml')}:5: key 'lr' is given twice in 'pretrain' (first on line 3)" in err, err)
+    with open(path("twice-model.yaml"), "w") as f:
+        f.write("model:\n  kind: smith\n  hidden: 32\n  heads: 2\n  hidden: 48\n")
+    err = run("pretrain", "--corpus", corpus, "--model-config", path("twice-model.yaml"), "--run", path("twice"),
+              fail=True).stderr
+    check("twice-model.yaml:5: key 'hidden' is given twice in 'model' (first on line 3)" in err, err)
 
     err = run("finetune", "--corpus", corpus, "--model", path("tiny.yaml"), "--train-pairs",
               os.path.join(fixture, "pairs.train.jsonl"), fail=True).stderr

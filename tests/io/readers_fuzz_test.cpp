@@ -1,6 +1,7 @@
 // Seeded random-mutation fuzzing of every reader of user or disk input: the
 // JSONL document reader, the pair and relevance reader, the manifest, the
-// shard reader, safetensors, checkpoint archives and checksum records. Each
+// shard reader, safetensors, checkpoint archives, checksum records and
+// embeddings files (docmatch's own and h5py's usual string types). Each
 // target starts from a valid file, and each execution writes a mutant of it
 // (bit flips, overwritten runs, truncation, inserted or duplicated bytes) and
 // reads it back whole. A reader may accept a mutant or throw a
@@ -10,6 +11,7 @@
 //
 // DOCMATCH_FUZZ_EXECUTIONS scales the executions per target (default 1.0).
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <torch/torch.h>
 
@@ -26,6 +28,7 @@
 #include "data/batches/pairs.h"
 #include "data/corpus/corpus.h"
 #include "data/text/corpus_reader.h"
+#include "eval/embeddings.h"
 #include "io/checkpoint.h"
 #include "io/checksums.h"
 #include "io/safetensors.h"
@@ -196,6 +199,123 @@ TEST(Fuzz, SafetensorsCheckpointAndChecksumReaders) {
   data::testing::WriteFile(dir.File("folder/trainer.json"), "{\"step\": 3}\n");
   io::WriteChecksums(dir.File("folder"));
   Fuzz("checksums", dir.File("folder/checksums.json"), 2000, [&] { io::VerifyChecksums(dir.File("folder")); });
+}
+
+// How an embeddings file stores its document ids: docmatch writes fixed-size
+// UTF-8 (NUL-padded, chunked, Fletcher-32); h5py writes np.array(ids,
+// dtype="S30") as fixed ASCII (contiguous), a str list as variable-length
+// UTF-8; Fortran-style writers pad with spaces; integer ids are not ids.
+enum class Ids { kDocmatch, kFixedAscii, kVariableUtf8, kSpacePadded, kIntegers };
+
+// An embeddings file of `ids` and vectors row i = (i, i + 0.5, ...) written
+// with the HDF5 C API, the attributes every writer sets.
+void WriteEmbeddings(const std::string& path, const std::vector<std::string>& ids, Ids how) {
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t n = ids.size(), dims[2] = {n, 3};
+  std::vector<double> vectors;
+  for (hsize_t i = 0; i < n; ++i)
+    for (int j = 0; j < 3; ++j) vectors.push_back(static_cast<double>(i) + 0.5 * j);
+  hid_t properties = H5Pcreate(H5P_DATASET_CREATE);
+  if (how == Ids::kDocmatch) {
+    const hsize_t chunk[2] = {2, 3};
+    H5Pset_chunk(properties, 2, chunk);
+    H5Pset_fletcher32(properties);
+  }
+  hid_t space = H5Screate_simple(2, dims, nullptr);
+  hid_t dataset = H5Dcreate2(file, "vectors", H5T_IEEE_F64LE, space, H5P_DEFAULT, properties, H5P_DEFAULT);
+  H5Dwrite(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, vectors.data());
+  H5Dclose(dataset);
+  H5Sclose(space);
+  H5Pclose(properties);
+
+  space = H5Screate_simple(1, &n, nullptr);
+  hid_t type = H5Tcopy(how == Ids::kIntegers ? H5T_NATIVE_INT64 : H5T_C_S1);
+  std::string packed;
+  std::vector<const char*> pointers;
+  std::vector<int64_t> numbers(n);
+  const size_t width = 12;
+  for (const std::string& id : ids) {
+    pointers.push_back(id.c_str());
+    packed += id + std::string(width - id.size(), how == Ids::kSpacePadded ? ' ' : '\0');
+  }
+  const void* data = packed.data();
+  if (how == Ids::kVariableUtf8) {
+    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_cset(type, H5T_CSET_UTF8);
+    data = pointers.data();
+  } else if (how == Ids::kIntegers) {
+    data = numbers.data();
+  } else {
+    H5Tset_size(type, width);
+    H5Tset_strpad(type, how == Ids::kSpacePadded ? H5T_STR_SPACEPAD : H5T_STR_NULLPAD);
+    H5Tset_cset(type, how == Ids::kDocmatch ? H5T_CSET_UTF8 : H5T_CSET_ASCII);
+  }
+  dataset = H5Dcreate2(file, "document_ids", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  H5Dclose(dataset);
+  H5Tclose(type);
+  H5Sclose(space);
+
+  auto attribute = [&](const char* name, const std::string& value) {
+    hid_t string = H5Tcopy(H5T_C_S1);
+    H5Tset_size(string, value.size());
+    hid_t scalar = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(file, name, string, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, string, value.data());
+    H5Aclose(a);
+    H5Sclose(scalar);
+    H5Tclose(string);
+  };
+  auto number = [&](const char* name, int64_t value) {
+    hid_t scalar = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(file, name, H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT64, &value);
+    H5Aclose(a);
+    H5Sclose(scalar);
+  };
+  attribute("docmatch_format", "docmatch-embeddings");
+  number("format_version", 1);
+  number("dimension", 3);
+  attribute("kind", "match_bert");
+  attribute("model", "elsewhere");
+  H5Fclose(file);
+}
+
+TEST(Fuzz, EmbeddingsReader) {
+  data::testing::ScratchDir dir("fuzz");
+  const std::vector<std::string> ids = {"d0", "caf\xc3\xa9", "Ice_age", "x-3", "", "d5"};
+  const auto read_all = [](const std::string& path) {
+    const eval::EmbeddingFile file(path);
+    file.Vectors(0, file.size());
+    return file;
+  };
+  // Every string type a writer uses reads back as the same ids and vectors.
+  for (const Ids how : {Ids::kDocmatch, Ids::kFixedAscii, Ids::kVariableUtf8, Ids::kSpacePadded}) {
+    const std::string path = dir.File("ids-" + std::to_string(static_cast<int>(how)) + ".h5");
+    WriteEmbeddings(path, ids, how);
+    const eval::EmbeddingFile file = read_all(path);
+    EXPECT_EQ(file.ids(), ids) << path;
+    EXPECT_TRUE(file.Vectors(0, 6).equal(torch::tensor({0.0, 0.5, 1.0}).unsqueeze(0) +
+                                         torch::arange(6, torch::kDouble).unsqueeze(1)))
+        << path;
+  }
+  // Ids that are not strings are named as such.
+  WriteEmbeddings(dir.File("numbers.h5"), ids, Ids::kIntegers);
+  try {
+    read_all(dir.File("numbers.h5"));
+    ADD_FAILURE() << "integer ids were read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'document_ids' is not strings"), std::string::npos) << e.what();
+  }
+  // Damage: docmatch's own layout and h5py's fixed ASCII. (Variable-length
+  // strings live in HDF5's global heap, whose damaged records crash HDF5
+  // 1.10 itself; docmatch writes none.)
+  for (const Ids how : {Ids::kDocmatch, Ids::kFixedAscii}) {
+    const std::string path = dir.File("ids-" + std::to_string(static_cast<int>(how)) + ".h5");
+    const Figures f =
+        Fuzz(how == Ids::kDocmatch ? "embeddings" : "embeddings-h5py-fixed-ascii", path, 3000, [&] { read_all(path); });
+    EXPECT_GT(f.exceptions, 0);
+  }
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 // corpus and every error naming the file and line (pairs.h).
 #include "data/batches/pairs.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
-
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
 #include "data/text/corpus_reader.h"
 
@@ -45,10 +47,13 @@ void ForEachRecord(const std::string& path, const char* what, Each each) {
   }
 }
 
+std::string Label(float label) { return label == 0 ? "0" : "1"; }
+
 }  // namespace
 
 std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpus, bool labels_required) {
   std::vector<LabelledPair> pairs;
+  std::map<std::pair<int64_t, int64_t>, std::pair<float, std::string>> labels;  // label and line of each pair
   ForEachRecord(path, "pair", [&](const nlohmann::json& record, const std::string& where) {
     auto index_of = [&](const char* field) {
       if (!record.contains(field) || !record[field].is_string()) {
@@ -69,9 +74,28 @@ std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpu
       throw InputError(where + ": \"label\" must be 0 or 1");
     }
     pair.label = record["label"].get<float>();
+    // A pair (either order: matching is symmetric) given both labels
+    // teaches nothing and hides a mistake in the file.
+    const auto key = std::minmax(pair.source, pair.target);
+    const auto [first, added] = labels.emplace(key, std::make_pair(pair.label, where));
+    if (!added && first->second.first != pair.label) {
+      throw InputError(where + ": \"" + record["source"].get<std::string>() + "\" and \"" +
+                       record["target"].get<std::string>() + "\" are labelled " + Label(pair.label) + " here and " +
+                       Label(first->second.first) + " at " + first->second.second + "; a pair has one label");
+    }
     pairs.push_back(pair);
   });
   if (pairs.empty()) throw InputError("pair file '" + path + "' holds no pairs");
+  const auto self =
+      std::count_if(pairs.begin(), pairs.end(), [](const LabelledPair& p) { return p.source == p.target; });
+  if (self == static_cast<int64_t>(pairs.size())) {
+    throw InputError("pair file '" + path + "': every pair (" + std::to_string(self) +
+                     ") pairs a document with itself: nothing to learn or measure (source and target swapped into "
+                     "one column?)");
+  }
+  if (self > 0) {
+    LOG(WARNING) << "[data] " << path << ": " << self << " of " << pairs.size() << " pairs pair a document with itself";
+  }
   return pairs;
 }
 

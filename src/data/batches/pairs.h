@@ -20,7 +20,9 @@ struct LabelledPair {
 };
 
 // With `labels_required` false (relevance lists such as related.jsonl), a
-// line without "label" is a related pair (label 1).
+// line without "label" is a related pair (label 1). A pair given both labels
+// (in either order) is an error naming both lines, and so is a file whose
+// every pair puts a document with itself.
 std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpus, bool labels_required = true);
 
 // Relevance lists for ranking, either {"query": id, "relevant": [id, ...]}

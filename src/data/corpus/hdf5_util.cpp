@@ -203,7 +203,11 @@ std::vector<hsize_t> Dimensions(hid_t file, const std::string& where, const char
   Handle dataset(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
   if (!dataset.valid()) Fail(where, std::string("dataset '") + name + "' is missing");
   Handle space(H5Dget_space(dataset.get()), H5Sclose);
-  std::vector<hsize_t> dims(std::max(0, H5Sget_simple_extent_ndims(space.get())));
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  // Every docmatch dataset has rows: a scalar or unreadable shape is a damaged
+  // (or foreign) file, and callers index dims[0].
+  if (rank < 1 || rank > 2) Fail(where, std::string("dataset '") + name + "' is not 1- or 2-dimensional");
+  std::vector<hsize_t> dims(rank);
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   return dims;
 }

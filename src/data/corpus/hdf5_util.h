@@ -59,7 +59,8 @@ void WriteAttribute(hid_t file, const std::string& where, const char* name, cons
 int64_t ReadIntAttribute(hid_t file, const std::string& where, const char* name);
 std::string ReadStringAttribute(hid_t file, const std::string& where, const char* name);
 
-// The dataset's dimensions (rows first); fails when it is missing.
+// The dataset's dimensions (rows first); fails when it is missing or is not
+// 1- or 2-dimensional.
 std::vector<hsize_t> Dimensions(hid_t file, const std::string& where, const char* name);
 
 // Rows [begin, begin + rows) of a dataset, each row all its columns, read as

@@ -46,5 +46,38 @@ TEST(Pairs, ReadsIdsAsCorpusIndicesAndNamesEveryBadLine) {
   EXPECT_NE(ErrorOf(dir.File("absent.jsonl"), corpus).find("absent.jsonl"), std::string::npos);
 }
 
+TEST(Pairs, RefusesAPairWithTwoLabelsAndAFileOfSelfPairs) {
+  testing::ScratchDir dir("pairs");
+  testing::WriteSyntheticCorpus(dir.File("corpus"), {5, 5});
+  const Corpus corpus(dir.File("corpus"));
+  // The same pair, in the other order, labelled 0 three lines later.
+  testing::WriteFile(dir.File("both.jsonl"),
+                     "{\"source\": \"doc-1\", \"target\": \"doc-7\", \"label\": 1}\n"
+                     "{\"source\": \"doc-2\", \"target\": \"doc-3\", \"label\": 0}\n"
+                     "{\"source\": \"doc-1\", \"target\": \"doc-7\", \"label\": 1}\n"
+                     "{\"source\": \"doc-7\", \"target\": \"doc-1\", \"label\": 0}\n");
+  const std::string error = ErrorOf(dir.File("both.jsonl"), corpus);
+  EXPECT_NE(error.find("both.jsonl:4: \"doc-7\" and \"doc-1\" are labelled 0 here and 1 at "), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("both.jsonl:1"), std::string::npos) << error;
+  // A repeated pair with the same label is kept twice (a weighting).
+  testing::WriteFile(dir.File("repeated.jsonl"),
+                     "{\"source\": \"doc-1\", \"target\": \"doc-7\", \"label\": 1}\n"
+                     "{\"source\": \"doc-7\", \"target\": \"doc-1\", \"label\": 1}\n");
+  EXPECT_EQ(ReadPairs(dir.File("repeated.jsonl"), corpus).size(), 2u);
+
+  testing::WriteFile(dir.File("self.jsonl"),
+                     "{\"source\": \"doc-1\", \"target\": \"doc-1\", \"label\": 1}\n"
+                     "{\"source\": \"doc-4\", \"target\": \"doc-4\", \"label\": 0}\n");
+  EXPECT_NE(ErrorOf(dir.File("self.jsonl"), corpus).find("every pair (2) pairs a document with itself"),
+            std::string::npos)
+      << ErrorOf(dir.File("self.jsonl"), corpus);
+  // One self-pair among others is read (with a warning).
+  testing::WriteFile(dir.File("some-self.jsonl"),
+                     "{\"source\": \"doc-1\", \"target\": \"doc-1\", \"label\": 1}\n"
+                     "{\"source\": \"doc-4\", \"target\": \"doc-5\", \"label\": 0}\n");
+  EXPECT_EQ(ReadPairs(dir.File("some-self.jsonl"), corpus).size(), 2u);
+}
+
 }  // namespace
 }  // namespace docmatch::data
