@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -66,6 +67,22 @@ void CopyFile(const std::string& from, const std::string& to) {
   std::ifstream in(from, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read '" + from + "': " + std::strerror(errno));
   WriteFile(to, std::string(std::istreambuf_iterator<char>(in), {}));
+}
+
+void WriteFolder(const std::string& output, const std::function<void(const std::string& staged)>& write) {
+  namespace fs = std::filesystem;
+  const std::string staged = output + ".tmp";
+  fs::remove_all(staged);
+  fs::create_directories(staged);
+  try {
+    write(staged);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(staged, ignored);  // nothing half-written stays behind
+    throw;
+  }
+  fs::remove_all(output);
+  fs::rename(staged, output);
 }
 
 void CheckStream(const std::ostream& out, const std::string& path) {

@@ -34,6 +34,11 @@ void ReplaceFile(const std::string& path, const std::string& bytes);
 // "Input/output error").
 void CopyFile(const std::string& from, const std::string& to);
 
+// A folder written whole or not at all: write(staged) fills `output`.tmp
+// (emptied first), which then replaces `output`; if write throws, the staged
+// folder is removed and `output` is left as it was.
+void WriteFolder(const std::string& output, const std::function<void(const std::string& staged)>& write);
+
 // "writing '<path>' failed: <strerror(error)>"
 std::string WriteError(const std::string& path, int error);
 

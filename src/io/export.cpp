@@ -231,10 +231,7 @@ std::string ExportModel(const ExportOptions& options) {
               << (info.config.kind == "smith" ? "; the whole SMITH model exports with --format docmatch" : "");
   }
 
-  const std::string tmp = options.output + ".tmp";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  try {
+  files::WriteFolder(options.output, [&](const std::string& tmp) {
     WriteSafetensors(tensors, tmp + "/model.safetensors",
                      {{"format", "pt"}, {"docmatch_kind", info.config.kind}, {"source", options.model}});
     const std::string tokenizer_file = data::TokenizerFileName(tokenizer);
@@ -256,12 +253,7 @@ std::string ExportModel(const ExportOptions& options) {
     }
     files::WriteFile(tmp + "/" + kModelConfigFile, config.dump(2) + "\n");
     WriteChecksums(tmp);
-  } catch (...) {
-    fs::remove_all(tmp);  // nothing half-written stays behind
-    throw;
-  }
-  fs::remove_all(options.output);
-  fs::rename(tmp, options.output);
+  });
   return format;
 }
 

@@ -274,26 +274,23 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   }
 
   // The folder: weights, tokenizer, config, report.
-  const std::string tmp = options.output + ".tmp";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
   std::map<std::string, torch::Tensor> tensors;
   for (const auto& [name, value] : targets) tensors[name] = value.detach().contiguous();
-  WriteSafetensors(tensors, tmp + "/model.safetensors",
-                   {{"format", "pt"}, {"docmatch_kind", config.kind}, {"source", options.input}});
-  const data::WordPiece wordpiece(pieces, wordpiece_options, data::kUnkId);
-  const data::Tokenizer tokenizer = data::Tokenizer::SaveWordPiece(wordpiece, tmp + "/" + data::kWordPieceFile);
-  ModelFolderInfo info;
-  info.config = config;
-  info.weights = "model.safetensors";
-  info.stage = "import";
-  info.tokenizer_hash = tokenizer.hash();
-  info.tokenizer = data::kWordPieceFile;
-  WriteModelFolderInfo(tmp, info);
-  files::WriteFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
-  WriteChecksums(tmp);
-  fs::remove_all(options.output);
-  fs::rename(tmp, options.output);
+  files::WriteFolder(options.output, [&](const std::string& tmp) {
+    WriteSafetensors(tensors, tmp + "/model.safetensors",
+                     {{"format", "pt"}, {"docmatch_kind", config.kind}, {"source", options.input}});
+    const data::WordPiece wordpiece(pieces, wordpiece_options, data::kUnkId);
+    const data::Tokenizer tokenizer = data::Tokenizer::SaveWordPiece(wordpiece, tmp + "/" + data::kWordPieceFile);
+    ModelFolderInfo info;
+    info.config = config;
+    info.weights = "model.safetensors";
+    info.stage = "import";
+    info.tokenizer_hash = tokenizer.hash();
+    info.tokenizer = data::kWordPieceFile;
+    WriteModelFolderInfo(tmp, info);
+    files::WriteFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
+    WriteChecksums(tmp);
+  });
   return report;
 }
 

@@ -227,15 +227,12 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   const int rank = communicator.rank(), world = communicator.size();
   const data::Corpus corpus(options.corpus);
 
-  // A run that resumes loads its own checkpoint's weights: --init (which may
-  // be gone by now, or a `latest` that moved on) is not read again, and the
-  // model is the checkpoint's.
-  const bool resuming = options.resume && TrainingRun::LatestTrainerState(options.run).is_object();
+  const TrainingRun::ModelSource source =
+      TrainingRun::SourceOfModel(options.run, options.resume, options.init, "finetune", rank);
   io::ModelFolderInfo info;
-  if (!options.init.empty()) {
-    const std::string from = resuming ? *io::CheckpointDirectory(options.run).Latest() : options.init;
-    info = io::ReadModelFolderInfo(from);
-    io::CheckTokenizer(info, corpus, from);
+  if (!source.folder.empty()) {
+    info = io::ReadModelFolderInfo(source.folder);
+    io::CheckTokenizer(info, corpus, source.folder);
   } else {
     info.config = model::LoadModelConfig(options.model);
     model::SetVocabSize(&info.config, corpus.manifest().vocab_size);
@@ -249,12 +246,9 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
   std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(info.config);
-  if (!options.init.empty() && !resuming) {
+  if (!options.init.empty() && !source.resuming) {
     io::LoadFolderWeights(model->module(), options.init, info);
     if (rank == 0) LOG(INFO) << "[finetune] encoder from " << options.init << " (" << info.stage << ")";
-  } else if (!options.init.empty() && rank == 0) {
-    LOG(INFO) << "[finetune] " << options.run << " has checkpoints: resuming it (--init " << options.init
-              << " was read when it started)";
   }
   model->module().to(device);
   // What this run's checkpoints and best/ describe: the fine-tuned module alone.

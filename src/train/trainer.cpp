@@ -297,15 +297,13 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
   TORCH_CHECK(options.init.empty() || options.model.empty(), "[train] give --model-config (random weights) or --init ",
               "(the model and weights of a folder), not both: --init ", options.init, " brings its own model");
   auto corpus = std::make_shared<const data::Corpus>(options.corpus);
-  // A run that resumes loads its own checkpoint's weights: --init (which may
-  // be gone by now, or a `latest` that moved on) is not read again, and the
-  // model is the checkpoint's.
-  const bool resuming = options.resume && TrainingRun::LatestTrainerState(options.run).is_object();
-  const std::string init = resuming || options.init.empty() ? "" : options.init;
+  const TrainingRun::ModelSource source =
+      TrainingRun::SourceOfModel(options.run, options.resume, options.init, "train", rank);
+  const std::string init = source.resuming ? "" : options.init;  // weights to load before step 1
   io::ModelFolderInfo init_info;
   model::ModelConfig config;
-  if (!options.init.empty()) {
-    const std::string from = resuming ? *io::CheckpointDirectory(options.run).Latest() : options.init;
+  if (!source.folder.empty()) {
+    const std::string& from = source.folder;
     init_info = io::ReadModelFolderInfo(from);
     io::CheckTokenizer(init_info, *corpus, from);
     config = init_info.config;
@@ -333,9 +331,6 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
       data::PretrainingMasks(corpus->manifest().vocab_size, options.seed, /*sentence_blocks=*/objective == "wp+sp");
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
-  if (resuming && !options.init.empty() && rank == 0)
-    LOG(INFO) << "[train] " << options.run << " has checkpoints: resuming it (--init " << options.init
-              << " was read when it started)";
   const bool docsplit = objective == "docsplit";
   // DocSplit without its LM term reads its views unmasked.
   const bool word_masks = !docsplit || options.lm_weight != 0;

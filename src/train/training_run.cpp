@@ -239,6 +239,22 @@ nlohmann::json TrainingRun::LatestTrainerState(const std::string& run) {
   return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);  // discarded (null) when it does not parse
 }
 
+TrainingRun::ModelSource TrainingRun::SourceOfModel(const std::string& run, bool resume, const std::string& init,
+                                                    const std::string& stage, int rank) {
+  ModelSource source;
+  source.resuming = resume && LatestTrainerState(run).is_object();
+  if (!source.resuming) {
+    source.folder = init;
+    return source;
+  }
+  source.folder = init.empty() ? "" : *io::CheckpointDirectory(run).Latest();
+  if (!init.empty() && rank == 0) {
+    LOG(INFO) << "[" << stage << "] " << run << " has checkpoints: resuming it (--init " << init
+              << " was read when it started)";
+  }
+  return source;
+}
+
 void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                        ResumedState* state) {
   const int rank = communicator_.rank(), world = communicator_.size();

@@ -144,6 +144,18 @@ class TrainingRun {
   // (Resume names that one).
   static nlohmann::json LatestTrainerState(const std::string& run);
 
+  // Where a stage's model comes from. A run that resumes (`resume` and a
+  // checkpoint in `run`) takes its own newest checkpoint's model: --init
+  // (which may be gone by now, or a `latest` that moved on) is not read
+  // again, and rank 0 says so when --init was given. `folder` is that
+  // checkpoint, else `init` ("" when neither: the model comes from a config).
+  struct ModelSource {
+    bool resuming = false;
+    std::string folder;
+  };
+  static ModelSource SourceOfModel(const std::string& run, bool resume, const std::string& init,
+                                   const std::string& stage, int rank);
+
   // Rank 0 keeps `config` (the command's resolved options in --dump-config's
   // YAML; nothing happens when it is empty) as <run>/config.yaml. When the
   // run resumes, it first warns naming each option whose value differs from

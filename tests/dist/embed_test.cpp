@@ -11,6 +11,7 @@
 #include "dist/mpi_communicator.h"
 #include "eval/embeddings.h"
 #include "io/checkpoint.h"
+#include "io/checksums.h"
 #include "io/model_folder.h"
 
 namespace docmatch::eval {
@@ -46,6 +47,7 @@ TEST_P(EmbedEveryRank, JoinedFileEqualsOneProcessPerDocument) {
     info.stage = "test";
     info.tokenizer_hash = "0123456789abcdef";
     io::WriteModelFolderInfo(dir + "/model", info);
+    io::WriteChecksums(dir + "/model");  // as every writer of a model folder does
   }
   comm.Barrier();
   EmbedOptions options;

@@ -242,8 +242,9 @@ def prepare_overwrite(c):
     with open(smaller, "w") as f:
         for a in articles[:12]:
             f.write(json.dumps(a) + "\n")
-    c.run(prepare + ["--input", smaller, "--overwrite"])
+    output = c.run(prepare + ["--input", smaller, "--overwrite"])
     check(json.loads(c.run(["inspect", corpus]))["documents"] == 12, "a good --overwrite did not replace it")
+    check("held 30 documents; the new corpus has 12" in output, "a smaller corpus replaced one silently:\n" + output)
     return kept["documents"]
 
 

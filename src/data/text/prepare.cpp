@@ -406,6 +406,17 @@ PrepareReport Prepare(const PrepareOptions& options) {
     fs::remove_all(staged.output, ignored);
     throw;
   }
+  if (fs::exists(fs::path(options.output) / kManifestFile)) {
+    // --overwrite with a smaller input is allowed (a subset on purpose) but said.
+    try {
+      const int64_t before = Manifest::Load(options.output).totals.documents;
+      if (report.totals.documents < before) {
+        LOG(WARNING) << "[data] '" << options.output << "' held " << before << " documents; the new corpus has "
+                     << report.totals.documents << " (from '" << options.input << "')";
+      }
+    } catch (const std::exception&) {  // an old manifest that does not read: nothing to compare
+    }
+  }
   InstallStaged(staged.output, options.output);
   return report;
 }
