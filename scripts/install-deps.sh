@@ -2,7 +2,9 @@
 # Installs every build and run dependency of docmatch, idempotently.
 #
 #  * Debian packages: compilers' helpers, MPI, HDF5, glog, GoogleTest, yaml-cpp,
-#    CLI11, nlohmann-json, ICU, SentencePiece, groff/man (default corpus).
+#    CLI11, nlohmann-json, ICU, SentencePiece, groff/man (default corpus),
+#    and Slurm with munge (the cluster tests start their own slurmctld and
+#    slurmd: tests/cluster/slurm-cluster.sh; nothing runs until they do).
 #  * PyTorch 2.11.0 from PyPI into a virtual environment OUTSIDE the repository
 #    (default ~/.cache/docmatch/venv, override with DOCMATCH_VENV), reused when
 #    present. libtorch comes from that wheel: CMake is pointed at
@@ -34,6 +36,7 @@ apt_packages=(
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libhnswlib-dev
   libicu-dev libsentencepiece-dev sentencepiece
   groff-base man-db manpages manpages-dev
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()
