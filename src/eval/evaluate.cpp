@@ -28,7 +28,7 @@ namespace {
 // vectors, or for SDR its sentence vectors. Without a model (vectors made
 // elsewhere) the score is the cosine.
 struct Scorer {
-  model::DocumentModel* model;                // null: cosine
+  model::DocumentModel* model = nullptr;      // null: cosine
   torch::Tensor vectors;                      // (N, D)
   std::vector<model::DocumentSentences> sdr;  // (N,) SDR only
   bool normalize = false;
@@ -306,7 +306,9 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
   }
   const EmbeddingFile file(options.embeddings);
   file.CheckCorpusOrder(corpus, "eval", "write the vectors in corpus order");
-  Scorer scorer{nullptr, file.Vectors(0, file.size()).to(torch::kFloat64), {}, false};
+  Scorer scorer;
+  scorer.model = nullptr;
+  scorer.vectors = file.Vectors(0, file.size()).to(torch::kFloat64);
   std::string score = "cosine";
   const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, communicator.rank(), &score);
   nlohmann::json metrics = {{"model", file.model()},
@@ -347,7 +349,10 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& com
   // as any float64 recomputation from the file; SMASH's head stays float32.
   torch::Tensor vectors = file.Vectors(0, file.size());
   if (model->cosine()) vectors = vectors.to(torch::kFloat64);
-  Scorer scorer{model.get(), vectors, {}, options.sdr_normalize};
+  Scorer scorer;
+  scorer.model = model.get();
+  scorer.vectors = vectors;
+  scorer.normalize = options.sdr_normalize;
   if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
   std::string score = scorer.hierarchical() ? "sdr hierarchical" : "pair logit";
   if (scorer.hierarchical() && options.sdr_normalize) {
