@@ -147,8 +147,8 @@ exec ip netns exec "${{namespace[$host]}}" /bin/bash -c "$*"
         figures["two_hosts_seconds"] = round(time.time() - started, 1)
         check(across.returncode == 0 and "[dist] 2 ranks" in out, f"2 hosts: exit {across.returncode}\n{out[-3000:]}")
         reached = sorted(set(open(agent_log).read().split()))
-        check(reached == sorted(hosts.addresses[1:]) or reached == sorted(hosts.addresses),
-              f"the agent was not asked for the other host: {reached}")
+        # mpirun runs outside both namespaces: every host is remote.
+        check(reached == sorted(hosts.addresses), f"the agent was not asked for every host: {reached}")
         single = launch(hosts, scratch, docmatch, config, os.path.join(scratch, "single"),
                         ["--steps", "8", "--checkpoint-every", "4"], hostfile=False)
         out, _ = single.communicate(timeout=300)

@@ -50,28 +50,25 @@ def main():
 
     with open(path("tiny.yaml"), "w") as f:
         f.write(TINY)
-    with open(path("typo.yaml"), "w") as f:
-        f.write(f"pretrain:\n  corpus: {corpus}\n  bach_size: 4\n")
-    err = run("pretrain", "--config", path("typo.yaml"), fail=True).stderr
+    def refused(name, text, *args):
+        """stderr of a command that `name` (written with `text`) must make fail."""
+        with open(path(name), "w") as f:
+            f.write(text)
+        return run(*[path(name) if a == name else a for a in args], fail=True).stderr
+
+    err = refused("typo.yaml", f"pretrain:\n  corpus: {corpus}\n  bach_size: 4\n", "pretrain", "--config", "typo.yaml")
     check(f"{path('typo.yaml')}:3: unknown option of pretrain 'bach_size'; did you mean 'batch-size'?" in err, err)
-    with open(path("section.yaml"), "w") as f:
-        f.write("pretran:\n  steps: 5\n")
-    err = run("pretrain", "--config", path("section.yaml"), "--corpus", corpus, fail=True).stderr
+    err = refused("section.yaml", "pretran:\n  steps: 5\n", "pretrain", "--config", "section.yaml", "--corpus", corpus)
     check("section.yaml:1: unknown section 'pretran'; did you mean 'pretrain'?" in err, err)
-    with open(path("synonym.yaml"), "w") as f:
-        f.write("finetune:\n  learning_rate: 1e-4\n")
-    err = run("finetune", "--config", path("synonym.yaml"), fail=True).stderr
+    err = refused("synonym.yaml", "finetune:\n  learning_rate: 1e-4\n", "finetune", "--config", "synonym.yaml")
     check("unknown option of finetune 'learning_rate'; did you mean 'lr'?" in err, err)
     # A key given twice (yaml-cpp keeps the first silently): both lines named,
     # in a --config file and in a model config.
-    with open(path("twice.yaml"), "w") as f:
-        f.write(f"pretrain:\n  corpus: {corpus}\n  lr: 1e-3\n  steps: 4\n  lr: 5e-4\n")
-    err = run("pretrain", "--config", path("twice.yaml"), fail=True).stderr
+    err = refused("twice.yaml", f"pretrain:\n  corpus: {corpus}\n  lr: 1e-3\n  steps: 4\n  lr: 5e-4\n", "pretrain",
+                  "--config", "twice.yaml")
     check(f"{path('twice.yaml')}:5: key 'lr' is given twice in 'pretrain' (first on line 3)" in err, err)
-    with open(path("twice-model.yaml"), "w") as f:
-        f.write("model:\n  kind: smith\n  hidden: 32\n  heads: 2\n  hidden: 48\n")
-    err = run("pretrain", "--corpus", corpus, "--model-config", path("twice-model.yaml"), "--run", path("twice"),
-              fail=True).stderr
+    err = refused("twice-model.yaml", "model:\n  kind: smith\n  hidden: 32\n  heads: 2\n  hidden: 48\n", "pretrain",
+                  "--corpus", corpus, "--model-config", "twice-model.yaml", "--run", path("twice"))
     check("twice-model.yaml:5: key 'hidden' is given twice in 'model' (first on line 3)" in err, err)
 
     err = run("finetune", "--corpus", corpus, "--model", path("tiny.yaml"), "--train-pairs",

@@ -26,7 +26,8 @@ int64_t IndexOf(const char* field, const std::string& id_value, const Corpus& co
   return *index;
 }
 
-// Calls `each(record, where)` for every non-blank JSONL line.
+// Calls `each(record, where, line)` for every non-blank JSONL line (where =
+// "path:line").
 template <typename Each>
 void ForEachRecord(const std::string& path, const char* what, Each each) {
   std::ifstream in(path);
@@ -43,7 +44,7 @@ void ForEachRecord(const std::string& path, const char* what, Each each) {
     } catch (const nlohmann::json::parse_error& e) {
       throw InputError(where + ": not a JSON object (" + std::string(e.what()) + ")");
     }
-    each(record, where);
+    each(record, where, number);
   }
 }
 
@@ -53,8 +54,8 @@ std::string Label(float label) { return label == 0 ? "0" : "1"; }
 
 std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpus, bool labels_required) {
   std::vector<LabelledPair> pairs;
-  std::map<std::pair<int64_t, int64_t>, std::pair<float, std::string>> labels;  // label and line of each pair
-  ForEachRecord(path, "pair", [&](const nlohmann::json& record, const std::string& where) {
+  std::map<std::pair<int64_t, int64_t>, std::pair<float, int64_t>> labels;  // label and line of each pair
+  ForEachRecord(path, "pair", [&](const nlohmann::json& record, const std::string& where, int64_t line) {
     auto index_of = [&](const char* field) {
       if (!record.contains(field) || !record[field].is_string()) {
         throw InputError(where + ": missing string field \"" + field + "\"");
@@ -77,11 +78,12 @@ std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpu
     // A pair (either order: matching is symmetric) given both labels
     // teaches nothing and hides a mistake in the file.
     const auto key = std::minmax(pair.source, pair.target);
-    const auto [first, added] = labels.emplace(key, std::make_pair(pair.label, where));
+    const auto [first, added] = labels.emplace(key, std::make_pair(pair.label, line));
     if (!added && first->second.first != pair.label) {
       throw InputError(where + ": \"" + record["source"].get<std::string>() + "\" and \"" +
                        record["target"].get<std::string>() + "\" are labelled " + Label(pair.label) + " here and " +
-                       Label(first->second.first) + " at " + first->second.second + "; a pair has one label");
+                       Label(first->second.first) + " at " + path + ":" + std::to_string(first->second.second) +
+                       "; a pair has one label");
     }
     pairs.push_back(pair);
   });
@@ -101,7 +103,7 @@ std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpu
 
 std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& corpus) {
   std::map<int64_t, std::vector<int64_t>> relevant;
-  ForEachRecord(path, "relevance", [&](const nlohmann::json& record, const std::string& where) {
+  ForEachRecord(path, "relevance", [&](const nlohmann::json& record, const std::string& where, int64_t) {
     if (record.contains("query") && record.contains("relevant") && record["query"].is_string() &&
         record["relevant"].is_array()) {
       const int64_t query = IndexOf("query", record["query"].get<std::string>(), corpus, where);

@@ -17,10 +17,18 @@ std::string ErrorOf(const std::string& path, const Corpus& corpus) {
   return "";
 }
 
-TEST(Pairs, ReadsIdsAsCorpusIndicesAndNamesEveryBadLine) {
-  testing::ScratchDir dir("pairs");
-  testing::WriteSyntheticCorpus(dir.File("corpus"), {5, 5});
-  const Corpus corpus(dir.File("corpus"));
+// A 10-document corpus (doc-0 ... doc-9) to name pairs in.
+class Pairs : public ::testing::Test {
+ protected:
+  static std::string Prepared(const testing::ScratchDir& dir) {
+    testing::WriteSyntheticCorpus(dir.File("corpus"), {5, 5});
+    return dir.File("corpus");
+  }
+  testing::ScratchDir dir{"pairs"};
+  const Corpus corpus{Prepared(dir)};
+};
+
+TEST_F(Pairs, ReadsIdsAsCorpusIndicesAndNamesEveryBadLine) {
   testing::WriteFile(dir.File("ok.jsonl"),
                      "{\"source\": \"doc-1\", \"target\": \"doc-7\", \"label\": 1}\n\n"
                      "{\"source\": \"doc-9\", \"target\": \"doc-0\", \"label\": 0, \"jaccard\": 0.1}\n");
@@ -46,10 +54,7 @@ TEST(Pairs, ReadsIdsAsCorpusIndicesAndNamesEveryBadLine) {
   EXPECT_NE(ErrorOf(dir.File("absent.jsonl"), corpus).find("absent.jsonl"), std::string::npos);
 }
 
-TEST(Pairs, RefusesAPairWithTwoLabelsAndAFileOfSelfPairs) {
-  testing::ScratchDir dir("pairs");
-  testing::WriteSyntheticCorpus(dir.File("corpus"), {5, 5});
-  const Corpus corpus(dir.File("corpus"));
+TEST_F(Pairs, RefusesAPairWithTwoLabelsAndAFileOfSelfPairs) {
   // The same pair, in the other order, labelled 0 three lines later.
   testing::WriteFile(dir.File("both.jsonl"),
                      "{\"source\": \"doc-1\", \"target\": \"doc-7\", \"label\": 1}\n"
