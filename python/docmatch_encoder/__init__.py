@@ -37,7 +37,7 @@ class Encoder:
     def dimension(self):
         """The length of the vectors: 2 x hidden for SMITH's concatenating combine modes."""
         c = self.model.config
-        if c["kind"] == "smith" and c.get("combine", "normal") != "normal":
+        if c["kind"] == "smith" and c.get("combine", "normal") not in ("normal", "residual"):
             return 2 * c["hidden"]
         return c["hidden"]
 

@@ -94,13 +94,18 @@ def _pad(rows):
 
 
 def smith_block_vectors(tokens, sentence_offsets, c, w):
-    """SMITH's block vectors h_i = L2(ReLU(block_dense([CLS]))), one row a block."""
+    """SMITH's block vectors h_i = L2(ReLU(block_dense([CLS]))), one row a block; with
+    block_pooling mean, h_i = L2(mean of the block's token states)."""
     blocks = pack_blocks(tokens, sentence_offsets, c["block_length"], c["max_blocks"], c.get("separator", False))
     if not blocks:
         raise ValueError("a document without tokens has no SMITH blocks")
     ids = _pad(blocks)
     states = encoder(embed_tokens(ids, w), ids != PAD, w, "sentence_encoder", c["sentence_layers"], c["heads"])
-    block_vectors = np.maximum(linear(states[:, 0], w, "block_dense"), 0)
+    if c.get("block_pooling", "cls") == "mean":
+        real = (ids != PAD)[..., None]
+        block_vectors = (states * real).sum(1) / real.sum(1)
+    else:
+        block_vectors = np.maximum(linear(states[:, 0], w, "block_dense"), 0)
     return np.stack([normalize(v) for v in block_vectors])
 
 
@@ -110,6 +115,10 @@ def smith_vector(tokens, sentence_offsets, c, w):
     x = layer_norm(block_vectors + w["block_positions.weight"][:S], w["document_embedding_norm.weight"],
                    w["document_embedding_norm.bias"])[None]
     states = encoder(x, np.ones((1, S), bool), w, "document_encoder", c["document_layers"], c["heads"])[0]
+    if c["combine"] == "residual":
+        # docmatch's own start for an imported sentence encoder: the block
+        # vectors' mean plus what the document layers add (zero at import).
+        return normalize(block_vectors.mean(0) + linear(states.mean(0), w, "document_dense"))
     document = normalize(linear(states[0], w, "document_dense"))
     if c["combine"] == "normal":
         return document

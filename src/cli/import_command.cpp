@@ -43,7 +43,10 @@ Command AddImportCommand(CLI::App* app) {
                   "match_bert: tokens per window, [CLS] and [SEP] included (0: the model's max_seq_length);\n"
                   "sdr: tokens per sentence, [CLS] and [SEP] included (0: 128)")
       ->capture_default_str();
-  sub->add_option("--pooling", o->pooling, "match_bert: auto (from 1_Pooling), cls or mean")
+  sub->add_option("--pooling", o->pooling,
+                  "match_bert: auto (from 1_Pooling), cls or mean;\n"
+                  "smith: of each block (auto: mean for a mean-pooled checkpoint such as MiniLM, so a block\n"
+                  "vector is the checkpoint's own sentence vector; cls: the paper's [CLS], dense, ReLU, fresh)")
       ->check(CLI::IsMember({"auto", "cls", "mean"}))
       ->capture_default_str();
   sub->add_option("--chunks", o->chunks, "match_bert: windows per document, vectors averaged")
@@ -53,7 +56,11 @@ Command AddImportCommand(CLI::App* app) {
   sub->add_option("--max-blocks", o->max_blocks, "smith: blocks per document")->capture_default_str();
   sub->add_option("--document-layers", o->document_layers, "smith: document transformer layers (fresh)")
       ->capture_default_str();
-  sub->add_option("--combine", o->combine, "smith: normal | sum_concat | mean_concat | attention")
+  sub->add_option("--combine", o->combine,
+                  "smith: residual (the document vector starts as the mean of the block vectors: step 0 is the\n"
+                  "checkpoint's windows averaged, the document layers learn what they add) or the paper's\n"
+                  "normal | sum_concat | mean_concat | attention (fresh layers decide the vector from step 0)")
+      ->check(CLI::IsMember({"residual", "normal", "sum_concat", "mean_concat", "attention"}))
       ->capture_default_str();
   sub->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
   return {sub, [o] {

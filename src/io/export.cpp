@@ -61,9 +61,12 @@ HfEncoder HfEncoderOf(const model::ModelConfig& config) {
   } else if (config.kind == "smith") {
     const model::SmithConfig& s = config.smith;
     common(s, s.sentence_layers, s.block_length,
-           "SMITH's sentence encoder (a text read as one block: its block vector)", "sentence_encoder", "cls");
-    e.dense = "block_dense";
-    e.activation = "torch.nn.modules.activation.ReLU";  // block vector = L2(ReLU(dense([CLS])))
+           "SMITH's sentence encoder (a text read as one block: its block vector)", "sentence_encoder",
+           s.block_pooling);
+    if (s.block_pooling == "cls") {
+      e.dense = "block_dense";
+      e.activation = "torch.nn.modules.activation.ReLU";  // block vector = L2(ReLU(dense([CLS])))
+    }                                                     // mean: block vector = L2(mean of the token states)
     e.left_out = {"block_positions.", "document_", "attention_"};
   }
   return e;

@@ -15,6 +15,7 @@
 // encoder and pooling; SDR: its sentence encoder, mean-pooled (a text read as
 // one sentence; the word-LM head stays behind); SMITH (asked for, never
 // "auto"): its sentence encoder, [CLS] then block_dense with ReLU in 2_Dense/
+// (block_pooling mean: mean-pooled, no 2_Dense/)
 // (a text read as one block gives its block vector; layout
 // "bert_sentence_encoder", which docmatch does not load as a model):
 //   config.json        BERT's keys (model_type "bert", sizes, erf GELU) next to

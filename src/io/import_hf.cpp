@@ -110,6 +110,20 @@ nlohmann::json ImportReport::ToJson() const {
           {"moved_ids", moved}};
 }
 
+// How a sentence-transformers folder pools its token states (1_Pooling/):
+// "mean" or "cls"; a plain BERT checkpoint: "cls".
+std::string CheckpointPooling(const fs::path& input) {
+  if (!fs::exists(input / "1_Pooling/config.json")) return "cls";
+  const nlohmann::json p = ReadJson(input / "1_Pooling/config.json");
+  const std::string mode = p.value("pooling_mode", "");  // sentence-transformers 6; older: one flag a mode
+  if (mode == "mean" || p.value("pooling_mode_mean_tokens", false)) return "mean";
+  if (mode != "cls" && !p.value("pooling_mode_cls_token", false)) {
+    throw std::runtime_error("[import] " + (input / "1_Pooling/config.json").string() +
+                             ": only mean or [CLS] pooling is supported");
+  }
+  return "cls";
+}
+
 ImportReport ImportHuggingFace(const ImportOptions& options) {
   const fs::path input(options.input);
   ImportReport report;
@@ -178,20 +192,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
       m.max_tokens = ReadJson(input / "sentence_bert_config.json").value("max_seq_length", int64_t{0});
     }
     if (m.max_tokens == 0) m.max_tokens = positions;
-    m.pooling = options.pooling;
-    if (m.pooling == "auto") {
-      m.pooling = "cls";
-      if (fs::exists(input / "1_Pooling/config.json")) {
-        const nlohmann::json p = ReadJson(input / "1_Pooling/config.json");
-        const std::string mode = p.value("pooling_mode", "");  // sentence-transformers 6; older: one flag a mode
-        if (mode == "mean" || p.value("pooling_mode_mean_tokens", false)) {
-          m.pooling = "mean";
-        } else if (mode != "cls" && !p.value("pooling_mode_cls_token", false)) {
-          throw std::runtime_error("[import] " + (input / "1_Pooling/config.json").string() +
-                                   ": only mean or [CLS] pooling is supported");
-        }
-      }
-    }
+    m.pooling = options.pooling == "auto" ? CheckpointPooling(input) : options.pooling;
     m.separator = true;  // BERT reads [CLS] ... [SEP]
     m.chunks = options.chunks;
     length = m.max_tokens;
@@ -203,6 +204,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
     s.block_length = options.block_length;
     s.max_blocks = options.max_blocks;
     s.combine = options.combine;
+    s.block_pooling = options.pooling == "auto" ? CheckpointPooling(input) : options.pooling;
     s.separator = true;  // BERT reads [CLS] ... [SEP]
     length = s.block_length;
   } else if (options.kind == "sdr") {

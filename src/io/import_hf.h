@@ -49,13 +49,14 @@ struct ImportOptions {
   uint64_t seed = 0;                // for the layers BERT does not have
   // match_bert
   int64_t max_tokens = 0;        // 0: sentence_bert_config's max_seq_length, else 512
-  std::string pooling = "auto";  // auto (1_Pooling: mean or cls) | cls | mean
+  std::string pooling = "auto";  // auto (1_Pooling: mean or cls) | cls | mean; smith: of each block
   int64_t chunks = 1;
   // smith
   int64_t block_length = 128;
   int64_t max_blocks = 4;
   int64_t document_layers = 3;
-  std::string combine = "normal";
+  // residual: the document vector starts as the block vectors' mean (smith.h)
+  std::string combine = "residual";
   double dropout = 0.1;
   bool overwrite = false;
 };

@@ -61,6 +61,7 @@ Setters Fields(ModelConfig& config, const std::string& origin) {
                                 {"block_length", Set(&c.block_length)},
                                 {"max_blocks", Set(&c.max_blocks)},
                                 {"combine", Set(&c.combine)},
+                                {"block_pooling", Set(&c.block_pooling)},
                                 {"separator", Set(&c.separator)},
                                 {"amplifier", Set(&c.amplifier)}});
   }

@@ -20,6 +20,14 @@ torch::Tensor FromVector(const void* data, std::vector<int64_t> shape, torch::Sc
 
 }  // namespace
 
+bool SmithSentenceLevel(const std::string& name) {
+  for (const char* level : {"embeddings.", "sentence_encoder."}) {
+    const size_t at = name.find(level);
+    if (at != std::string::npos && (at == 0 || name[at - 1] == '.')) return true;
+  }
+  return false;
+}
+
 BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device) {
   const int64_t B = batch.B, S = batch.S, T = batch.T, K = batch.K;
   BlockTensors t;
@@ -33,12 +41,17 @@ BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& devic
 
 SmithEncoderImpl::SmithEncoderImpl(const SmithConfig& config) : config_(config) {
   TORCH_CHECK(config.combine == "normal" || config.combine == "sum_concat" || config.combine == "mean_concat" ||
-                  config.combine == "attention",
-              "unknown SMITH combine mode '", config.combine, "' (normal, sum_concat, mean_concat, attention)");
+                  config.combine == "attention" || config.combine == "residual",
+              "unknown SMITH combine mode '", config.combine,
+              "' (normal, sum_concat, mean_concat, attention, residual)");
+  TORCH_CHECK(config.block_pooling == "cls" || config.block_pooling == "mean", "unknown SMITH block_pooling '",
+              config.block_pooling, "' (cls, mean)");
   const int64_t C = config.hidden;
   embeddings = register_module("embeddings", Embeddings(config.vocab_size, config.block_length, config.Sentence()));
   sentence_encoder_ = register_module("sentence_encoder", TransformerEncoder(config.Sentence()));
-  block_dense_ = register_module("block_dense", torch::nn::Linear(C, C));
+  // Only what the configuration uses is a parameter: every parameter gets a
+  // gradient each step (the gradient all-reduce counts on it).
+  if (config.block_pooling == "cls") block_dense_ = register_module("block_dense", torch::nn::Linear(C, C));
   block_positions_ = register_module("block_positions", torch::nn::Embedding(config.max_blocks, C));
   document_encoder_ = register_module("document_encoder", TransformerEncoder(config.Document()));
   document_embedding_norm_ = register_module(
@@ -52,6 +65,12 @@ SmithEncoderImpl::SmithEncoderImpl(const SmithConfig& config) : config_(config) 
     attention_context_ = register_parameter("attention_context", torch::zeros({C}));
   }
   InitializeBertStyle(*this);
+  if (config.combine == "residual") {
+    // At step 0 the document vector is the mean of the block vectors.
+    torch::NoGradGuard no_grad;
+    document_dense_->weight.zero_();
+    document_dense_->bias.zero_();
+  }
 }
 
 SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tokens, const torch::Tensor& block_mask) {
@@ -71,10 +90,20 @@ SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tok
   const torch::Tensor ids = real.reshape({-1}).index_select(0, out.tokens.index);  // (N,)
   const torch::Tensor positions = out.tokens.index.remainder(T);                   // (N,)
   out.token_states = sentence_encoder_->ForwardPacked(embeddings->ForwardPacked(ids, positions), out.tokens);
-  // So block r's [CLS] is packed row (real tokens of blocks 0..r-1).
-  const torch::Tensor lengths = out.tokens.key_mask.sum(1);                                 // (R,)
-  const torch::Tensor cls = out.token_states.index_select(0, lengths.cumsum(0) - lengths);  // (R, C)
-  const torch::Tensor vectors = Normalize(torch::relu(block_dense_(cls)));                  // (R, C)
+  const torch::Tensor lengths = out.tokens.key_mask.sum(1);  // (R,)
+  torch::Tensor vectors;                                     // (R, C)
+  if (config_.block_pooling == "mean") {
+    // Every real token of the block, [CLS] and [SEP] included, as
+    // sentence-transformers' mean pooling counts them.
+    const torch::Tensor block = out.tokens.index.div(T, "floor");  // (N,) the real block of each packed token
+    const torch::Tensor sums =
+        torch::zeros({real.size(0), C}, out.token_states.options()).index_add(0, block, out.token_states);
+    vectors = Normalize(sums / lengths.unsqueeze(1).to(sums.dtype()));
+  } else {
+    // So block r's [CLS] is packed row (real tokens of blocks 0..r-1).
+    const torch::Tensor cls = out.token_states.index_select(0, lengths.cumsum(0) - lengths);  // (R, C)
+    vectors = Normalize(torch::relu(block_dense_(cls)));
+  }
   out.vectors = torch::zeros({B * S, C}, vectors.options()).index_copy(0, out.real, vectors).view({B, S, C});
   return out;
 }
@@ -93,6 +122,11 @@ torch::Tensor SmithEncoderImpl::EncodeDocument(const torch::Tensor& vectors, con
 
 torch::Tensor SmithEncoderImpl::Combine(const torch::Tensor& block_vectors, const torch::Tensor& states,
                                         const torch::Tensor& block_mask) {
+  const torch::Tensor mask = block_mask.unsqueeze(-1).to(block_vectors.dtype());  // (B, S, 1)
+  const torch::Tensor blocks = mask.sum(1).clamp_min(1.0);                        // (B, 1)
+  if (config_.combine == "residual") {
+    return Normalize((block_vectors * mask).sum(1) / blocks + document_dense_((states * mask).sum(1) / blocks));
+  }
   const torch::Tensor document = Normalize(document_dense_(states.select(1, 0)));  // (B, C)
   if (config_.combine == "normal") return document;
   // §4.1.4: pool the sentence-block representations h_i (the unmasked block
@@ -101,12 +135,11 @@ torch::Tensor SmithEncoderImpl::Combine(const torch::Tensor& block_vectors, cons
   // representation, in the official code's order. The concatenation is
   // scaled to unit length: cosines, which every loss and search uses, are
   // the paper's.
-  const torch::Tensor mask = block_mask.unsqueeze(-1).to(block_vectors.dtype());  // (B, S, 1)
-  torch::Tensor pooled;                                                           // (B, C)
+  torch::Tensor pooled;  // (B, C)
   if (config_.combine == "sum_concat") {
     pooled = (block_vectors * mask).sum(1);
   } else if (config_.combine == "mean_concat") {
-    pooled = (block_vectors * mask).sum(1) / mask.sum(1).clamp_min(1.0);
+    pooled = (block_vectors * mask).sum(1) / blocks;
   } else {  // attention, over the real blocks only
     const torch::Tensor scores = (torch::tanh(attention_projection_(block_vectors)) * attention_context_)
                                      .sum(-1)

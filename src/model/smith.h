@@ -4,13 +4,19 @@
 //   tokens (B, S, T) --pack real blocks--> (R, T)
 //     -> embeddings + sentence transformer (L1 layers)     §3.2, eq. 1
 //     -> [CLS] state -> dense + ReLU -> L2 norm = block vector (R, C)
+//        (block_pooling mean: the mean of the block's token states -> L2
+//        norm, a mean-pooled sentence encoder's own vector, e.g. MiniLM's)
 //     -> scatter back to (B, S, C), + block position embedding,
 //        LayerNorm + dropout (the official DocBertModel's embeddings)
 //     -> document transformer (L2 layers)                   eq. 2
 //     -> first output -> dense -> L2 norm = document-level vector (B, C)
 //     -> combine (§4.1.4): normal keeps it; sum_concat / mean_concat /
 //        attention put the pooled block vectors in front of it and scale the
-//        concatenation to unit length = document vector (B, C or 2C)
+//        concatenation to unit length = document vector (B, C or 2C);
+//        residual (not in the paper): L2(mean of the block vectors +
+//        dense(mean of the document states)), the dense layer starting at
+//        zero, so that an imported sentence encoder starts as its windows
+//        averaged and the document layers learn what they add (B, C)
 //
 // Only real blocks reach the sentence transformer (DESIGN.md performance
 // rules): a batch whose documents have few blocks costs what its blocks cost.
@@ -41,7 +47,8 @@ struct SmithConfig {
   // blocks and as BERT checkpoints (import-hf) were trained; false: no [SEP].
   bool separator = true;
   double dropout = 0.1;
-  std::string combine = "normal";  // normal | sum_concat | mean_concat | attention
+  std::string combine = "normal";     // normal | sum_concat | mean_concat | attention | residual
+  std::string block_pooling = "cls";  // cls ([CLS], dense, ReLU: the paper) | mean (token states averaged)
   double amplifier = 6.0;          // fine-tuning: logit = amplifier * cosine
 
   TransformerConfig Sentence() const { return {hidden, heads, intermediate, sentence_layers, dropout}; }
@@ -76,8 +83,10 @@ class SmithEncoderImpl : public torch::nn::Module {
   // block_mask (B, S) -> unit document vectors (B, dimension())
   torch::Tensor Combine(const torch::Tensor& block_vectors, const torch::Tensor& states,
                         const torch::Tensor& block_mask);
-  // C for combine normal, 2C for the concat modes
-  int64_t dimension() const { return config_.combine == "normal" ? config_.hidden : 2 * config_.hidden; }
+  // C for combine normal and residual, 2C for the concat modes
+  int64_t dimension() const {
+    return config_.combine == "normal" || config_.combine == "residual" ? config_.hidden : 2 * config_.hidden;
+  }
   // tokens (B, S, T), block_mask (B, S) -> unit document vectors (B, dimension())
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& block_mask);
 
@@ -166,6 +175,10 @@ TORCH_MODULE(SmithPretraining);
 // Elementwise work (LayerNorm, GELU, softmax, the optimizer) is left out, as
 // model FLOPs utilisation conventionally does.
 double SmithPretrainingFlops(const SmithConfig& config, const data::BlockBatch& batch, bool document_level);
+
+// Whether a parameter (a name under any prefix) belongs to SMITH's lower
+// level: the token embeddings and the sentence transformer.
+bool SmithSentenceLevel(const std::string& name);
 
 // SMITH-NP / WP / WP+SP fine-tuning and MatchBERT: one encoder for both
 // documents of a pair. Any module mapping (tokens, mask) to unit vectors fits.

@@ -5,7 +5,9 @@
 #include <glog/logging.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "console/progress.h"
@@ -13,6 +15,7 @@
 #include "data/corpus/random.h"
 #include "dist/gradient_synchronizer.h"
 #include "model/document_model.h"
+#include "model/smith.h"
 #include "train/grad_cache.h"
 #include "train/objectives.h"
 #include "train/training_run.h"
@@ -307,14 +310,31 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       log_scale.defined() ? model::Temperature::Learned(log_scale) : model::Temperature(options.temperature);
   dist::GradientSynchronizer synchronizer(parameters, communicator, TrainingRun::Synchronizer(options));
   synchronizer.BroadcastParameters();
-  std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(model->module(), options.optimizer);
-  std::vector<double> lr_factors;  // per optimizer group: the model's groups at the scheduled lr
+  const bool two_levels = options.sentence_lr_scale != 1.0 || options.freeze_sentence_steps > 0;
+  if (two_levels && model->config().kind != "smith") {
+    throw std::runtime_error(
+        "[finetune] --sentence-lr-scale and --freeze-sentence-steps set SMITH's sentence-block "
+        "encoder apart from its document layers; this model is " +
+        model->config().kind);
+  }
+  std::vector<bool> lower_groups;
+  std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(
+      model->module(), options.optimizer,
+      two_levels ? std::function<bool(const std::string&)>(model::SmithSentenceLevel) : nullptr, &lower_groups);
+  // Per optimizer group, times the scheduled lr: the sentence level's own
+  // rate (0 while frozen), then the temperature's.
+  auto lr_factors = [&](int64_t step) {
+    std::vector<double> factors;
+    for (bool lower : lower_groups) {
+      factors.push_back(!lower ? 1.0 : step < options.freeze_sentence_steps ? 0.0 : options.sentence_lr_scale);
+    }
+    if (log_scale.defined()) factors.push_back(options.temperature_lr / options.optimizer.lr);
+    return factors;
+  };
   if (log_scale.defined()) {
-    lr_factors.assign(optimizer->param_groups().size(), 1.0);
     optimizer->add_param_group(torch::optim::OptimizerParamGroup(
         {log_scale}, std::make_unique<torch::optim::AdamWOptions>(
                          torch::optim::AdamWOptions(options.optimizer.lr).weight_decay(0.0))));
-    lr_factors.push_back(options.temperature_lr / options.optimizer.lr);
   }
   TrainingRun run(options.run, options.keep_last, communicator, device);
   run.set_console_lines(!options.progress);
@@ -387,7 +407,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
     }
     if (finite) {
-      TrainingRun::Step(synchronizer, model->module(), *optimizer, options.optimizer, step, &timer, lr_factors);
+      TrainingRun::Step(synchronizer, model->module(), *optimizer, options.optimizer, step, &timer, lr_factors(step));
     } else {
       synchronizer.Finalize();
       optimizer->zero_grad();

@@ -47,6 +47,12 @@ struct FinetuneOptions : LoopOptions {
   double temperature_lr = 1e-2;                          // its peak learning rate (the schedule of `optimizer`)
   int64_t hard_negatives = 1;                            // contrastive: labelled negatives per source, at most
   int64_t grad_cache = 0;  // contrastive: gradient caching, this many pairs a chunk (0 = off)
+  // SMITH's two levels: the sentence-block encoder (embeddings and sentence
+  // transformer) at this multiple of the scheduled lr, and not updated at all
+  // for the first freeze_sentence_steps steps (the document layers adapt to
+  // an imported encoder before it moves).
+  double sentence_lr_scale = 1.0;
+  int64_t freeze_sentence_steps = 0;
 };
 
 LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator, const torch::Device& device);

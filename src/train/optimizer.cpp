@@ -25,18 +25,26 @@ double LearningRate(const OptimizerOptions& o, int64_t step) {
   return o.lr * std::max(0.0, remaining / span);
 }
 
-std::unique_ptr<torch::optim::AdamW> MakeAdamW(const torch::nn::Module& module, const OptimizerOptions& options) {
-  std::vector<torch::Tensor> decayed, plain;
+std::unique_ptr<torch::optim::AdamW> MakeAdamW(const torch::nn::Module& module, const OptimizerOptions& options,
+                                               const std::function<bool(const std::string&)>& lower,
+                                               std::vector<bool>* lower_groups) {
+  std::vector<torch::Tensor> decayed[2], plain[2];  // [upper, lower]
   for (const auto& p : module.named_parameters(/*recurse=*/true)) {
     const std::string& name = p.key();
     const bool no_decay = p.value().dim() < 2 || name.find("norm") != std::string::npos;
-    (no_decay ? plain : decayed).push_back(p.value());
+    const int level = lower && lower(name) ? 1 : 0;
+    (no_decay ? plain : decayed)[level].push_back(p.value());
   }
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(
-                                   torch::optim::AdamWOptions(options.lr).weight_decay(options.weight_decay)));
-  groups.emplace_back(
-      plain, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(options.lr).weight_decay(0)));
+  if (lower_groups) lower_groups->clear();
+  for (int level : {0, 1}) {
+    if (level == 1 && decayed[1].empty() && plain[1].empty()) break;
+    groups.emplace_back(decayed[level], std::make_unique<torch::optim::AdamWOptions>(
+                                            torch::optim::AdamWOptions(options.lr).weight_decay(options.weight_decay)));
+    groups.emplace_back(plain[level], std::make_unique<torch::optim::AdamWOptions>(
+                                          torch::optim::AdamWOptions(options.lr).weight_decay(0)));
+    if (lower_groups) lower_groups->insert(lower_groups->end(), 2, level == 1);
+  }
   return std::make_unique<FusedAdamW>(groups, torch::optim::AdamWOptions(options.lr));
 }
 

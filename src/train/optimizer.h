@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -83,8 +84,14 @@ class FusedAdamW : public torch::optim::AdamW {
 torch::Tensor ClipGradientNorm(const std::vector<torch::Tensor>& parameters, double max_norm);
 
 // Two groups: decayed (weights) and not decayed (biases, norms, 1-d params).
-// The optimizer is a FusedAdamW.
-std::unique_ptr<torch::optim::AdamW> MakeAdamW(const torch::nn::Module& module, const OptimizerOptions& options);
+// With `lower` (a parameter name -> whether it belongs to the lower level,
+// e.g. SMITH's sentence-block encoder), two more groups after those hold the
+// lower level's parameters, so that it can have its own learning rate
+// (lr_factors of TrainingRun::Step); `lower_groups`, if given, receives which
+// groups those are. The optimizer is a FusedAdamW.
+std::unique_ptr<torch::optim::AdamW> MakeAdamW(const torch::nn::Module& module, const OptimizerOptions& options,
+                                               const std::function<bool(const std::string&)>& lower = {},
+                                               std::vector<bool>* lower_groups = nullptr);
 // Every parameter group's lr: `lr`, times factors[g] for group g where given.
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr, const std::vector<double>& factors = {});
 

@@ -195,6 +195,33 @@ def main():
     assert len(encoded) == len(texts) and difference < TOLERANCE, \
         f"SDR import's sentence vectors differ from SentenceTransformer's by {difference}"
 
+    # SMITH from MiniLM as import-hf makes it by default (block_pooling mean,
+    # combine residual): a one-sentence document's vector is MiniLM's
+    # sentence vector, and a document of three long sentences (a block each)
+    # has the unit mean of the three sentence vectors, before any training.
+    proc = subprocess.run([docmatch, "encode", "--model", smith],
+                          input="".join(json.dumps({"id": f"s{i}", "text": t}) + "\n" for i, t in enumerate(texts)),
+                          capture_output=True, text=True, check=True)
+    encoded = {line["id"]: np.array(line["vector"]) for line in map(json.loads, proc.stdout.splitlines())}
+    difference = max(float(np.abs(encoded[f"s{i}"] - reference[i]).max()) for i in range(len(texts)))
+    long = [t for t in sentences[:400] if t.rstrip().endswith(".") and
+            70 <= len(reference_tokenizer.encode(t, add_special_tokens=False).ids) <= 120][:6]
+    assert len(long) == 6, f"only {len(long)} long sentences"
+    documents = [" ".join(long[:3]), " ".join(long[3:])]
+    proc = subprocess.run([docmatch, "encode", "--model", smith],
+                          input="".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(documents)),
+                          capture_output=True, text=True, check=True)
+    got = [np.array(json.loads(line)["vector"]) for line in proc.stdout.splitlines()]
+    parts = SentenceTransformer(minilm, device="cpu").encode(long, normalize_embeddings=True)
+    expected = [v / np.linalg.norm(v) for v in (parts[:3].mean(0), parts[3:].mean(0))]
+    windows = max(float(np.abs(g - e).max()) for g, e in zip(got, expected))
+    figures["all-minilm-l6-v2 (smith)"].update(encode_vs_sentence_transformers=difference,
+                                               three_blocks_vs_mean_of_sentence_vectors=windows)
+    assert len(encoded) == len(texts) and difference < TOLERANCE, \
+        f"SMITH import's one-block vectors differ from SentenceTransformer's by {difference}"
+    assert len(got) == 2 and windows < TOLERANCE, \
+        f"SMITH import's three-block vectors differ from the mean of SentenceTransformer's by {windows}"
+
     # rxnfp: its own vocabulary and special ids, random ids of it.
     rx = os.path.join(scratch, "rxnfp-flat")
     report, to_docmatch = run_import(docmatch, rxnfp, rx)

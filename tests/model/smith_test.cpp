@@ -135,9 +135,10 @@ TEST(Smith, OutputShapesAndUnitVectors) {
 }
 
 TEST(Smith, EveryParameterReceivesAGradientInEveryCombineMode) {
-  for (const std::string combine : {"normal", "sum_concat", "mean_concat", "attention"}) {
+  for (const std::string combine : {"normal", "sum_concat", "mean_concat", "attention", "residual", "mean"}) {
     torch::manual_seed(0);
-    const SmithConfig c = Tiny(combine);
+    SmithConfig c = Tiny(combine == "mean" ? "residual" : combine);
+    if (combine == "mean") c.block_pooling = "mean";  // no block_dense then
     SmithPretraining model(SmithEncoder(c), c);
     const auto docs = Documents(6);
     const BlockTensors t = ToTensors(Batch(docs, c, true), torch::kCPU);
@@ -159,17 +160,22 @@ TEST(Smith, EveryParameterReceivesAGradientInEveryCombineMode) {
 // transformer's outputs) over the real blocks, put the pool in front and
 // scale the whole to unit length.
 TEST(Smith, CombineModesEqualAFloat64HandComputation) {
-  for (const std::string combine : {"normal", "sum_concat", "mean_concat", "attention"}) {
+  for (const std::string combine : {"normal", "sum_concat", "mean_concat", "attention", "residual"}) {
     torch::manual_seed(3);
     const SmithConfig c = Tiny(combine);
     SmithEncoder encoder(c);
     encoder->to(torch::kFloat64);
     encoder->eval();
+    if (combine == "residual") {  // as after some training: its dense layer starts at zero
+      torch::NoGradGuard no_grad;
+      encoder->named_parameters()["document_dense.weight"].normal_(0.0, 0.3);
+      encoder->named_parameters()["document_dense.bias"].normal_(0.0, 0.3);
+    }
     const BlockTensors t = ToTensors(Batch(Documents(3), c, false), torch::kCPU);
     const auto blocks = encoder->EncodeBlocks(t.tokens, t.block_mask);
     const torch::Tensor states = encoder->EncodeDocument(blocks.vectors, t.block_mask);
     const torch::Tensor got = encoder->Combine(blocks.vectors, states, t.block_mask);
-    ASSERT_EQ(got.size(1), combine == "normal" ? c.hidden : 2 * c.hidden) << combine;
+    ASSERT_EQ(got.size(1), combine == "normal" || combine == "residual" ? c.hidden : 2 * c.hidden) << combine;
     EXPECT_TRUE(torch::equal(got, encoder(t.tokens, t.block_mask))) << combine;
     auto params = encoder->named_parameters();
     const auto W = params["document_dense.weight"].accessor<double, 2>();
@@ -192,7 +198,21 @@ TEST(Smith, CombineModesEqualAFloat64HandComputation) {
       }
       document = unit(document);
       std::vector<double> expected = document;
-      if (combine != "normal") {
+      if (combine == "residual") {
+        // unit(mean of the real h_j + W mean of the real states_j + b)
+        int64_t real = 0;
+        std::vector<double> h_mean(C, 0.0), state_mean(C, 0.0);
+        for (int64_t j = 0; j < S; ++j) {
+          if (!mask[i][j]) continue;
+          ++real;
+          for (int64_t k = 0; k < C; ++k) h_mean[k] += h[i][j][k], state_mean[k] += first[i][j][k];
+        }
+        for (int64_t r = 0; r < C; ++r) {
+          expected[r] = h_mean[r] / real + b[r];
+          for (int64_t k = 0; k < C; ++k) expected[r] += W[r][k] * state_mean[k] / real;
+        }
+        expected = unit(expected);
+      } else if (combine != "normal") {
         std::vector<double> weight(S, 0.0);
         int64_t real = 0;
         for (int64_t j = 0; j < S; ++j) real += mask[i][j];
@@ -227,6 +247,93 @@ TEST(Smith, CombineModesEqualAFloat64HandComputation) {
       }
     }
   }
+}
+
+// import-hf's start for a mean-pooled sentence encoder: block_pooling mean
+// makes a block vector the unit mean of the block's token states (the
+// checkpoint's own sentence vector, [CLS] and [SEP] counted as
+// sentence-transformers counts them), and combine residual starts with the
+// document vector equal to the unit mean of the block vectors: the windows
+// averaged, whatever the fresh document layers hold. One optimizer step
+// later the document layers take part.
+TEST(Smith, ResidualMeanPoolingStartsAsTheBlockVectorsAveraged) {
+  torch::manual_seed(5);
+  SmithConfig c = Tiny("residual");
+  c.block_pooling = "mean";
+  SmithEncoder encoder(c);
+  EXPECT_EQ(encoder->named_parameters().find("block_dense.weight"), nullptr);
+  encoder->to(torch::kFloat64);
+  encoder->eval();
+  const BlockTensors t = ToTensors(Batch(Documents(3), c, false), torch::kCPU);
+  const auto blocks = encoder->EncodeBlocks(t.tokens, t.block_mask);
+  const int64_t C = c.hidden, S = t.block_mask.size(1), T = t.tokens.size(2);
+  // The block vectors, by loops over the packed token rows.
+  const auto index = blocks.tokens.index.accessor<int64_t, 1>();
+  const auto real = blocks.real.accessor<int64_t, 1>();
+  const auto states = blocks.token_states.accessor<double, 2>();
+  std::vector<std::vector<double>> sums(blocks.real.size(0), std::vector<double>(C, 0.0));
+  std::vector<int64_t> counts(blocks.real.size(0), 0);
+  for (int64_t n = 0; n < blocks.tokens.index.size(0); ++n) {
+    const int64_t r = index[n] / T;
+    ++counts[r];
+    for (int64_t k = 0; k < C; ++k) sums[r][k] += states[n][k];
+  }
+  const auto h = blocks.vectors.accessor<double, 3>();
+  for (int64_t r = 0; r < blocks.real.size(0); ++r) {
+    double norm = 0;
+    for (double x : sums[r]) norm += x * x;
+    norm = std::sqrt(norm);
+    for (int64_t k = 0; k < C; ++k) {
+      EXPECT_NEAR(h[real[r] / S][real[r] % S][k], sums[r][k] / norm, 1e-12) << "block " << r << " dim " << k;
+    }
+  }
+  EXPECT_EQ(counts[0], t.tokens[0][0].ne(data::kPadId).sum().item<int64_t>());
+  // The document vector at step 0: the block vectors' unit mean.
+  const torch::Tensor got = encoder(t.tokens, t.block_mask);
+  const auto mask = t.block_mask.accessor<bool, 2>();
+  for (int64_t i = 0; i < got.size(0); ++i) {
+    std::vector<double> mean(C, 0.0);
+    double norm = 0;
+    for (int64_t j = 0; j < S; ++j) {
+      for (int64_t k = 0; k < C; ++k) mean[k] += mask[i][j] ? h[i][j][k] : 0.0;
+    }
+    for (double x : mean) norm += x * x;
+    for (int64_t k = 0; k < C; ++k) {
+      EXPECT_NEAR(got[i][k].item<double>(), mean[k] / std::sqrt(norm), 1e-12) << "document " << i;
+    }
+  }
+  // A step of a pair loss moves the document layers' dense layer off zero,
+  // and the vectors off the mean.
+  encoder->train();
+  torch::optim::SGD sgd(encoder->parameters(), 0.5);
+  const BlockTensors a = ToTensors(Batch({Documents(4)[0], Documents(4)[1]}, c, false), torch::kCPU);
+  const BlockTensors b = ToTensors(Batch({Documents(4)[2], Documents(4)[3]}, c, false), torch::kCPU);
+  SiameseLoss(encoder, a, b, torch::tensor({1.0, 0.0}, torch::kFloat64)).backward();
+  sgd.step();
+  encoder->eval();
+  EXPECT_GT(encoder->named_parameters()["document_dense.weight"].abs().sum().item<double>(), 0.0);
+  const auto after = encoder->EncodeBlocks(t.tokens, t.block_mask);
+  const torch::Tensor averaged =
+      torch::nn::functional::normalize((after.vectors * t.block_mask.unsqueeze(-1).to(torch::kFloat64)).sum(1),
+                                       torch::nn::functional::NormalizeFuncOptions().dim(-1));
+  EXPECT_GT((encoder(t.tokens, t.block_mask) - averaged).abs().max().item<double>(), 1e-6);
+}
+
+// finetune --sentence-lr-scale / --freeze-sentence-steps: the lower level is
+// the token embeddings and the sentence transformer, under any prefix.
+TEST(Smith, TheSentenceLevelIsTheEmbeddingsAndTheSentenceTransformer) {
+  const SmithConfig c = Tiny();
+  SmithPretraining model(SmithEncoder(c), c);
+  int64_t lower = 0, upper = 0;
+  for (const auto& p : model->named_parameters()) {
+    const std::string& name = p.key();
+    const bool expected = name.rfind("encoder.embeddings.", 0) == 0 || name.rfind("encoder.sentence_encoder.", 0) == 0;
+    EXPECT_EQ(SmithSentenceLevel(name), expected) << name;
+    (expected ? lower : upper) += 1;
+  }
+  EXPECT_GT(lower, 4);
+  EXPECT_GT(upper, 4);  // document_encoder, document_embedding_norm, block_positions, heads ...
+  EXPECT_FALSE(SmithSentenceLevel("document_embedding_norm.weight"));
 }
 
 TEST(Smith, PaddingBlocksTokensAndBatchMatesDoNotChangeOutputs) {

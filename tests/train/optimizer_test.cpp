@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
+#include <memory>
 #include <sstream>
 
 #include "train/optimizer.h"
@@ -78,6 +80,54 @@ TEST(Optimizer, FusedAdamWEqualsTheAdamWLoopAndSharesItsCheckpoints) {
     resumed->step();
     ExpectSame(fused_params, resumed_params, "after the checkpoint, step " + std::to_string(step));
   }
+}
+
+// Two levels (SMITH's sentence-block encoder under its document layers):
+// MakeAdamW puts the lower level's parameters in groups of their own, and
+// their lr factor scales their first AdamW step (lr x m/(sqrt(v)+eps) and the
+// decoupled decay, both linear in lr) while the upper level's step stays as
+// it was; factor 0 leaves them as they were, bit for bit.
+TEST(Optimizer, TheLowerLevelTakesItsOwnLearningRate) {
+  struct Net : torch::nn::Module {
+    Net() {
+      lower = register_module("lower", torch::nn::Linear(4, 4));
+      upper = register_module("upper", torch::nn::Linear(4, 2));
+    }
+    torch::nn::Linear lower{nullptr}, upper{nullptr};
+  };
+  auto is_lower = [](const std::string& name) { return name.rfind("lower.", 0) == 0; };
+  OptimizerOptions options;
+  options.lr = 0.01;
+  std::map<double, std::shared_ptr<Net>> nets;
+  torch::Tensor lower0, upper0;
+  for (double factor : {1.0, 0.5, 0.0}) {
+    torch::manual_seed(9);
+    auto net = std::make_shared<Net>();
+    net->to(torch::kFloat64);
+    if (factor == 1.0) lower0 = net->lower->weight.detach().clone(), upper0 = net->upper->weight.detach().clone();
+    std::vector<bool> lower_groups;
+    auto optimizer = MakeAdamW(*net, options, is_lower, &lower_groups);
+    ASSERT_EQ(lower_groups, (std::vector<bool>{false, false, true, true}));
+    ASSERT_EQ(optimizer->param_groups()[2].params().size(), 1u);  // lower.weight (decayed)
+    EXPECT_TRUE(optimizer->param_groups()[2].params()[0].is_same(net->lower->weight));
+    const torch::Tensor x = torch::randn({3, 4}, torch::kFloat64);
+    net->upper(torch::tanh(net->lower(x))).pow(2).sum().backward();
+    SetLearningRate(*optimizer, options.lr, {1.0, 1.0, factor, factor});
+    optimizer->step();
+    nets[factor] = net;
+  }
+  EXPECT_TRUE(torch::equal(nets[0.0]->lower->weight, lower0)) << "a frozen level moved";
+  const torch::Tensor full = nets[1.0]->lower->weight - lower0, half = nets[0.5]->lower->weight - lower0;
+  EXPECT_GT(full.abs().max().item<double>(), 1e-4);
+  EXPECT_TRUE(torch::allclose(half, 0.5 * full, 1e-9, 1e-12));
+  for (double factor : {0.5, 0.0}) {
+    EXPECT_TRUE(torch::equal(nets[factor]->upper->weight, nets[1.0]->upper->weight)) << factor;
+  }
+  EXPECT_FALSE(torch::equal(nets[1.0]->upper->weight, upper0));
+  // Without a lower level: the two groups of old.
+  std::vector<bool> lower_groups;
+  EXPECT_EQ(MakeAdamW(*nets[1.0], options, nullptr, &lower_groups)->param_groups().size(), 2u);
+  EXPECT_EQ(lower_groups, (std::vector<bool>{false, false}));
 }
 
 TEST(Optimizer, ClipGradientNormEqualsClipGradNorm) {
