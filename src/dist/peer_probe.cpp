@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -23,6 +24,16 @@ struct Answer {
   char what[240] = {};
 };
 
+// The node a rank runs on as the scheduler names it (Slurm's node name, which
+// several nodes sharing one host name still tell apart), else the host name.
+std::string NodeName() {
+  if (const char* slurm = std::getenv("SLURMD_NODENAME"); slurm != nullptr && *slurm != '\0') return slurm;
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  return std::string(name, static_cast<size_t>(length));
+}
+
 double Seconds(std::chrono::milliseconds d) { return std::chrono::duration<double>(d).count(); }
 
 // How long a timed-out rank waits for its peers' answers.
@@ -36,6 +47,16 @@ PeerProbe::PeerProbe(MPI_Comm base) {
   MPI_Comm_dup(base, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  constexpr int kHostBytes = 64;
+  std::string own = NodeName().substr(0, kHostBytes - 1);
+  own.resize(kHostBytes, '\0');
+  std::vector<char> all(static_cast<size_t>(kHostBytes) * size_);
+  MPI_Allgather(own.data(), kHostBytes, MPI_CHAR, all.data(), kHostBytes, MPI_CHAR, comm_);
+  for (int r = 0; r < size_; ++r) hosts_.emplace_back(all.data() + static_cast<size_t>(r) * kHostBytes);
+}
+
+std::string PeerProbe::Name(int rank) const {
+  return "rank " + std::to_string(rank) + " (host " + hosts_.at(static_cast<size_t>(rank)) + ")";
 }
 
 PeerProbe::~PeerProbe() {
@@ -102,14 +123,16 @@ std::string PeerProbe::Survey(int64_t number, const std::string& what, std::chro
     } else if (found->second.number == number) {
       same.push_back(peer);
     } else {
-      elsewhere << " Rank " << peer << " waits in collective #" << found->second.number << " (" << found->second.what
-                << "): the ranks disagree on the order of collectives.";
+      elsewhere << " R" << Name(peer).substr(1) << " waits in collective #" << found->second.number << " ("
+                << found->second.what << "): the ranks disagree on the order of collectives.";
     }
   }
-  auto list = [](const std::vector<int>& ranks) {
+  auto list = [this](const std::vector<int>& ranks) {
     std::ostringstream s;
-    s << (ranks.size() == 1 ? "rank " : "ranks ");
-    for (size_t i = 0; i < ranks.size(); ++i) s << (i ? ", " : "") << ranks[i];
+    s << (ranks.size() == 1 ? "" : "ranks ");
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      s << (i ? ", " : "") << (ranks.size() == 1 ? Name(ranks[i]) : Name(ranks[i]).substr(5));
+    }
     return s.str();
   };
   std::ostringstream report;
@@ -139,7 +162,7 @@ void WaitOrAbort(const Pending& pending, const std::function<bool()>& done,
     if (!backoff.hot()) pending.probe->Answer(pending.number, pending.what);
     if (std::chrono::steady_clock::now() > deadline) {
       const std::string peers = pending.probe->Survey(pending.number, pending.what, SurveyGrace(pending.timeout));
-      LOG(ERROR) << "[dist] rank " << pending.probe->rank() << ": " << pending.what << " (collective #"
+      LOG(ERROR) << "[dist] " << pending.probe->Name(pending.probe->rank()) << ": " << pending.what << " (collective #"
                  << pending.number << ") did not complete within " << Seconds(pending.timeout) << " s." << peers
                  << " Aborting the job (--collective-timeout sets the limit).";
       google::FlushLogFiles(google::GLOG_INFO);

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace docmatch::dist {
 
@@ -30,6 +31,8 @@ class PeerProbe : public std::enable_shared_from_this<PeerProbe> {
   // A collective as it starts: numbered 1, 2, ... with what its wait needs.
   Pending Start(std::string what, std::chrono::milliseconds timeout);
   int rank() const { return rank_; }
+  // "rank 1 (host n2)": the node of each rank, gathered when the probe is made.
+  std::string Name(int rank) const;
   // Answers the questions that have arrived: this rank waits in collective
   // `number`, described by `what`.
   void Answer(int64_t number, const std::string& what);
@@ -42,6 +45,7 @@ class PeerProbe : public std::enable_shared_from_this<PeerProbe> {
   int rank_ = 0, size_ = 1;
   std::atomic<int64_t> started_{0};
   int64_t question_ = 0;  // the buffer of the questions in flight
+  std::vector<std::string> hosts_;
 };
 
 // One collective a rank waits on.

@@ -641,7 +641,7 @@ def stalled_rank(c, mpiexec):
             pass
     ended = time.time() - stopped
     check(job.returncode != 0, "the job with a stopped rank exited 0")
-    check(re.search(rf"rank 0: \S.* did not complete within {timeout} s\. Rank 1 did not answer", output),
+    check(re.search(rf"rank 0 \(host [^)]+\): \S.* did not complete within {timeout} s\. Rank 1 \(host [^)]+\) did not answer", output),
           "the timeout does not name the waiting rank, the operation and the stopped rank:\n" + output[-2000:])
     check(timeout <= ended <= timeout + 30, f"the job ended {ended:.1f} s after the stop, timeout {timeout} s")
     check(busy < 0.3, f"rank 0 used {busy:.0%} of a core while waiting")
