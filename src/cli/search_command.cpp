@@ -270,6 +270,9 @@ Command AddSearchCommand(CLI::App* app) {
                 "approximate: the HNSW index `docmatch index` built beside the file (<embeddings>.hnsw) gives the\n"
                 "nearest cosines without reading every vector (bench/NOTES.md: where it pays, its recall)");
   sub->add_option("--index", flags->index, "an HNSW index built elsewhere (implies --ann)")->check(CLI::ExistingFile);
+  sub->add_option("--batch-size", flags->options.batch_size, "text queries embedded at a time (as embed's)")
+      ->capture_default_str()
+      ->check(Positive());
   sub->add_option("--ef", flags->options.ef, "--ann: candidates kept while searching; more = higher recall, slower")
       ->capture_default_str()
       ->check(Positive());

@@ -61,17 +61,36 @@ Searcher::Searcher(const EmbeddingFile& file, model::DocumentModel* model, const
 
 torch::Tensor Searcher::QueryVectors(const std::vector<SearchQuery>& queries,
                                      std::vector<model::DocumentSentences>* sentences) const {
-  std::vector<torch::Tensor> rows;
-  for (const SearchQuery& q : queries) {
-    if (q.row >= 0) {
-      rows.push_back(file_.Vectors(q.row, q.row + 1)[0]);
-      if (file_.has_sentences()) sentences->push_back(file_.Sentences(q.row, q.row + 1)[0]);
+  const size_t Q = queries.size();
+  const bool with_sentences = file_.has_sentences();
+  std::vector<torch::Tensor> rows(Q);
+  std::vector<model::DocumentSentences> slots(with_sentences ? Q : 0);
+  std::vector<size_t> text_at;  // the text queries, embedded batch_size at a time as embed does
+  std::vector<const data::Document*> texts;
+  for (size_t q = 0; q < Q; ++q) {
+    const SearchQuery& query = queries[q];
+    if (query.row >= 0) {
+      rows[q] = file_.Vectors(query.row, query.row + 1)[0];
+      if (with_sentences) slots[q] = file_.Sentences(query.row, query.row + 1)[0];
       continue;
     }
     if (!model_) throw std::invalid_argument("[search] a text query needs the model that embedded the file: --model");
-    if (q.text.num_tokens() == 0) throw std::invalid_argument("[search] query '" + q.label + "' has no text");
-    rows.push_back(DocumentVectors(*model_, {&q.text}, device_, file_.has_sentences() ? sentences : nullptr)[0]);
+    if (query.text.num_tokens() == 0) throw std::invalid_argument("[search] query '" + query.label + "' has no text");
+    text_at.push_back(q);
+    texts.push_back(&query.text);
   }
+  const size_t batch = static_cast<size_t>(std::max<int64_t>(1, options_.batch_size));
+  for (size_t first = 0; first < texts.size(); first += batch) {
+    const std::vector<const data::Document*> chunk(texts.begin() + first,
+                                                   texts.begin() + std::min(texts.size(), first + batch));
+    std::vector<model::DocumentSentences> got;
+    const torch::Tensor vectors = DocumentVectors(*model_, chunk, device_, with_sentences ? &got : nullptr);
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      rows[text_at[first + i]] = vectors[static_cast<int64_t>(i)];
+      if (with_sentences) slots[text_at[first + i]] = std::move(got[i]);
+    }
+  }
+  for (auto& s : slots) sentences->push_back(std::move(s));
   const torch::Tensor vectors = torch::stack(rows);
   return cosine_ ? Unit(vectors) : vectors;
 }

@@ -49,6 +49,7 @@ struct SearchOptions {
   int64_t block_rows = 16384;       // rows scored at a time
   const AnnIndex* index = nullptr;  // approximate: candidates from the HNSW graph instead of every row
   int64_t ef = 128;                 // with `index`: candidates kept while searching (recall vs time)
+  int64_t batch_size = 16;          // text queries embedded at a time (embed's --batch-size)
 };
 
 class Searcher {

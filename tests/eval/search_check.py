@@ -346,6 +346,19 @@ def main():
     check(got[0]["hits"][0]["id"] == ids[5], "an id line is a document query")
     check(got[1]["hits"][0]["id"] == ids[9] and abs(got[1]["hits"][0]["score"] - 1) < 1e-5,
           f"the text of {ids[9]} found {got[1]['hits'][0]}")
+    # Many text queries, embedded --batch-size at a time among document
+    # queries: each finds its own document at cosine 1 (the batch's padding
+    # changes no vector), in the order given.
+    with open(queries, "w") as f:
+        for i in range(12):
+            f.write(json.dumps({"id": f"t{i}", "text": by_id[ids[i]]["text"]} if i % 3 else {"id": ids[i]}) + "\n")
+    got = hits(run("search", "--embeddings", embeddings, "--queries", queries, "--tokenizer", corpus,
+                   "--format", "jsonl", "--top", "1", "--batch-size", "3").stdout)
+    check([g["query"] for g in got] == [f"t{i}" if i % 3 else ids[i] for i in range(12)],
+          f"batched queries in order: {[g['query'] for g in got]}")
+    for i, g in enumerate(got):
+        check(g["hits"][0]["id"] == ids[i] and abs(g["hits"][0]["score"] - 1) < 1e-5,
+              f"query {i} ({g['query']}), embedded in a batch of texts, found {g['hits'][0]}")
     stdin = run("search", "--embeddings", embeddings, "--text", "-", "--tokenizer", corpus, "--format", "jsonl",
                 stdin=by_id[ids[9]]["text"])
     check(hits(stdin.stdout)[0]["hits"][0]["id"] == ids[9], "--text - reads standard input")
