@@ -293,6 +293,24 @@ def main():
     theirs = hits(run("search", "--embeddings", foreign, "--id", ids[5], "--format", "jsonl").stdout)[0]["hits"]
     ours = hits(run("search", "--embeddings", embeddings, "--id", ids[5], "--format", "jsonl").stdout)[0]["hits"]
     check([h["id"] for h in theirs] == [h["id"] for h in ours], f"an h5py-written file: {theirs} vs {ours}")
+    # The other usual string types: fixed-length UTF-8, variable-length
+    # ASCII and variable-length UTF-8 ids, fixed UTF-8 and variable ASCII
+    # attributes; the same hits.
+    for label, id_type, attribute in (
+            ("fixed UTF-8", h5py.string_dtype("utf-8", 40), h5py.string_dtype("utf-8", 24)),
+            ("variable ASCII", h5py.string_dtype("ascii"), h5py.string_dtype("ascii")),
+            ("variable UTF-8", h5py.string_dtype("utf-8"), h5py.string_dtype("utf-8"))):
+        typed = os.path.join(scratch, "h5py-" + label.replace(" ", "-") + ".h5")
+        with h5py.File(typed, "w") as f:
+            f.create_dataset("document_ids", data=[i.encode() for i in ids], dtype=id_type)
+            f["vectors"] = vectors
+            f.attrs.create("docmatch_format", "docmatch-embeddings".encode(), dtype=attribute)
+            f.attrs["format_version"] = 1
+            f.attrs["dimension"] = vectors.shape[1]
+            f.attrs.create("kind", "match_bert".encode(), dtype=attribute)
+            f.attrs.create("model", "elsewhere".encode(), dtype=attribute)
+        theirs = hits(run("search", "--embeddings", typed, "--id", ids[5], "--format", "jsonl").stdout)[0]["hits"]
+        check([h["id"] for h in theirs] == [h["id"] for h in ours], f"h5py {label} strings: {theirs} vs {ours}")
     with h5py.File(foreign, "r+") as f:
         f["document_ids"][3] = np.bytes_(ids[7])
     err = run("search", "--embeddings", foreign, "--id", ids[5], fail=True).stderr
