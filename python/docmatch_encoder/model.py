@@ -153,7 +153,16 @@ def match_bert_vector(tokens, c, w):
     else:
         rows = linear(states[:, 0], w, "dense")
     rows = np.stack([normalize(r) for r in rows])
-    return rows[0] if len(rows) == 1 else normalize(rows.sum(0))
+    if len(rows) == 1:
+        return rows[0]
+    pooling = c.get("window_pooling", "mean")
+    if pooling == "max":
+        return normalize(rows.max(0))
+    if pooling == "attention":
+        scores = np.tanh(linear(rows, w, "window_projection")) @ w["window_context"]
+        weights = np.exp(scores - scores.max())
+        return normalize(((weights / weights.sum())[:, None] * rows).sum(0))
+    return normalize(rows.sum(0))
 
 
 KINDS = ("smith", "match_bert")

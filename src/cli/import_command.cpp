@@ -52,6 +52,11 @@ Command AddImportCommand(CLI::App* app) {
   sub->add_option("--chunks", o->chunks, "match_bert: windows per document, vectors averaged")
       ->check(Positive())
       ->capture_default_str();
+  sub->add_option("--window-pooling", o->window_pooling,
+                  "match_bert with --chunks > 1: how the windows' vectors become one: mean, max, or attention\n"
+                  "(a learned layer that starts as the mean and learns which windows count)")
+      ->check(CLI::IsMember({"mean", "max", "attention"}))
+      ->capture_default_str();
   sub->add_option("--block-length", o->block_length, "smith: tokens per block, [CLS] included")->capture_default_str();
   sub->add_option("--max-blocks", o->max_blocks, "smith: blocks per document")->capture_default_str();
   sub->add_option("--document-layers", o->document_layers, "smith: document transformer layers (fresh)")

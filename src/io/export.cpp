@@ -54,6 +54,7 @@ HfEncoder HfEncoderOf(const model::ModelConfig& config) {
     common(m, m.layers, m.max_tokens, "MatchBERT's encoder", "encoder", m.pooling);
     if (m.pooling == "cls") e.dense = "dense";  // [CLS] pooling's dense layer, no activation
     e.activation = "torch.nn.modules.linear.Identity";
+    e.left_out = {"window_"};  // window_pooling attention: no place in one window's model
   } else if (config.kind == "sdr") {
     const model::SdrConfig& s = config.sdr;
     common(s, s.layers, s.max_tokens, "SDR's sentence encoder (a text read as one sentence)", "encoder", "mean");
@@ -249,9 +250,10 @@ std::string ExportModel(const ExportOptions& options) {
       WriteHfFiles(tmp, hf, data::WordPiece::Parse(tokenizer.serialized_model(), tokenizer_path), dense);
       const model::MatchBertConfig& m = info.config.match_bert;
       if (info.config.kind == "match_bert" && m.chunks > 1) {
-        LOG(WARNING) << "[export] this model averages up to " << m.chunks << " windows of " << m.max_tokens
-                     << " tokens; sentence-transformers and transformers read the first window, so their vectors "
-                        "equal docmatch's for texts of up to one window";
+        LOG(WARNING) << "[export] this model pools up to " << m.chunks << " windows of " << m.max_tokens
+                     << " tokens (window_pooling " << m.window_pooling
+                     << "); sentence-transformers and transformers read the first window, so their vectors "
+                        "equal docmatch's for texts of up to one window (the docmatch layout keeps the pooling)";
       }
     }
     files::WriteFile(tmp + "/" + kModelConfigFile, config.dump(2) + "\n");

@@ -195,6 +195,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
     m.pooling = options.pooling == "auto" ? CheckpointPooling(input) : options.pooling;
     m.separator = true;  // BERT reads [CLS] ... [SEP]
     m.chunks = options.chunks;
+    m.window_pooling = options.window_pooling;
     length = m.max_tokens;
   } else if (options.kind == "smith") {
     model::SmithConfig& s = config.smith;

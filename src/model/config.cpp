@@ -72,7 +72,8 @@ Setters Fields(ModelConfig& config, const std::string& origin) {
                                 {"amplifier", Set(&c.amplifier)},
                                 {"pooling", Set(&c.pooling)},
                                 {"separator", Set(&c.separator)},
-                                {"chunks", Set(&c.chunks)}});
+                                {"chunks", Set(&c.chunks)},
+                                {"window_pooling", Set(&c.window_pooling)}});
   }
   if (config.kind == "sdr") {
     SdrConfig& c = config.sdr;

@@ -18,8 +18,18 @@ FlatEncoderImpl::FlatEncoderImpl(const MatchBertConfig& config) : config_(config
   TORCH_CHECK(config.pooling == "cls" || config.pooling == "mean", "MatchBERT pooling '", config.pooling,
               "' is not cls or mean");
   TORCH_CHECK(config.chunks >= 1, "MatchBERT chunks must be at least 1, not ", config.chunks);
+  TORCH_CHECK(config.window_pooling == "mean" || config.window_pooling == "max" || config.window_pooling == "attention",
+              "MatchBERT window_pooling '", config.window_pooling, "' is not mean, max or attention");
   if (config.pooling == "cls") dense_ = register_module("dense", torch::nn::Linear(config.hidden, config.hidden));
+  if (config.window_pooling == "attention") {
+    window_projection_ = register_module("window_projection", torch::nn::Linear(config.hidden, config.hidden));
+    window_context_ = register_parameter("window_context", torch::zeros({config.hidden}));
+  }
   InitializeBertStyle(*this);
+  if (window_context_.defined()) {
+    torch::NoGradGuard no_grad;
+    window_context_.zero_();  // uniform weights at the start: the mean of the windows
+  }
 }
 
 torch::Tensor FlatEncoderImpl::Encode(const torch::Tensor& tokens) {
@@ -42,17 +52,32 @@ torch::Tensor FlatEncoderImpl::Pool(const torch::Tensor& states, const torch::Te
 
 torch::Tensor FlatEncoderImpl::forward(const torch::Tensor& tokens) { return Pool(Encode(tokens), tokens); }
 
-torch::Tensor FlatEncoderImpl::AverageWindows(const torch::Tensor& rows, const data::FlatBatch& batch) {
+torch::Tensor FlatEncoderImpl::PoolWindows(const torch::Tensor& rows, const data::FlatBatch& batch) {
   namespace F = torch::nn::functional;
   if (batch.B == batch.documents) return rows;
-  const torch::Tensor owner = torch::tensor(batch.row_document, torch::kLong).to(rows.device());
-  const torch::Tensor sums =
-      torch::zeros({batch.documents, rows.size(1)}, rows.options()).index_add_(0, owner, rows);  // mean up to scale
-  return F::normalize(sums, F::NormalizeFuncOptions().dim(-1));
+  const int64_t C = rows.size(1);
+  const torch::Tensor owner = torch::tensor(batch.row_document, torch::kLong).to(rows.device());  // (B,)
+  const torch::Tensor zeros = torch::zeros({batch.documents, C}, rows.options());
+  torch::Tensor pooled;
+  if (config_.window_pooling == "max") {
+    pooled = zeros.scatter_reduce(0, owner.unsqueeze(1).expand({-1, C}), rows, "amax", /*include_self=*/false);
+  } else if (config_.window_pooling == "attention") {
+    // A softmax over each document's windows: exp(score - the document's
+    // largest score), summed per document.
+    const torch::Tensor scores = (torch::tanh(window_projection_(rows)) * window_context_).sum(1);  // (B,)
+    const torch::Tensor largest = torch::full({batch.documents}, -1e30, scores.options())
+                                      .scatter_reduce(0, owner, scores, "amax", /*include_self=*/true);
+    const torch::Tensor weights = torch::exp(scores - largest.index_select(0, owner));  // (B,)
+    const torch::Tensor totals = torch::zeros({batch.documents}, scores.options()).index_add(0, owner, weights);
+    pooled = zeros.index_add(0, owner, rows * (weights / totals.index_select(0, owner)).unsqueeze(1));
+  } else {
+    pooled = zeros.index_add(0, owner, rows);  // the mean, up to scale
+  }
+  return F::normalize(pooled, F::NormalizeFuncOptions().dim(-1));
 }
 
 torch::Tensor FlatEncoderImpl::Documents(const data::FlatBatch& batch, const torch::Device& device) {
-  return AverageWindows(forward(ToTensor(batch, device)), batch);
+  return PoolWindows(forward(ToTensor(batch, device)), batch);
 }
 
 FlatPretrainingImpl::FlatPretrainingImpl(FlatEncoder shared, const MatchBertConfig& config) {
@@ -89,7 +114,7 @@ FlatPretrainingImpl::Outputs FlatPretrainingImpl::forward(const data::FlatBatch&
   const torch::Tensor tokens = ToTensor(batch, device);
   const torch::Tensor states = encoder->Encode(tokens);  // (B, T, C)
   Outputs out;
-  out.vectors = FlatEncoderImpl::AverageWindows(encoder->Pool(states, tokens), batch);
+  out.vectors = encoder->PoolWindows(encoder->Pool(states, tokens), batch);
   if (!batch.lm_labels.empty()) AddLanguageModel(states, Labels(batch, device), &out);
   return out;
 }
@@ -101,7 +126,7 @@ FlatPretrainingImpl::Outputs FlatPretrainingImpl::ForwardViews(const data::FlatB
   // Every predicted position's label is its original token (BERT's rule).
   const torch::Tensor clean = labels.defined() ? torch::where(labels.ne(data::kIgnoreLabel), labels, masked) : masked;
   Outputs out;
-  out.vectors = FlatEncoderImpl::AverageWindows(encoder->Pool(encoder->Encode(clean), clean), views);
+  out.vectors = encoder->PoolWindows(encoder->Pool(encoder->Encode(clean), clean), views);
   if (language_model && labels.defined()) AddLanguageModel(encoder->Encode(masked), labels, &out);
   return out;
 }

@@ -5,7 +5,11 @@
 // For encoders imported from sentence-transformers (import-hf) the vector
 // can instead be the mean of the real tokens' outputs, L2-normalised
 // (pooling: mean, no dense layer), and a long document can be read as up to
-// `chunks` windows whose unit vectors are averaged and normalised again.
+// `chunks` windows whose unit vectors are pooled (window_pooling) and
+// normalised again: mean (averaged), max (their elementwise maximum), or
+// attention (a learned layer weighs them: softmax over the document's
+// windows of context . tanh(W v), the context starting at zero, so that it
+// starts as the mean and learns which windows count).
 #pragma once
 
 #include <torch/torch.h>
@@ -29,6 +33,7 @@ struct MatchBertConfig {
   std::string pooling = "cls";  // cls: [CLS] -> dense; mean: mean of real tokens
   bool separator = false;       // end each window with [SEP]
   int64_t chunks = 1;           // windows of max_tokens per document
+  std::string window_pooling = "mean";  // mean | max | attention: the windows' unit vectors -> one
 
   data::FlatOptions Flat() const { return {max_tokens, separator, chunks}; }
   TransformerConfig Transformer() const { return {hidden, heads, intermediate, layers, dropout}; }
@@ -48,8 +53,9 @@ class FlatEncoderImpl : public torch::nn::Module {
   torch::Tensor Encode(const torch::Tensor& tokens);
   // Token states (B, T, C) of `tokens` -> unit row vectors (B, C): the pooling.
   torch::Tensor Pool(const torch::Tensor& states, const torch::Tensor& tokens);
-  // Unit row vectors (B, C) of a batch -> unit document vectors (batch.documents, C).
-  static torch::Tensor AverageWindows(const torch::Tensor& rows, const data::FlatBatch& batch);
+  // Unit row vectors (B, C) of a batch -> unit document vectors
+  // (batch.documents, C): the windows of each document pooled.
+  torch::Tensor PoolWindows(const torch::Tensor& rows, const data::FlatBatch& batch);
   void set_kernel(AttentionKernel kernel) { encoder_->set_kernel(kernel); }
   const MatchBertConfig& config() const { return config_; }
 
@@ -59,6 +65,8 @@ class FlatEncoderImpl : public torch::nn::Module {
   MatchBertConfig config_;
   TransformerEncoder encoder_{nullptr};
   torch::nn::Linear dense_{nullptr};
+  torch::nn::Linear window_projection_{nullptr};  // window_pooling attention
+  torch::Tensor window_context_;
 };
 TORCH_MODULE(FlatEncoder);
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "../data/test_corpus.h"
@@ -104,6 +105,85 @@ TEST(MatchBert, MeanPoolingAndChunkAveraging) {
     EXPECT_TRUE(torch::allclose(documents[d].to(torch::kDouble), expected, 1e-5, 1e-6)) << d;
   }
   EXPECT_EQ(encoder->named_parameters().find("dense.weight"), nullptr);  // mean pooling has no dense head
+}
+
+// The windows of a document pooled, against loops in float64: max is the
+// elementwise maximum of their unit vectors; attention weighs them by a
+// softmax over the document's windows of context . tanh(W v + b), and with
+// its context at zero (as it starts) equals the mean. Its parameters learn.
+TEST(MatchBert, WindowPoolingsEqualFloat64HandComputations) {
+  for (const std::string pooling : {"max", "attention"}) {
+    torch::manual_seed(4);
+    MatchBertConfig c = Tiny();
+    c.pooling = "mean";
+    c.separator = true;
+    c.max_tokens = 8;
+    c.chunks = 3;
+    c.window_pooling = pooling;
+    FlatEncoder encoder(c);
+    encoder->to(torch::kFloat64);
+    encoder->eval();
+    const data::Document a = data::testing::SyntheticDocument(2), b = data::testing::SyntheticDocument(3);
+    const data::FlatBatch batch = data::BuildFlatBatch({&a, &b}, c.Flat());
+    ASSERT_GT(batch.B, 2);
+    auto params = encoder->named_parameters();
+    if (pooling == "attention") {
+      // At the start: the mean of the windows.
+      MatchBertConfig mean = c;
+      mean.window_pooling = "mean";
+      FlatEncoder averaged(mean);
+      averaged->to(torch::kFloat64);
+      averaged->eval();
+      torch::NoGradGuard no_grad;
+      for (const auto& p : averaged->named_parameters()) p.value().copy_(params[p.key()]);
+      EXPECT_TRUE(torch::allclose(encoder->Documents(batch, torch::kCPU), averaged->Documents(batch, torch::kCPU),
+                                  1e-12, 1e-12));
+      params["window_context"].normal_(0.0, 1.0);  // as after training
+    }
+    const torch::Tensor rows = encoder->forward(ToTensor(batch, torch::kCPU)).detach();
+    const torch::Tensor got = encoder->Documents(batch, torch::kCPU);
+    for (int64_t d = 0; d < 2; ++d) {
+      std::vector<int64_t> windows;
+      for (int64_t row = 0; row < batch.B; ++row) {
+        if (batch.row_document[row] == d) windows.push_back(row);
+      }
+      std::vector<double> pooled(c.hidden, pooling == "max" ? -1e300 : 0.0);
+      if (pooling == "max") {
+        for (int64_t row : windows) {
+          for (int64_t k = 0; k < c.hidden; ++k) pooled[k] = std::max(pooled[k], rows[row][k].item<double>());
+        }
+      } else {
+        const auto W = params["window_projection.weight"].accessor<double, 2>();
+        const auto bias = params["window_projection.bias"].accessor<double, 1>();
+        const auto context = params["window_context"].accessor<double, 1>();
+        std::vector<double> weight;
+        double total = 0;
+        for (int64_t row : windows) {
+          double score = 0;
+          for (int64_t r = 0; r < c.hidden; ++r) {
+            double projected = bias[r];
+            for (int64_t k = 0; k < c.hidden; ++k) projected += W[r][k] * rows[row][k].item<double>();
+            score += std::tanh(projected) * context[r];
+          }
+          weight.push_back(std::exp(score));
+          total += weight.back();
+        }
+        for (size_t i = 0; i < windows.size(); ++i) {
+          for (int64_t k = 0; k < c.hidden; ++k) pooled[k] += weight[i] / total * rows[windows[i]][k].item<double>();
+        }
+      }
+      double norm = 0;
+      for (double x : pooled) norm += x * x;
+      for (int64_t k = 0; k < c.hidden; ++k) {
+        EXPECT_NEAR(got[d][k].item<double>(), pooled[k] / std::sqrt(norm), 1e-12) << pooling << " document " << d;
+      }
+    }
+    if (pooling == "attention") {
+      got.sum().backward();
+      EXPECT_GT(params["window_context"].grad().abs().sum().item<double>(), 0.0);
+      EXPECT_GT(params["window_projection.weight"].grad().abs().sum().item<double>(), 0.0);
+    }
+  }
 }
 
 TEST(MatchBert, ShapesPaddingInvarianceAndGradients) {

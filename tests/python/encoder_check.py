@@ -179,9 +179,17 @@ def main():
             articles[record["id"]] = record["text"]
 
     # Tiny models on the fixture's SentencePiece corpus, 2 steps each, exported.
+    # DocSplit trains the vector path: SMITH's residual dense layer and the
+    # windows' attention layer move off their zero start.
     for name, config, objective in (("smith", SMITH % "normal", "wp+sp"), ("smith_attention", SMITH % "attention",
                                                                            "wp"),
-                                    ("match_bert", MATCH_BERT, "wp")):
+                                    ("smith_residual", SMITH % "residual, block_pooling: mean", "docsplit"),
+                                    ("match_bert", MATCH_BERT, "wp"),
+                                    ("match_bert_max", MATCH_BERT.replace("chunks: 2", "chunks: 3, window_pooling: max"),
+                                     "docsplit"),
+                                    ("match_bert_attention",
+                                     MATCH_BERT.replace("chunks: 2", "chunks: 3, window_pooling: attention"),
+                                     "docsplit")):
         yaml = os.path.join(scratch, name + ".yaml")
         with open(yaml, "w") as f:
             f.write(config)
