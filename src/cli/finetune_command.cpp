@@ -55,6 +55,16 @@ Command AddFinetuneCommand(CLI::App* app) {
                   "contrastive: labelled negatives of each source added to its candidates, at most")
       ->check(NonNegative())
       ->capture_default_str();
+  sub->add_option("--mine-negatives", o->mine_negatives,
+                  "contrastive: also mine this many hard negatives per source from the corpus's TF-IDF "
+                  "neighbours (never the source, nor a document labelled related to it); --hard-negatives of "
+                  "them and the labelled ones go with each pair")
+      ->check(NonNegative())
+      ->capture_default_str();
+  sub->add_option("--mine-margin", o->mine_margin,
+                  "with --mine-negatives: leave out a neighbour whose TF-IDF cosine exceeds the source's best "
+                  "positive's by more than this (likely an unlabelled positive); negative: keep all")
+      ->capture_default_str();
   sub->add_option("--sentence-lr-scale", o->sentence_lr_scale,
                   "smith: learning rate of the sentence-block encoder (token embeddings and sentence layers) "
                   "as a multiple of --lr's schedule; the document layers keep --lr (e.g. 0.1 for an imported "

@@ -4,6 +4,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -14,9 +15,11 @@
 #include "data/batches/pairs.h"
 #include "data/corpus/random.h"
 #include "dist/gradient_synchronizer.h"
+#include "eval/lexical.h"
 #include "model/document_model.h"
 #include "model/smith.h"
 #include "train/grad_cache.h"
+#include "train/mined_negatives.h"
 #include "train/objectives.h"
 #include "train/training_run.h"
 
@@ -35,6 +38,10 @@ nlohmann::json OptionsJson(const FinetuneOptions& o) {
                {"learn_temperature", o.learn_temperature},
                {"temperature_lr", o.temperature_lr},
                {"hard_negatives", o.hard_negatives},
+               {"mine_negatives", o.mine_negatives},
+               {"mine_margin", o.mine_margin},
+               {"sentence_lr_scale", o.sentence_lr_scale},
+               {"freeze_sentence_steps", o.freeze_sentence_steps},
                {"grad_cache", o.grad_cache}});
   return json;
 }
@@ -76,6 +83,13 @@ class HardNegatives {
   explicit HardNegatives(const std::vector<data::LabelledPair>& pairs) {
     for (const data::LabelledPair& p : pairs) {
       if (p.label == 0) by_source_[p.source].push_back(p.target);
+    }
+  }
+  // More negatives of `source` (mined ones), after its labelled ones.
+  void Add(int64_t source, const std::vector<int64_t>& negatives) {
+    std::vector<int64_t>& pool = by_source_[source];
+    for (int64_t n : negatives) {
+      if (std::find(pool.begin(), pool.end(), n) == pool.end()) pool.push_back(n);
     }
   }
   // Up to `count` of `source`'s negatives, drawn by (seed, epoch, pair): the
@@ -267,7 +281,27 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   // What a step draws from: every labelled pair (bce), or the related ones
   // with the negatives beside them (contrastive).
   const std::vector<data::LabelledPair> training = contrastive ? Related(train_pairs) : train_pairs;
-  const HardNegatives hard(train_pairs);
+  HardNegatives hard(train_pairs);
+  if (options.mine_negatives > 0) {
+    TORCH_CHECK(contrastive,
+                "[finetune] --mine-negatives adds negatives to the contrastive loss; bce scores the "
+                "labelled pairs alone");
+    // Every rank mines the same negatives from the same corpus (no traffic).
+    const eval::LexicalIndex index(corpus, options.progress && rank == 0);
+    const MinedNegatives mined = MineLexicalNegatives(index, train_pairs, options.mine_negatives, options.mine_margin);
+    int64_t added = 0;
+    for (const auto& [source, negatives] : mined.by_source) {
+      hard.Add(source, negatives);
+      added += static_cast<int64_t>(negatives.size());
+    }
+    if (rank == 0) {
+      LOG(INFO) << "[finetune] mined " << added << " TF-IDF negatives for " << mined.sources << " sources (up to "
+                << options.mine_negatives << " each; left out: " << mined.dropped_related << " labelled related, "
+                << mined.dropped_margin << " above the source's best positive by more than " << options.mine_margin
+                << "); each pair draws --hard-negatives " << options.hard_negatives
+                << " from its source's labelled and mined negatives";
+    }
+  }
   const int64_t global_batch = options.batch_size * world;
   TORCH_CHECK(options.grad_cache >= 0, "[finetune] --grad-cache must be 0 (off) or a number of pairs, not ",
               options.grad_cache);

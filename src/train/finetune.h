@@ -46,6 +46,8 @@ struct FinetuneOptions : LoopOptions {
   bool learn_temperature = false;                        // contrastive: train log(1/temperature), from `temperature`
   double temperature_lr = 1e-2;                          // its peak learning rate (the schedule of `optimizer`)
   int64_t hard_negatives = 1;                            // contrastive: labelled negatives per source, at most
+  int64_t mine_negatives = 0;  // contrastive: TF-IDF-nearest negatives mined per source (0 = none; mined_negatives.h)
+  double mine_margin = 0.1;    // ... leaving out those above the source's best positive by more (< 0: keep them)
   int64_t grad_cache = 0;  // contrastive: gradient caching, this many pairs a chunk (0 = off)
   // SMITH's two levels: the sentence-block encoder (embeddings and sentence
   // transformer) at this multiple of the scheduled lr, and not updated at all

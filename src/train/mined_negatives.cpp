@@ -1,0 +1,64 @@
+// TF-IDF-mined hard negatives (mined_negatives.h).
+#include "train/mined_negatives.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace docmatch::train {
+
+MinedNegatives MineLexicalNegatives(const eval::LexicalIndex& index, const std::vector<data::LabelledPair>& pairs,
+                                    int64_t count, double margin) {
+  MinedNegatives mined;
+  if (count <= 0) return mined;
+  std::unordered_map<int64_t, std::unordered_set<int64_t>> related;
+  std::vector<int64_t> sources;
+  for (const data::LabelledPair& p : pairs) {
+    if (p.label != 1) continue;
+    if (related.find(p.source) == related.end() || related[p.source].empty()) sources.push_back(p.source);
+    related[p.source].insert(p.target);
+    related[p.target].insert(p.source);
+  }
+  std::sort(sources.begin(), sources.end());
+  sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+  mined.sources = static_cast<int64_t>(sources.size());
+  const int64_t N = index.size();
+  constexpr size_t kSourcesAtOnce = 256;  // a (256, N) float64 block of cosines at a time
+  for (size_t first = 0; first < sources.size(); first += kSourcesAtOnce) {
+    const std::vector<int64_t> chunk(sources.begin() + first,
+                                     sources.begin() + std::min(sources.size(), first + kSourcesAtOnce));
+    const torch::Tensor scores = index.Scores(chunk).contiguous();  // (Q, N)
+    for (size_t q = 0; q < chunk.size(); ++q) {
+      const int64_t source = chunk[q];
+      const double* row = scores.data_ptr<double>() + static_cast<int64_t>(q) * N;
+      const std::unordered_set<int64_t>& positives = related[source];
+      double best_positive = 0;
+      for (int64_t t : positives) best_positive = std::max(best_positive, row[t]);
+      // Enough of the nearest to fill `count` after what the filters drop
+      // (ties in document order).
+      std::vector<int64_t> order(static_cast<size_t>(N));
+      for (int64_t i = 0; i < N; ++i) order[static_cast<size_t>(i)] = i;
+      auto nearer = [row](int64_t a, int64_t b) { return row[a] != row[b] ? row[a] > row[b] : a < b; };
+      std::vector<int64_t>& kept = mined.by_source[source];
+      size_t sorted = 0;
+      for (size_t i = 0; i < order.size() && static_cast<int64_t>(kept.size()) < count; ++i) {
+        if (i == sorted) {  // sort the next stretch of the ranking only when it is reached
+          const size_t end = std::min(order.size(), sorted + static_cast<size_t>(4 * count + 16));
+          std::partial_sort(order.begin() + sorted, order.begin() + end, order.end(), nearer);
+          sorted = end;
+        }
+        const int64_t candidate = order[i];
+        if (candidate == source) continue;
+        if (positives.count(candidate)) {
+          ++mined.dropped_related;
+        } else if (margin >= 0 && row[candidate] > best_positive + margin) {
+          ++mined.dropped_margin;
+        } else {
+          kept.push_back(candidate);
+        }
+      }
+    }
+  }
+  return mined;
+}
+
+}  // namespace docmatch::train
