@@ -85,6 +85,11 @@ torch::Tensor Searcher::QueryVectors(const std::vector<SearchQuery>& queries,
                                                    texts.begin() + std::min(texts.size(), first + batch));
     std::vector<model::DocumentSentences> got;
     const torch::Tensor vectors = DocumentVectors(*model_, chunk, device_, with_sentences ? &got : nullptr);
+    if (with_sentences && got.size() != chunk.size()) {
+      throw std::invalid_argument(
+          "[search] '" + file_.path() +
+          "' holds sentence vectors, and the model gives none: give the model that embedded it");
+    }
     for (size_t i = 0; i < chunk.size(); ++i) {
       rows[text_at[first + i]] = vectors[static_cast<int64_t>(i)];
       if (with_sentences) slots[text_at[first + i]] = std::move(got[i]);

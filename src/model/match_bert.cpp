@@ -66,7 +66,7 @@ torch::Tensor FlatEncoderImpl::PoolWindows(const torch::Tensor& rows, const data
     // largest score), summed per document.
     const torch::Tensor scores = (torch::tanh(window_projection_(rows)) * window_context_).sum(1);  // (B,)
     const torch::Tensor largest = torch::full({batch.documents}, -1e30, scores.options())
-                                      .scatter_reduce(0, owner, scores, "amax", /*include_self=*/true);
+                                      .scatter_reduce(0, owner, scores.detach(), "amax", /*include_self=*/true);
     const torch::Tensor weights = torch::exp(scores - largest.index_select(0, owner));  // (B,)
     const torch::Tensor totals = torch::zeros({batch.documents}, scores.options()).index_add(0, owner, weights);
     pooled = zeros.index_add(0, owner, rows * (weights / totals.index_select(0, owner)).unsqueeze(1));

@@ -49,8 +49,8 @@ SmithEncoderImpl::SmithEncoderImpl(const SmithConfig& config) : config_(config) 
   const int64_t C = config.hidden;
   embeddings = register_module("embeddings", Embeddings(config.vocab_size, config.block_length, config.Sentence()));
   sentence_encoder_ = register_module("sentence_encoder", TransformerEncoder(config.Sentence()));
-  // Only what the configuration uses is a parameter: every parameter gets a
-  // gradient each step (the gradient all-reduce counts on it).
+  // Only what the configuration uses is a parameter (no fresh layer that
+  // nothing reads, which import-hf would list and checkpoints would carry).
   if (config.block_pooling == "cls") block_dense_ = register_module("block_dense", torch::nn::Linear(C, C));
   block_positions_ = register_module("block_positions", torch::nn::Embedding(config.max_blocks, C));
   document_encoder_ = register_module("document_encoder", TransformerEncoder(config.Document()));

@@ -286,6 +286,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
     TORCH_CHECK(contrastive,
                 "[finetune] --mine-negatives adds negatives to the contrastive loss; bce scores the "
                 "labelled pairs alone");
+    TORCH_CHECK(options.hard_negatives > 0, "[finetune] --mine-negatives ", options.mine_negatives,
+                " with --hard-negatives 0 would mine negatives no pair draws: give --hard-negatives N");
     // Every rank mines the same negatives from the same corpus (no traffic).
     const eval::LexicalIndex index(corpus, options.progress && rank == 0);
     const MinedNegatives mined = MineLexicalNegatives(index, train_pairs, options.mine_negatives, options.mine_margin);
@@ -326,6 +328,10 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   // has one group more when it does, so its saved state fits only the same
   // choice. Said before the optimizer is built, instead of libtorch's failure
   // to load it.
+  // Likewise SMITH's sentence level: a run that began with groups of its own
+  // for it keeps them (resumed without the flags, their factors are 1); one
+  // that began without cannot gain them.
+  bool two_levels = options.sentence_lr_scale != 1.0 || options.freeze_sentence_steps > 0;
   if (const nlohmann::json trainer = options.resume ? TrainingRun::LatestTrainerState(options.run) : nullptr;
       trainer.is_object()) {
     const bool learned = trainer.contains("log_scale");
@@ -333,6 +339,11 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
                 learned ? " learns its temperature: resume with --learn-temperature"
                         : " was trained at a fixed temperature: resume without --learn-temperature",
                 ", or start over with --fresh");
+    const bool had_levels = trainer.value("sentence_level_groups", false);
+    TORCH_CHECK(had_levels || !two_levels, "[finetune] ", options.run,
+                " was trained with one learning rate for the whole model: resume without --sentence-lr-scale and "
+                "--freeze-sentence-steps, or start over with --fresh");
+    two_levels = two_levels || had_levels;
   }
   torch::Tensor log_scale;
   std::vector<torch::Tensor> parameters = model->module().parameters();
@@ -344,7 +355,6 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       log_scale.defined() ? model::Temperature::Learned(log_scale) : model::Temperature(options.temperature);
   dist::GradientSynchronizer synchronizer(parameters, communicator, TrainingRun::Synchronizer(options));
   synchronizer.BroadcastParameters();
-  const bool two_levels = options.sentence_lr_scale != 1.0 || options.freeze_sentence_steps > 0;
   if (two_levels && model->config().kind != "smith") {
     throw std::runtime_error(
         "[finetune] --sentence-lr-scale and --freeze-sentence-steps set SMITH's sentence-block "
@@ -355,6 +365,12 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(
       model->module(), options.optimizer,
       two_levels ? std::function<bool(const std::string&)>(model::SmithSentenceLevel) : nullptr, &lower_groups);
+  std::vector<torch::Tensor> sentence_level;  // held while step < --freeze-sentence-steps
+  if (two_levels) {
+    for (const auto& p : model->module().named_parameters()) {
+      if (model::SmithSentenceLevel(p.key())) sentence_level.push_back(p.value());
+    }
+  }
   // Per optimizer group, times the scheduled lr: the sentence level's own
   // rate (0 while frozen), then the temperature's.
   auto lr_factors = [&](int64_t step) {
@@ -441,7 +457,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
       for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
     }
     if (finite) {
-      TrainingRun::Step(synchronizer, model->module(), *optimizer, options.optimizer, step, &timer, lr_factors(step));
+      TrainingRun::Step(synchronizer, model->module(), *optimizer, options.optimizer, step, &timer, lr_factors(step),
+                        step < options.freeze_sentence_steps ? sentence_level : std::vector<torch::Tensor>{});
     } else {
       synchronizer.Finalize();
       optimizer->zero_grad();
@@ -472,6 +489,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
     if (step % options.checkpoint_every == 0 || last || result.stopped_early || result.interrupted) {
       nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};
       if (log_scale.defined()) trainer["log_scale"] = log_scale.item<double>();  // float32, exact in a double
+      if (two_levels) trainer["sentence_level_groups"] = true;
       run.Save(step, epoch, position, model->module(), *optimizer, info, trainer);
     }
     timer.Mark("other");  // progress, logging, validation, checkpoints

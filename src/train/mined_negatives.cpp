@@ -14,7 +14,7 @@ MinedNegatives MineLexicalNegatives(const eval::LexicalIndex& index, const std::
   std::vector<int64_t> sources;
   for (const data::LabelledPair& p : pairs) {
     if (p.label != 1) continue;
-    if (related.find(p.source) == related.end() || related[p.source].empty()) sources.push_back(p.source);
+    sources.push_back(p.source);  // deduplicated below
     related[p.source].insert(p.target);
     related[p.target].insert(p.source);
   }
@@ -22,10 +22,11 @@ MinedNegatives MineLexicalNegatives(const eval::LexicalIndex& index, const std::
   sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
   mined.sources = static_cast<int64_t>(sources.size());
   const int64_t N = index.size();
-  constexpr size_t kSourcesAtOnce = 256;  // a (256, N) float64 block of cosines at a time
-  for (size_t first = 0; first < sources.size(); first += kSourcesAtOnce) {
+  // Sources scored at a time: a (Q, N) float64 block of cosines near 256 MB.
+  const size_t at_once = static_cast<size_t>(std::clamp<int64_t>((int64_t{1} << 25) / std::max<int64_t>(1, N), 1, 256));
+  for (size_t first = 0; first < sources.size(); first += at_once) {
     const std::vector<int64_t> chunk(sources.begin() + first,
-                                     sources.begin() + std::min(sources.size(), first + kSourcesAtOnce));
+                                     sources.begin() + std::min(sources.size(), first + at_once));
     const torch::Tensor scores = index.Scores(chunk).contiguous();  // (Q, N)
     for (size_t q = 0; q < chunk.size(); ++q) {
       const int64_t source = chunk[q];

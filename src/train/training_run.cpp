@@ -485,9 +485,13 @@ void TrainingRun::Log(int64_t step, const std::string& prefix, const std::map<st
 
 double TrainingRun::Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
                          torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
-                         PhaseTimer* timer, const std::vector<double>& lr_factors) {
+                         PhaseTimer* timer, const std::vector<double>& lr_factors,
+                         const std::vector<torch::Tensor>& frozen) {
   synchronizer.Finalize();
   if (timer) timer->Mark("comm");
+  // Frozen parameters: no gradient, so neither the clipping norm nor AdamW's
+  // moments and step count see this step.
+  for (const torch::Tensor& p : frozen) p.mutable_grad() = torch::Tensor();
   if (options.max_grad_norm > 0) ClipGradientNorm(module.parameters(), options.max_grad_norm);
   const double lr = LearningRate(options, step);
   SetLearningRate(optimizer, lr, lr_factors);

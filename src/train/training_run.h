@@ -192,11 +192,14 @@ class TrainingRun {
 
   // Averages the gradients (Finalize), clips `module`'s, sets the scheduled
   // learning rate for `step` (times lr_factors[g] in parameter group g, where
-  // given) and steps; returns the learning rate used. With a timer, the wait
-  // for the gradients is charged to "comm" and the update to "optimizer".
+  // given) and steps; returns the learning rate used. `frozen` parameters
+  // lose their gradient first: no update, and no part in the clipping norm.
+  // With a timer, the wait for the gradients is charged to "comm" and the
+  // update to "optimizer".
   static double Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
                      torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
-                     PhaseTimer* timer = nullptr, const std::vector<double>& lr_factors = {});
+                     PhaseTimer* timer = nullptr, const std::vector<double>& lr_factors = {},
+                     const std::vector<torch::Tensor>& frozen = {});
 
   // A loss that is NaN or Inf (the global value, the same on every rank):
   // with policy "stop" throws naming the step and this rank's documents (ids

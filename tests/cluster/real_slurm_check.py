@@ -222,8 +222,12 @@ def lose_node(slurm, config):
     killed = time.time()
     requeued = slurm.wait(job, lambda f: f.get("Restarts") == "1", 120)
     noticed = round(time.time() - killed, 1)
-    # the newest checkpoint (rank 0 may have finished one after the kill: it is whole too)
-    last = max(int(d.split("-")[1]) for d in os.listdir(os.path.join(lost, "pretrain")) if re.fullmatch(r"step-\d+", d))
+    # the checkpoint `latest` names (rank 0 may have finished one after the kill: it is whole too)
+    last = int(os.path.basename(os.path.realpath(os.path.join(lost, "pretrain", "latest"))).split("-")[1])
+    # slurmstepd on node1 writes its line once slurmctld has requeued the job.
+    deadline = time.time() + 30
+    while "DUE TO NODE FAILURE" not in open(log).read() and time.time() < deadline:
+        time.sleep(0.2)
     out = open(log).read()
     check(re.search(r"Rank 1 \(host node2\) did not answer", out),
           f"the job does not name the lost rank and its node:\n{out[-3000:]}")

@@ -133,7 +133,10 @@ for stale in $(ip netns list 2>/dev/null | awk -v p="dms${ctld_port}n" 'index($1
 done
 ip link del "$bridge" 2>/dev/null || true
 why_one=""
-if ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null; then
+root=$(realpath "$(dirname "$0")/../..")
+if [[ "$dir/" == /tmp/* || "$root/" == /tmp/* ]]; then
+  why_one="$dir or the repository is under /tmp, which each namespace node replaces with its own"
+elif ! command -v nsenter >/dev/null || ! command -v unshare >/dev/null; then
   why_one="no nsenter/unshare (util-linux)"
 elif ! { ip link add "$bridge" type bridge && echo "$bridge" > "$dir/bridge" &&
          ip addr add "$net.1/24" dev "$bridge" && ip link set "$bridge" up; } 2> "$dir/log/netns.err"; then

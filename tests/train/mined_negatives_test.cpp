@@ -23,14 +23,15 @@ TEST(MinedNegatives, AreTheNearestUnlabelledDocumentsWithTheFiltersApplied) {
   const int64_t N = corpus.num_documents();
   const eval::LexicalIndex index(corpus, /*progress=*/false);
   // Related pairs (one given the other way round too), a labelled negative,
-  // and a source with two positives.
-  const std::vector<data::LabelledPair> pairs = {{0, 3, 1}, {5, 0, 1}, {0, 7, 0}, {2, 9, 1}, {2, 11, 1}, {4, 6, 1}};
+  // a source with two positives, and a source (3) first met as a target.
+  const std::vector<data::LabelledPair> pairs = {{0, 3, 1},  {5, 0, 1}, {0, 7, 0}, {2, 9, 1},
+                                                 {2, 11, 1}, {4, 6, 1}, {3, 8, 1}};
   for (const double margin : {-1.0, 0.0, 0.05}) {
     const int64_t count = 4;
     const MinedNegatives mined = MineLexicalNegatives(index, pairs, count, margin);
-    EXPECT_EQ(mined.sources, 4);  // 0, 2, 4, 5 (5 is a source of a related pair)
+    EXPECT_EQ(mined.sources, 5);  // 0, 2, 3, 4, 5
     int64_t related = 0, above = 0;
-    for (const int64_t source : {0, 2, 4, 5}) {
+    for (const int64_t source : {0, 2, 3, 4, 5}) {
       std::set<int64_t> positives;
       for (const auto& p : pairs) {
         if (p.label != 1) continue;
