@@ -17,6 +17,7 @@
 #include "data/batches/blocks.h"
 #include "dist/gradient_synchronizer.h"
 #include "dist/mpi_communicator.h"
+#include "dist/process_group.h"
 #include "dist/runtime.h"
 #include "model/config.h"
 #include "model/smith.h"
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
     return std::find(sections.begin(), sections.end(), name) != sections.end();
   };
   return docmatch::dist::RunOnAllRanks([&] {
-    docmatch::dist::MpiCommunicator comm;
+    docmatch::dist::ProcessGroup group;
+    docmatch::dist::Communicator& comm = group.data();
     const int n = comm.size();
     for (int64_t bytes = 1024; wanted("collectives") && bytes <= (max_mb << 20); bytes *= 4) {
       const int64_t elements = bytes / 4;
@@ -184,10 +186,10 @@ int main(int argc, char** argv) {
     // one-bucket one does a single all-reduce once backward is over.
     docmatch::dist::SynchronizerOptions bucketed;
     bucketed.bucket_bytes = bucket_mb << 20;
-    docmatch::dist::GradientSynchronizer overlapped(model->parameters(), comm, bucketed);
+    docmatch::dist::GradientSynchronizer overlapped(model->parameters(), group, bucketed);
     docmatch::dist::SynchronizerOptions one_bucket;
     one_bucket.bucket_bytes = int64_t{1} << 40;
-    docmatch::dist::GradientSynchronizer after(model->parameters(), comm, one_bucket);
+    docmatch::dist::GradientSynchronizer after(model->parameters(), group, one_bucket);
     once(&overlapped);  // warm-up, and each synchronizer's first-step rebuild
     once(&after);
     // Rounds interleave the three modes so drift hits them alike; medians.

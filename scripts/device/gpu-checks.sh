@@ -13,6 +13,8 @@
 #                  downloads Debian packages); the CUDA tests run here
 #   nccl.log       1 rank, NCCL backend: a short pre-training on the GPU
 #   shared.log     2 ranks sharing the GPU, MPI backend
+#   backends.txt   fp32, 30 steps: NCCL's losses against the MPI backend's,
+#                  and the NCCL run's checkpoint resumed on the CPU
 #   paper.jsonl    SMITH paper config (L1=6, L2=3, H=256, 48x32 blocks,
 #                  batch 32) with bf16 autocast: metrics with docs/s,
 #                  tokens/s and the allocator's peak GPU memory
@@ -80,6 +82,35 @@ train() {
     --model-config configs/models/smith-tiny.yaml --device cuda --backend mpi --steps 30 --batch-size 8 --run /tmp/gpu-shared \
     > "$OUT/shared.log" 2>&1
   tail -n 3 "$OUT/shared.log"
+  # Issue 37: fp32 under NCCL against the MPI backend, same seed, 30 steps
+  # (losses equal to ~1e-6); then the NCCL run's checkpoint resumed on the CPU
+  # (optimizer state written on the GPU, loaded onto the host).
+  local tiny=(--corpus $corpus --objective wp+sp --lr 1e-4 --warmup-steps 10 --log-every 1 --no-progress
+              --model-config configs/models/smith-tiny.yaml --precision fp32 --batch-size 16 --deterministic)
+  for backend in nccl mpi; do
+    echo "[gpu-checks] fp32, $backend backend, 30 steps" && "${mpi[@]}" -np 1 $bin pretrain "${tiny[@]}" --fresh \
+      --device cuda --backend $backend --steps 30 --checkpoint-every 30 --run /tmp/gpu-fp32-$backend \
+      > "$OUT/fp32-$backend.log" 2>&1
+    tail -n 2 "$OUT/fp32-$backend.log"
+  done
+  python3 - <<'PYEOF' | tee "$OUT/backends.txt"
+import json
+def losses(run):
+    return {j["step"]: j["train/loss"] for j in map(json.loads, open(f"/tmp/gpu-fp32-{run}/metrics.jsonl"))
+            if "train/loss" in j}
+try:
+    a, b = losses("nccl"), losses("mpi")
+    steps = sorted(set(a) & set(b))
+    print(json.dumps({"steps": len(steps), "max_abs_loss_diff": max(abs(a[s] - b[s]) for s in steps),
+                      "loss_step_30": [a.get(30), b.get(30)]}))
+except Exception as e:  # a run that failed shows in its log
+    print(json.dumps({"error": str(e)}))
+PYEOF
+  echo "[gpu-checks] the NCCL run's checkpoint resumed on the CPU, 2 more steps" && CUDA_VISIBLE_DEVICES= \
+    "${mpi[@]}" -np 1 $bin pretrain "${tiny[@]}" --device cpu --steps 32 --checkpoint-every 32 \
+    --run /tmp/gpu-fp32-nccl > "$OUT/resume-on-cpu.log" 2>&1
+  echo "resume on CPU: exit $?" | tee -a "$OUT/backends.txt"
+  grep -m 1 "resumed from" "$OUT/resume-on-cpu.log" | tee -a "$OUT/backends.txt"
   for precision in bf16 fp32; do
     echo "[gpu-checks] SMITH paper config, $precision"
     "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml --device cuda \
@@ -136,7 +167,14 @@ large() {
       batch=$b
       break
     fi
-    grep -m 1 -i "out of memory" "$OUT/h768-probe-$b.log" || tail -n 3 "$OUT/h768-probe-$b.log"
+    # Only out-of-memory means "try a smaller batch"; any other failure (a
+    # crash, a refused tensor, a hang) is the finding, printed, and the search stops.
+    if ! grep -m 1 -i "out of memory" "$OUT/h768-probe-$b.log"; then
+      echo "[gpu-checks] H=768 at batch $b failed, and not for memory:" | tee "$OUT/large.txt"
+      tail -n 20 "$OUT/h768-probe-$b.log" | tee -a "$OUT/large.txt"
+      rm -rf /tmp/gpu-h768
+      return
+    fi
   done
   rm -rf /tmp/gpu-h768
   [ -n "$batch" ] || { echo "[gpu-checks] H=768: no batch from 256 down to 16 fits" | tee "$OUT/large.txt"; return; }
@@ -158,6 +196,6 @@ for stage in "${stages[@]}"; do
 done
 # A device call returns at most 8 files from $OUT: the logs go back as one
 # archive, the short summaries beside it.
-(cd "$OUT" && logs=$(ls | grep -vE '^(gpu|epoch|info|large)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.tar\.gz$') &&
+(cd "$OUT" && logs=$(ls | grep -vE '^(gpu|epoch|info|large|backends)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.tar\.gz$') &&
   [ -n "$logs" ] && tar -czf "logs-$(IFS=-; echo "${stages[*]}").tar.gz" $logs && rm -f $logs)
 ls "$OUT"

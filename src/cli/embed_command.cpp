@@ -36,10 +36,10 @@ Command AddEmbedCommand(CLI::App* app) {
             if (std::filesystem::exists(o->output) && !*overwrite) {
               throw std::invalid_argument("[embed] '" + o->output + "' exists; pass --overwrite to replace it");
             }
-            return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
+            return RunDistributed(*flags, [&](dist::ProcessGroup& group) {
               const int64_t n = WithMemoryAdvice("embed", o->batch_size, "a smaller --batch-size",
-                                                 [&] { return eval::RunEmbedding(*o, communicator, device); });
-              if (communicator.rank() == 0) std::cout << "[embed] " << n << " documents -> " << o->output << std::endl;
+                                                 [&] { return eval::RunEmbedding(*o, group); });
+              if (group.rank() == 0) std::cout << "[embed] " << n << " documents -> " << o->output << std::endl;
               return 0;
             });
           }};

@@ -21,7 +21,12 @@ Command AddEvalCommand(CLI::App* app) {
       "  docmatch eval --model checkpoints/smith-finetune/best --corpus corpora/manpages \\\n"
       "      --valid-pairs corpora/manpages/pairs.valid.jsonl --test-pairs corpora/manpages/pairs.test.jsonl \\\n"
       "      --relevance data/manpages/related.jsonl --output runs/eval\n"
-      "  docmatch eval --embeddings runs/st/vectors.h5 --corpus corpora/wikispeedia ... --output runs/st");
+      "  docmatch eval --embeddings runs/st/vectors.h5 --corpus corpora/wikispeedia ... --output runs/st\n"
+      "With --queries (a corpus prepared with the same --tokenizer), the ranking's queries\n"
+      "are that corpus's documents, each ranked against every document of --corpus (the\n"
+      "candidates); TF-IDF weights then come from the candidates alone:\n"
+      "  docmatch eval --model models/minilm --corpus corpora/docs --queries corpora/questions \\\n"
+      "      --relevance questions-to-docs.jsonl --output runs/questions");
   auto o = std::make_shared<eval::EvalOptions>();
   auto flags = std::make_shared<DistributedFlags>();
   auto no_progress = std::make_shared<bool>(false);
@@ -36,11 +41,20 @@ Command AddEvalCommand(CLI::App* app) {
       ->check(CLI::ExistingFile);
   sub->add_option("--test-pairs", o->test_pairs, "labelled pairs to classify")->check(CLI::ExistingFile);
   sub->add_option("--relevance", o->relevance, "relevance list for ranking (JSONL)")->check(CLI::ExistingFile);
+  sub->add_option("--queries", o->queries,
+                  "prepared corpus of the ranking's queries (same tokenizer as --corpus); the relevance file's "
+                  "query ids are its documents, the relevant ids --corpus's")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--query-embeddings", o->query_embeddings,
+                  "an `embed` file of --queries (default: embedded into <output>/query-embeddings.h5; needed "
+                  "without --model)")
+      ->check(CLI::ExistingFile);
   sub->add_option("--write-rankings", o->write_rankings,
                   "keep each ranking query's top K as JSON lines in <output>/rankings.jsonl (query, relevant, "
                   "hits with id, score, relevant), e.g. for scripts/compare-rankings.py")
       ->check(NonNegative());
-  sub->add_option("--output", o->output, "folder for metrics.json (and embeddings.h5)")->capture_default_str();
+  sub->add_option("--output", o->output, "folder for metrics.json (and embeddings.h5, query-embeddings.h5)")
+      ->capture_default_str();
   sub->add_option("--threshold-objective", o->threshold_objective, "what the validation threshold maximises")
       ->capture_default_str()
       ->check(CLI::IsMember({"accuracy", "f1"}));
@@ -70,14 +84,14 @@ Command AddEvalCommand(CLI::App* app) {
   return {sub, [o, flags, no_progress] {
             o->progress = !*no_progress;
             // --embeddings may lie in the report folder: eval does not write over it.
-            RefuseProtectedOutput("eval", o->output, {o->model, o->corpus});
-            return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
+            RefuseProtectedOutput("eval", o->output, {o->model, o->corpus, o->queries});
+            return RunDistributed(*flags, [&](dist::ProcessGroup& group) {
               nlohmann::json metrics;
               WithMemoryAdvice("eval", o->batch_size, "a smaller --batch-size", [&] {
-                metrics = eval::RunEvaluation(*o, communicator, device);
+                metrics = eval::RunEvaluation(*o, group);
                 return 0;
               });
-              if (communicator.rank() == 0) {
+              if (group.rank() == 0) {
                 std::cout << eval::MetricsTable(metrics) << "[eval] " << o->output << "/metrics.json" << std::endl;
               }
               return 0;

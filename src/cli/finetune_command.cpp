@@ -80,13 +80,13 @@ Command AddFinetuneCommand(CLI::App* app) {
   AddLoopFlags(sub, o.get(), "pairs");
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {
-            return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
+            return RunDistributed(*flags, [&](dist::ProcessGroup& group) {
               return WithMemoryAdvice("finetune", o->batch_size,
                                       "--grad-cache N (contrastive: the same batch, one chunk in memory), or a "
                                       "smaller --batch-size with --accumulation N",
                                       [&] {
-                                        const train::LoopResult result = train::RunFinetuning(*o, communicator, device);
-                                        return ReportLoop("finetune", result, o->run, communicator.rank());
+                                        const train::LoopResult result = train::RunFinetuning(*o, group);
+                                        return ReportLoop("finetune", result, o->run, group.rank());
                                       });
             });
           }};

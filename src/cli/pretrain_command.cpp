@@ -69,14 +69,13 @@ Command AddPretrainCommand(CLI::App* app) {
   AddLoopFlags(sub, o.get(), "documents");
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {
-            return RunDistributed(*flags, [&](dist::Communicator& communicator, const torch::Device& device) {
+            return RunDistributed(*flags, [&](dist::ProcessGroup& group) {
               return WithMemoryAdvice("pretrain", o->batch_size,
                                       "a smaller --batch-size with --accumulation N to keep the batch per step "
                                       "(DocSplit: --grad-cache N keeps the negatives too), or a smaller model",
                                       [&] {
-                                        const train::LoopResult result =
-                                            train::RunPretraining(*o, communicator, device);
-                                        return ReportLoop("train", result, o->run, communicator.rank());
+                                        const train::LoopResult result = train::RunPretraining(*o, group);
+                                        return ReportLoop("train", result, o->run, group.rank());
                                       });
             });
           }};

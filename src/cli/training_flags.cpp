@@ -97,18 +97,17 @@ void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
       ->capture_default_str();
 }
 
-int RunDistributed(const DistributedFlags& flags,
-                   const std::function<int(dist::Communicator& communicator, const torch::Device& device)>& body) {
+int RunDistributed(const DistributedFlags& flags, const std::function<int(dist::ProcessGroup& group)>& body) {
   dist::MpiRuntime mpi(nullptr, nullptr);
   dist::SetUpRankLogging(mpi.rank(), flags.log_dir);
+  // The group outlives the body: a rank that fails reports and ends the job
+  // (RunOnAllRanks) before its communicators are torn down, since tearing
+  // down NCCL with collectives in flight would wait on peers.
+  std::unique_ptr<dist::ProcessGroup> group;
   return dist::RunOnAllRanks([&] {
-    // NCCL cannot put two ranks on one GPU; MPI can (staged through host
-    // memory), so ranks may share GPUs unless NCCL was asked for.
-    const dist::Placement placement = dist::DiscoverPlacement(flags.device, flags.backend != "nccl");
-    std::unique_ptr<dist::Communicator> communicator =
-        dist::MakeCommunicator(flags.backend, placement.device, placement.gpus_shared);
-    communicator->set_timeout(std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout * 1000)));
-    return body(*communicator, placement.device);
+    group = dist::ProcessGroup::FromLaunch(
+        flags.device, flags.backend, std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout * 1000)));
+    return body(*group);
   });
 }
 

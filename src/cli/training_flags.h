@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "dist/communicator.h"
+#include "dist/process_group.h"
 #include "train/optimizer.h"
 
 namespace docmatch::cli {
@@ -36,10 +36,10 @@ CLI::Validator Positive();                        // > 0
 CLI::Validator NonNegative();                     // >= 0
 CLI::Validator InRange(double low, double high);  // low <= x <= high
 
-// Starts MPI (one process or mpirun's ranks), places this rank and runs
-// `body` on every rank; a failing rank ends the job (dist/runtime.h).
-int RunDistributed(const DistributedFlags& flags,
-                   const std::function<int(dist::Communicator& communicator, const torch::Device& device)>& body);
+// Starts MPI (one process or mpirun's ranks), makes this rank's process group
+// (placement, device, the backend every rank agrees on) and runs `body` on
+// every rank; a failing rank ends the job (dist/runtime.h).
+int RunDistributed(const DistributedFlags& flags, const std::function<int(dist::ProcessGroup& group)>& body);
 
 // run(), with a failed allocation (c10's "can't allocate memory" on the CPU,
 // CUDA's out of memory) turned into one error that names the stage's

@@ -34,12 +34,12 @@ struct AllGatherFunction : public torch::autograd::Function<AllGatherFunction> {
 
 }  // namespace
 
-Gathered AllGatherWithGrad(const torch::Tensor& local, Communicator& communicator) {
+Gathered AllGatherWithGrad(const torch::Tensor& local, ProcessGroup& group) {
   Gathered out;
-  // Row counts first (a tiny all-reduce), so the gather itself is one call.
-  out.counts = communicator.ExchangeCounts(local.size(0), local.device());
-  out.offset = std::accumulate(out.counts.begin(), out.counts.begin() + communicator.rank(), int64_t{0});
-  out.all = AllGatherFunction::apply(local, &communicator, out.counts);
+  // Row counts first (host values), so the gather itself is one call.
+  out.counts = group.control().AllGather(local.size(0));
+  out.offset = std::accumulate(out.counts.begin(), out.counts.begin() + group.rank(), int64_t{0});
+  out.all = AllGatherFunction::apply(local, &group.data(), out.counts);
   return out;
 }
 

@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "dist/communicator.h"
+#include "dist/process_group.h"
 
 namespace docmatch::dist {
 
@@ -19,7 +19,9 @@ struct Gathered {
   std::vector<int64_t> counts;  // rows per rank
 };
 
-// local (n_r, ...) -> Gathered; differentiable with respect to `local`.
-Gathered AllGatherWithGrad(const torch::Tensor& local, Communicator& communicator);
+// local (n_r, ...) -> Gathered; differentiable with respect to `local`. The
+// row counts cross on the control plane (host values, no device sync), the
+// rows on the data plane.
+Gathered AllGatherWithGrad(const torch::Tensor& local, ProcessGroup& group);
 
 }  // namespace docmatch::dist

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "dist/control_plane.h"
 #include "dist/mpi_communicator.h"
 #include "dist/runtime.h"
 #ifdef DOCMATCH_HAS_NCCL
@@ -27,6 +28,48 @@ void PollBackoff::Pause() {
   sleep_ = std::min(kLongest, sleep_ * 2);
 }
 
+void Communicator::CheckPayload(const char* op, const torch::Tensor& tensor) const {
+  TORCH_CHECK(tensor.defined(), "[dist] ", op, ": an undefined tensor");
+  TORCH_CHECK(tensor.device() == device_ && tensor.is_floating_point(), "[dist] ", op, " (", backend(),
+              "): the data plane carries floating-point tensors on ", device_.str(), ", and got ", tensor.scalar_type(),
+              " on ", tensor.device().str(),
+              ". Counts, orders, flags and metric sums travel on the control plane (dist/control_plane.h) as host "
+              "values; data tensors belong on the run's device");
+}
+
+WorkHandle Communicator::AllReduceAsync(torch::Tensor tensor) {
+  CheckPayload("all_reduce", tensor);
+  return DoAllReduce(std::move(tensor));
+}
+
+void Communicator::CheckPair(const char* op, const torch::Tensor& input, const torch::Tensor& output) const {
+  CheckPayload(op, input);
+  CheckPayload(op, output);
+  TORCH_CHECK(input.scalar_type() == output.scalar_type(), "[dist] ", op, ": input ", input.scalar_type(),
+              " and output ", output.scalar_type(), " differ");
+}
+
+WorkHandle Communicator::AllGatherAsync(torch::Tensor input, torch::Tensor output) {
+  CheckPair("all_gather", input, output);
+  return DoAllGather(std::move(input), std::move(output));
+}
+
+WorkHandle Communicator::AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) {
+  CheckPair("all_gather (uneven)", input, output);
+  return DoAllGatherUneven(std::move(input), std::move(output), std::move(counts));
+}
+
+WorkHandle Communicator::ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output,
+                                                  std::vector<int64_t> counts) {
+  CheckPair("reduce_scatter", input, output);
+  return DoReduceScatterUneven(std::move(input), std::move(output), std::move(counts));
+}
+
+WorkHandle Communicator::BroadcastAsync(torch::Tensor tensor, int root) {
+  CheckPayload("broadcast", tensor);
+  return DoBroadcast(std::move(tensor), root);
+}
+
 torch::Tensor Communicator::AllGather(const torch::Tensor& input) {
   std::vector<int64_t> shape = input.sizes().vec();
   TORCH_CHECK(!shape.empty(), "all_gather needs at least one dimension");
@@ -34,15 +77,6 @@ torch::Tensor Communicator::AllGather(const torch::Tensor& input) {
   torch::Tensor output = torch::empty(shape, input.options());
   AllGatherAsync(input.contiguous(), output)->Wait();
   return output;
-}
-
-std::vector<int64_t> Communicator::ExchangeCounts(int64_t rows, const torch::Device& device) {
-  // One-hot rows summed over ranks; on the device the backend works on.
-  torch::Tensor counts = torch::zeros({size()}, torch::TensorOptions(torch::kInt64).device(device));
-  counts[rank()] = rows;
-  AllReduce(counts);
-  counts = counts.cpu();
-  return std::vector<int64_t>(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + size());
 }
 
 torch::Tensor Communicator::ReduceScatterUneven(const torch::Tensor& input, const std::vector<int64_t>& counts) {
@@ -54,46 +88,48 @@ torch::Tensor Communicator::ReduceScatterUneven(const torch::Tensor& input, cons
   return output;
 }
 
-torch::Tensor Communicator::AllGatherUneven(const torch::Tensor& input, std::vector<int64_t>* counts_out) {
-  TORCH_CHECK(input.dim() >= 1, "all_gather needs at least one dimension");
-  const std::vector<int64_t> rows = ExchangeCounts(input.size(0), input.device());
-  std::vector<int64_t> shape = input.sizes().vec();
-  shape[0] = 0;
-  for (int64_t n : rows) shape[0] += n;
-  torch::Tensor output = torch::empty(shape, input.options());
-  AllGatherUnevenAsync(input.contiguous(), output, rows)->Wait();
-  if (counts_out) *counts_out = rows;
-  return output;
+bool NcclPossible(const torch::Device& device, bool gpus_shared) {
+#ifdef DOCMATCH_HAS_NCCL
+  return device.is_cuda() && !gpus_shared;
+#else
+  (void)device;
+  (void)gpus_shared;
+  return false;
+#endif
+}
+
+std::string AgreeOnBackend(const std::string& requested, bool nccl_possible, ControlPlane& control) {
+  TORCH_CHECK(requested == "auto" || requested == "mpi" || requested == "nccl", "unknown communication backend '",
+              requested, "' (auto, mpi, nccl)");
+  // Every rank learns every rank's answer, so all choose alike: a rank that
+  // decided alone could enter MPI while its peers wait for NCCL's id.
+  const bool everywhere = !control.Any(!nccl_possible);
+  if (requested == "auto") return everywhere ? "nccl" : "mpi";
+  TORCH_CHECK(requested != "nccl" || everywhere,
+              "[dist] --backend nccl needs one CUDA device per rank that no other rank of its node shares, and some "
+              "rank has none: use --backend mpi (or auto) to share GPUs or run on CPUs");
+#ifndef DOCMATCH_HAS_NCCL
+  TORCH_CHECK(requested != "nccl", "this docmatch was built without NCCL; use --backend mpi");
+#endif
+  return requested;
 }
 
 std::unique_ptr<Communicator> MakeCommunicator(const std::string& backend, const torch::Device& device,
-                                               bool gpus_shared) {
-  std::string chosen = backend;
-  if (chosen == "auto") {
-#ifdef DOCMATCH_HAS_NCCL
-    chosen = device.is_cuda() && !gpus_shared ? "nccl" : "mpi";
-#else
-    chosen = "mpi";
-#endif
-  }
+                                               std::chrono::milliseconds timeout) {
   std::unique_ptr<Communicator> communicator;
-  if (chosen == "mpi") {
-    communicator = std::make_unique<MpiCommunicator>();
-  } else if (chosen == "nccl") {
+  if (backend == "mpi") {
+    communicator = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, device);
+  } else if (backend == "nccl") {
 #ifdef DOCMATCH_HAS_NCCL
     TORCH_CHECK(device.is_cuda(), "the NCCL backend needs a CUDA device, got ", device.str());
-    communicator = std::make_unique<NcclCommunicator>(device);
+    communicator = std::make_unique<NcclCommunicator>(device, timeout);
 #else
     TORCH_CHECK(false, "this docmatch was built without NCCL; use --backend mpi");
 #endif
   } else {
-    TORCH_CHECK(false, "unknown communication backend '", backend, "' (auto, mpi, nccl)");
+    TORCH_CHECK(false, "unknown communication backend '", backend, "' (mpi, nccl)");
   }
-  if (communicator->rank() == 0) {
-    LOG(INFO) << "[dist] " << communicator->size() << " ranks, backend " << communicator->backend() << " on "
-              << device.str() << (gpus_shared ? " (GPUs shared by this node's ranks)" : "") << ", host allocator "
-              << HostAllocator();
-  }
+  communicator->set_timeout(timeout);
   return communicator;
 }
 

@@ -7,7 +7,9 @@
 // never joined must not hang the others), after asking every peer where it
 // is so the report names the rank that stalls (peer_probe.h). The sync forms are Async + Wait.
 // Backends: MPI (CPU tensors, CUDA tensors staged through host memory) and
-// NCCL (CUDA tensors, on its own stream). Choose with MakeCommunicator.
+// NCCL (CUDA tensors, on its own stream). Choose with AgreeOnBackend, make
+// with MakeCommunicator; a ProcessGroup (process_group.h) holds the result
+// beside the control plane.
 #pragma once
 
 #include <torch/torch.h>
@@ -22,7 +24,9 @@ namespace docmatch::dist {
 class Work {
  public:
   virtual ~Work() = default;
-  // Blocks until the collective is complete and its output is usable.
+  // Returns when the output is usable by what the caller runs next: on the
+  // host for MPI (it blocks until the collective is complete), on the
+  // caller's CUDA stream for NCCL (the stream waits; the host goes on).
   virtual void Wait() = 0;
   // Lets the library advance the collective without blocking. MPI moves
   // non-blocking collectives forward only inside MPI calls, so callers that
@@ -47,27 +51,38 @@ class PollBackoff {
   std::chrono::microseconds sleep_{10};
 };
 
+class ControlPlane;
+
+// The data plane: floating-point tensors on the run's device (activations,
+// vectors, gradients). Every collective checks its tensors before any
+// backend sees them: a tensor on another device, or of an integer or bool
+// type, is an error naming the operation, because what is not floating
+// data is metadata and belongs on the control plane (control_plane.h).
+// Backends implement the Do* forms.
 class Communicator {
  public:
+  explicit Communicator(const torch::Device& device) : device_(device) {}
   virtual ~Communicator() = default;
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "mpi" or "nccl"
+  // The device every tensor of this communicator lives on.
+  const torch::Device& device() const { return device_; }
 
   // In place: every rank ends with the sum over ranks. Any shape.
-  virtual WorkHandle AllReduceAsync(torch::Tensor tensor) = 0;
+  WorkHandle AllReduceAsync(torch::Tensor tensor);
   // `output` (size * n, ...) receives every rank's `input` (n, ...) in rank order.
-  virtual WorkHandle AllGatherAsync(torch::Tensor input, torch::Tensor output) = 0;
-  // Uneven rows: rank r contributes counts[r] rows; `output` has sum(counts).
-  virtual WorkHandle AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) = 0;
+  WorkHandle AllGatherAsync(torch::Tensor input, torch::Tensor output);
+  // Uneven rows: rank r contributes counts[r] rows (from the control plane);
+  // `output` has sum(counts).
+  WorkHandle AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts);
   // The sum over ranks of `input` (sum(counts), ...), of which rank r keeps
   // rows [counts[0] + ... + counts[r-1], +counts[r]) in `output` (counts[r], ...).
   // Moves (size-1)/size of the input per rank on a ring, half an all-reduce's.
-  virtual WorkHandle ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output,
-                                              std::vector<int64_t> counts) = 0;
+  WorkHandle ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts);
   // In place: every rank ends with `root`'s tensor.
-  virtual WorkHandle BroadcastAsync(torch::Tensor tensor, int root) = 0;
+  WorkHandle BroadcastAsync(torch::Tensor tensor, int root);
   virtual WorkHandle BarrierAsync() = 0;
 
   // Sync forms.
@@ -76,25 +91,45 @@ class Communicator {
   void Barrier() { BarrierAsync()->Wait(); }
   // input (n, ...) -> (size * n, ...)
   torch::Tensor AllGather(const torch::Tensor& input);
-  // input (n_r, ...) -> (sum n_r, ...); exchanges the row counts first.
-  torch::Tensor AllGatherUneven(const torch::Tensor& input, std::vector<int64_t>* counts = nullptr);
   // input (sum counts, ...) -> this rank's rows of the sum over ranks.
   torch::Tensor ReduceScatterUneven(const torch::Tensor& input, const std::vector<int64_t>& counts);
-  // Every rank's `rows`, in rank order (one small all-reduce on `device`).
-  std::vector<int64_t> ExchangeCounts(int64_t rows, const torch::Device& device);
 
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
  protected:
+  virtual WorkHandle DoAllReduce(torch::Tensor tensor) = 0;
+  virtual WorkHandle DoAllGather(torch::Tensor input, torch::Tensor output) = 0;
+  virtual WorkHandle DoAllGatherUneven(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) = 0;
+  virtual WorkHandle DoReduceScatterUneven(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) = 0;
+  virtual WorkHandle DoBroadcast(torch::Tensor tensor, int root) = 0;
+
   std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
+
+ private:
+  // The data plane's rule, said once (see the class comment).
+  void CheckPayload(const char* op, const torch::Tensor& tensor) const;
+  // Both tensors of a gather or scatter, and their one dtype.
+  void CheckPair(const char* op, const torch::Tensor& input, const torch::Tensor& output) const;
+
+  torch::Device device_;
 };
 
-// "mpi", "nccl", or "auto": NCCL for a CUDA device when compiled in and no
-// other rank of this node shares the GPU (`gpus_shared`, Placement's; NCCL
-// refuses two ranks on one GPU), else MPI. Logs the choice. Needs MPI
-// initialised (see runtime.h).
+// Whether this rank could use NCCL: a CUDA device it does not share with
+// another rank of its node (NCCL refuses two ranks on one GPU), in a build
+// with NCCL.
+bool NcclPossible(const torch::Device& device, bool gpus_shared);
+
+// The backend every rank uses, decided collectively: "mpi" or "nccl" as
+// asked, or for "auto" NCCL only when it is possible on every rank (one rank
+// on MPI while the others wait for NCCL's id would hang the job). Logs the
+// choice on rank 0.
+std::string AgreeOnBackend(const std::string& requested, bool nccl_possible, ControlPlane& control);
+
+// The data plane for a backend AgreeOnBackend chose ("mpi" or "nccl") on
+// `device`, its collectives bounded by `timeout`. Needs MPI initialised (see
+// runtime.h).
 std::unique_ptr<Communicator> MakeCommunicator(const std::string& backend, const torch::Device& device,
-                                               bool gpus_shared = false);
+                                               std::chrono::milliseconds timeout = std::chrono::minutes(5));
 
 }  // namespace docmatch::dist

@@ -6,9 +6,9 @@
 
 namespace docmatch::dist {
 
-GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> parameters, Communicator& communicator,
+GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> parameters, ProcessGroup& group,
                                            SynchronizerOptions options)
-    : parameters_(std::move(parameters)), communicator_(communicator), options_(options) {
+    : parameters_(std::move(parameters)), communicator_(group.data()), control_(group.control()), options_(options) {
   // Until the first step shows the real order: reverse registration order,
   // since the last layers' gradients tend to arrive first.
   std::vector<int> order;
@@ -55,13 +55,14 @@ void GradientSynchronizer::BuildBuckets(const std::vector<int>& order) {
 
 void GradientSynchronizer::RebuildFromArrivalOrder() {
   // Rank 0's order for everyone: collectives must pair up bucket by bucket.
-  torch::Tensor order = torch::full({static_cast<int64_t>(parameters_.size())}, -1, torch::kInt64);
+  // Host values on the control plane: an order is metadata, not device data.
+  std::vector<int64_t> order(parameters_.size(), -1);
   for (size_t i = 0; i < arrival_.size(); ++i) order[i] = arrival_[i];
-  communicator_.Broadcast(order, /*root=*/0);
+  control_.Broadcast(order, /*root=*/0);
   std::vector<int> rebuilt;
   std::vector<bool> seen(parameters_.size(), false);
-  for (int64_t i = 0; i < order.size(0) && order[i].item<int64_t>() >= 0; ++i) {
-    const int p = static_cast<int>(order[i].item<int64_t>());
+  for (size_t i = 0; i < order.size() && order[i] >= 0; ++i) {
+    const int p = static_cast<int>(order[i]);
     rebuilt.push_back(p);
     seen[p] = true;
   }
@@ -142,6 +143,15 @@ void GradientSynchronizer::Finalize() {
   std::lock_guard<std::mutex> lock(mutex_);
   TORCH_CHECK(syncing_, "[dist] GradientSynchronizer: Finalize() after a Prepare(/*sync=*/false) backward");
   torch::NoGradGuard no_grad;
+  // Which parameters got a gradient on this rank (this step or an earlier
+  // micro-step); summed over ranks below, on the host.
+  std::vector<int64_t> used(parameters_.size(), 0);
+  for (const Bucket& bucket : buckets_) {
+    for (size_t i = 0; i < bucket.parameters.size(); ++i) {
+      const int p = bucket.parameters[i];
+      used[p] = bucket.filled[i] || parameters_[p].grad().defined() ? 1 : 0;
+    }
+  }
   // Buckets with parameters this step did not reach: their part is the
   // accumulated gradient if any, else zero, so every rank reduces the same buckets.
   for (; next_launch_ < buckets_.size(); ++next_launch_) {
@@ -160,6 +170,7 @@ void GradientSynchronizer::Finalize() {
     }
     Launch(bucket);
   }
+  control_.Sum(used);  // while the last buckets travel
   const double world = communicator_.size();
   for (Bucket& bucket : buckets_) {
     bucket.work->Wait();
@@ -169,6 +180,10 @@ void GradientSynchronizer::Finalize() {
     for (int p : bucket.parameters) {
       const Slot& slot = slots_[p];
       torch::Tensor& parameter = parameters_[p];
+      if (used[p] == 0) {  // no rank's loss reached it: no gradient, as in one process
+        parameter.mutable_grad() = torch::Tensor();
+        continue;
+      }
       const torch::Tensor average = bucket.buffer.slice(0, slot.offset, slot.offset + slot.numel).view_as(parameter);
       if (parameter.grad().defined()) {
         parameter.mutable_grad().copy_(average);

@@ -18,10 +18,18 @@
 // rest of the backward. Accumulation micro-steps communicate nothing. Finalize()
 // launches buckets left incomplete (parameters this step did not use count
 // as zero gradients), waits for all, divides by the world size and writes
-// the averages into every parameter's .grad.
+// the averages into every parameter's .grad. A parameter no rank used this
+// step keeps no gradient (as in one process), so AdamW leaves it alone
+// instead of decaying it; which were used crosses on the control plane.
+//
+// Buckets launch during backward, on the same data plane as the all-gather's
+// backward reduce-scatter, so every rank must reach them in one order: that
+// holds while which parameters a step uses does not depend on the rank's
+// data (a rank that skips a parameter another rank uses would launch its
+// bucket later, after the reduce-scatter). No model here branches on data.
 //
 // The first synced step also records the order in which gradients arrived
-// (rank 0's order, broadcast so every rank agrees) and rebuilds the buckets
+// (rank 0's order, broadcast on the control plane so every rank agrees) and rebuilds the buckets
 // in that order, with parameters that got no gradient last: a bucket that
 // waits on an unused parameter (a head the objective does not touch) would
 // otherwise hold back every bucket after it until Finalize().
@@ -32,7 +40,7 @@
 #include <mutex>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "dist/process_group.h"
 
 namespace docmatch::dist {
 
@@ -43,8 +51,7 @@ struct SynchronizerOptions {
 
 class GradientSynchronizer {
  public:
-  GradientSynchronizer(std::vector<torch::Tensor> parameters, Communicator& communicator,
-                       SynchronizerOptions options = {});
+  GradientSynchronizer(std::vector<torch::Tensor> parameters, ProcessGroup& group, SynchronizerOptions options = {});
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
   ~GradientSynchronizer();  // removes its hooks from the parameters
@@ -86,7 +93,8 @@ class GradientSynchronizer {
   void Launch(Bucket& bucket);
 
   std::vector<torch::Tensor> parameters_;
-  Communicator& communicator_;
+  Communicator& communicator_;  // the group's data plane
+  ControlPlane& control_;
   SynchronizerOptions options_;
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;

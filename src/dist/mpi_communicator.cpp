@@ -124,7 +124,7 @@ std::string Describe(const char* op, const torch::Tensor& t) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm base) {
+MpiCommunicator::MpiCommunicator(MPI_Comm base, const torch::Device& device) : Communicator(device) {
   int initialised = 0;
   MPI_Initialized(&initialised);
   TORCH_CHECK(initialised, "[dist] MPI is not initialised: create a dist::MpiRuntime first");
@@ -140,7 +140,7 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalised && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-WorkHandle MpiCommunicator::AllReduceAsync(torch::Tensor tensor) {
+WorkHandle MpiCommunicator::DoAllReduce(torch::Tensor tensor) {
   Staged staged = Stage(tensor, /*copy_in=*/true, /*copy_out=*/true);
   const MpiType type = TypeOf(tensor);
   auto work = std::make_shared<MpiWork>(probe_->Start(Describe("all_reduce", tensor), timeout_),
@@ -150,7 +150,7 @@ WorkHandle MpiCommunicator::AllReduceAsync(torch::Tensor tensor) {
   return work;
 }
 
-WorkHandle MpiCommunicator::AllGatherAsync(torch::Tensor input, torch::Tensor output) {
+WorkHandle MpiCommunicator::DoAllGather(torch::Tensor input, torch::Tensor output) {
   TORCH_CHECK(output.numel() == input.numel() * size_, "[dist] all_gather: output holds ", output.numel(),
               " elements, expected ", input.numel() * size_);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "[dist] all_gather: dtypes differ");
@@ -163,8 +163,7 @@ WorkHandle MpiCommunicator::AllGatherAsync(torch::Tensor input, torch::Tensor ou
   return work;
 }
 
-WorkHandle MpiCommunicator::AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output,
-                                                 std::vector<int64_t> counts) {
+WorkHandle MpiCommunicator::DoAllGatherUneven(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) {
   TORCH_CHECK(static_cast<int>(counts.size()) == size_, "[dist] all_gather (uneven): ", counts.size(), " counts for ",
               size_, " ranks");
   TORCH_CHECK(counts[rank_] == input.size(0), "[dist] all_gather (uneven): rank ", rank_, " says ", counts[rank_],
@@ -194,8 +193,8 @@ WorkHandle MpiCommunicator::AllGatherUnevenAsync(torch::Tensor input, torch::Ten
   return work;
 }
 
-WorkHandle MpiCommunicator::ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output,
-                                                     std::vector<int64_t> counts) {
+WorkHandle MpiCommunicator::DoReduceScatterUneven(torch::Tensor input, torch::Tensor output,
+                                                  std::vector<int64_t> counts) {
   TORCH_CHECK(static_cast<int>(counts.size()) == size_, "[dist] reduce_scatter (uneven): ", counts.size(),
               " counts for ", size_, " ranks");
   TORCH_CHECK(output.dim() >= 1 && counts[rank_] == output.size(0), "[dist] reduce_scatter (uneven): rank ", rank_,
@@ -220,7 +219,7 @@ WorkHandle MpiCommunicator::ReduceScatterUnevenAsync(torch::Tensor input, torch:
   return work;
 }
 
-WorkHandle MpiCommunicator::BroadcastAsync(torch::Tensor tensor, int root) {
+WorkHandle MpiCommunicator::DoBroadcast(torch::Tensor tensor, int root) {
   TORCH_CHECK(root >= 0 && root < size_, "[dist] broadcast from rank ", root, " of ", size_);
   Staged staged = Stage(tensor, rank_ == root, true);
   const MpiType type = TypeOf(tensor);

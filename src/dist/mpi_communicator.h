@@ -17,20 +17,22 @@ class PeerProbe;
 
 class MpiCommunicator : public Communicator {
  public:
-  // A private duplicate of `base` (MPI_COMM_SELF gives a one-rank communicator).
-  explicit MpiCommunicator(MPI_Comm base = MPI_COMM_WORLD);
+  // A private duplicate of `base` (MPI_COMM_SELF gives a one-rank
+  // communicator) for tensors on `device`.
+  explicit MpiCommunicator(MPI_Comm base = MPI_COMM_WORLD, const torch::Device& device = torch::kCPU);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
-
-  WorkHandle AllReduceAsync(torch::Tensor tensor) override;
-  WorkHandle AllGatherAsync(torch::Tensor input, torch::Tensor output) override;
-  WorkHandle AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
-  WorkHandle ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
-  WorkHandle BroadcastAsync(torch::Tensor tensor, int root) override;
   WorkHandle BarrierAsync() override;
+
+ protected:
+  WorkHandle DoAllReduce(torch::Tensor tensor) override;
+  WorkHandle DoAllGather(torch::Tensor input, torch::Tensor output) override;
+  WorkHandle DoAllGatherUneven(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
+  WorkHandle DoReduceScatterUneven(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
+  WorkHandle DoBroadcast(torch::Tensor tensor, int root) override;
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -12,6 +12,7 @@
 #include "dist/peer_probe.h"
 
 #include <algorithm>
+#include <exception>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -48,28 +49,33 @@ ncclDataType_t TypeOf(const torch::Tensor& t) {
   }
 }
 
+}  // namespace
+
+// One launched collective. Wait() orders the caller's stream after it and
+// returns at once; the communicator's watchdog follows its completion on the
+// host.
 class NcclWork : public Work {
  public:
-  NcclWork(Pending pending, ncclComm_t comm, torch::Device device, std::vector<torch::Tensor> keep)
-      : pending_(std::move(pending)), comm_(comm), device_(device), keep_(std::move(keep)) {}
+  NcclWork(Pending pending, torch::Device device, std::vector<torch::Tensor> keep)
+      : pending_(std::move(pending)), device_(device), keep_(std::move(keep)) {}
   at::cuda::CUDAEvent& done() { return done_; }
+  const Pending& pending() const { return pending_; }
 
   void Wait() override {
-    // Poll so that a dead or stopped peer ends the job instead of hanging it.
-    WaitOrAbort(
-        pending_, [this] { return done_.query(); }, [this] { ncclCommAbort(comm_); });
-    // The caller's stream may now use the results.
+    // The caller's stream may use the results once the collective ends; the
+    // host goes on (no host synchronisation, as c10d's Work::wait).
     c10::cuda::CUDAGuard guard(device_);
     done_.block(c10::cuda::getCurrentCUDAStream(device_.index()));
   }
 
  private:
   Pending pending_;
-  ncclComm_t comm_;
   torch::Device device_;
-  std::vector<torch::Tensor> keep_;
+  std::vector<torch::Tensor> keep_;  // alive until the watchdog sees the end
   at::cuda::CUDAEvent done_;
 };
+
+namespace {
 
 std::string Describe(const char* op, const torch::Tensor& t) {
   std::ostringstream s;
@@ -79,20 +85,108 @@ std::string Describe(const char* op, const torch::Tensor& t) {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(const torch::Device& device)
-    : device_(device), stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index())) {
+NcclCommunicator::NcclCommunicator(const torch::Device& device, std::chrono::milliseconds timeout)
+    : Communicator(device),
+      device_(device),
+      stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index())) {
+  timeout_ = timeout;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   ncclUniqueId id;
   if (rank_ == 0) Check(ncclGetUniqueId(&id), "get unique id");
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   c10::cuda::CUDAGuard guard(device_);
-  Check(ncclCommInitRank(&comm_, size_, id, rank_), "communicator init");
+  {
+    // ncclCommInitRank blocks until every rank has joined; a rank that never
+    // does (a network fault, a dead peer) must end the job, not hang it.
+    std::mutex mutex;
+    std::condition_variable joined;
+    bool done = false;
+    std::thread timer([&] {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (joined.wait_for(lock, timeout, [&] { return done; })) return;
+      LOG(ERROR) << "[dist] rank " << rank_ << ": the NCCL communicator did not initialise within "
+                 << timeout.count() / 1000.0 << " s (a rank did not join, or NCCL cannot reach it: NCCL_DEBUG=INFO "
+                 << "says why). Aborting the job (--collective-timeout sets the limit).";
+      google::FlushLogFiles(google::GLOG_INFO);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    });
+    const ncclResult_t result = ncclCommInitRank(&comm_, size_, id, rank_);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      done = true;
+    }
+    joined.notify_all();
+    timer.join();
+    Check(result, "communicator init");
+  }
   probe_ = std::make_shared<PeerProbe>(MPI_COMM_WORLD);
+  watchdog_ = std::thread([this] { Watch(); });
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_) ncclCommDestroy(comm_);
+  {
+    std::lock_guard<std::mutex> lock(watched_mutex_);
+    stopping_ = true;
+  }
+  watched_changed_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  if (!comm_) return;
+  // ncclCommDestroy waits for the collectives still queued, which may need
+  // peers that will never issue them (this rank is unwinding an error):
+  // abort those instead, so the error reaches the user at once.
+  if (abandoned_ || std::uncaught_exceptions() > 0) {
+    ncclCommAbort(comm_);
+  } else {
+    ncclCommDestroy(comm_);
+  }
+}
+
+void NcclCommunicator::Watch() {
+  // This thread's CUDA calls (event queries) go to the rank's GPU, not GPU 0,
+  // where they would make a context of their own.
+  c10::cuda::CUDAGuard guard(device_);
+  try {
+    for (;;) {
+      std::shared_ptr<NcclWork> work;
+      {
+        std::unique_lock<std::mutex> lock(watched_mutex_);
+        watched_changed_.wait(lock, [&] { return stopping_ || !watched_.empty(); });
+        if (watched_.empty()) return;  // stopping, nothing left to follow
+        work = watched_.front();
+      }
+      WaitOrAbort(
+          work->pending(),
+          [&] {
+            ncclResult_t state = ncclSuccess;
+            ncclCommGetAsyncError(comm_, &state);
+            if (state != ncclSuccess && state != ncclInProgress) {
+              LOG(ERROR) << "[dist] " << probe_->Name(rank_) << ": NCCL reported an error during "
+                         << work->pending().what << ": " << ncclGetErrorString(state) << " (" << ncclGetLastError(comm_)
+                         << "). Aborting the job.";
+              google::FlushLogFiles(google::GLOG_INFO);
+              ncclCommAbort(comm_);
+              MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+            if (work->done().query()) return true;
+            // At shutdown, collectives nobody will complete are not followed.
+            std::lock_guard<std::mutex> lock(watched_mutex_);
+            if (stopping_) abandoned_ = true;
+            return stopping_;
+          },
+          [this] { ncclCommAbort(comm_); });
+      std::lock_guard<std::mutex> lock(watched_mutex_);
+      watched_.pop_front();
+    }
+  } catch (const std::exception& e) {
+    // A sticky CUDA error (an illegal access in any kernel) surfaces here
+    // first; an exception leaving the thread would end the process silently.
+    LOG(ERROR) << "[dist] " << probe_->Name(rank_) << ": the NCCL watchdog failed: " << e.what()
+               << ". Aborting the job.";
+    google::FlushLogFiles(google::GLOG_INFO);
+    ncclCommAbort(comm_);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
 }
 
 WorkHandle NcclCommunicator::Launch(const std::string& what, const std::vector<torch::Tensor>& tensors,
@@ -108,13 +202,18 @@ WorkHandle NcclCommunicator::Launch(const std::string& what, const std::vector<t
   at::cuda::CUDAEvent ready;
   ready.record(c10::cuda::getCurrentCUDAStream(device_.index()));
   ready.block(stream_);
-  auto work = std::make_shared<NcclWork>(probe_->Start(what, timeout_), comm_, device_, tensors);
+  auto work = std::make_shared<NcclWork>(probe_->Start(what, timeout_), device_, tensors);
   enqueue(stream_.stream());
   work->done().record(stream_);
+  {
+    std::lock_guard<std::mutex> lock(watched_mutex_);
+    watched_.push_back(work);
+  }
+  watched_changed_.notify_all();
   return work;
 }
 
-WorkHandle NcclCommunicator::AllReduceAsync(torch::Tensor tensor) {
+WorkHandle NcclCommunicator::DoAllReduce(torch::Tensor tensor) {
   const ncclRedOp_t op = tensor.scalar_type() == torch::kBool ? ncclMax : ncclSum;
   return Launch(Describe("all_reduce", tensor), {tensor}, [&](cudaStream_t stream) {
     Check(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), TypeOf(tensor), op, comm_, stream),
@@ -122,7 +221,7 @@ WorkHandle NcclCommunicator::AllReduceAsync(torch::Tensor tensor) {
   });
 }
 
-WorkHandle NcclCommunicator::AllGatherAsync(torch::Tensor input, torch::Tensor output) {
+WorkHandle NcclCommunicator::DoAllGather(torch::Tensor input, torch::Tensor output) {
   TORCH_CHECK(output.numel() == input.numel() * size_, "[dist] all_gather: output holds ", output.numel(),
               " elements, expected ", input.numel() * size_);
   return Launch(Describe("all_gather", input), {input, output}, [&](cudaStream_t stream) {
@@ -131,13 +230,18 @@ WorkHandle NcclCommunicator::AllGatherAsync(torch::Tensor input, torch::Tensor o
   });
 }
 
-WorkHandle NcclCommunicator::AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output,
-                                                  std::vector<int64_t> counts) {
+WorkHandle NcclCommunicator::DoAllGatherUneven(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) {
   TORCH_CHECK(static_cast<int>(counts.size()) == size_ && counts[rank_] == input.size(0),
               "[dist] all_gather (uneven): counts do not match the ranks' rows");
   const int64_t row = output.size(0) > 0 ? output.numel() / output.size(0) : 1;
-  // NCCL has no all_gatherv: one broadcast per rank, grouped into one launch.
+  const bool even = std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
   return Launch(Describe("all_gather (uneven)", input), {input, output}, [&](cudaStream_t stream) {
+    if (even) {  // DocSplit's and SDR's pools: NCCL's own all-gather
+      Check(ncclAllGather(input.data_ptr(), output.data_ptr(), counts[0] * row, TypeOf(input), comm_, stream),
+            "all_gather");
+      return;
+    }
+    // NCCL has no all_gatherv: one broadcast per rank, grouped into one launch.
     Check(ncclGroupStart(), "group start");
     int64_t offset = 0;
     char* base = static_cast<char*>(output.data_ptr());
@@ -152,8 +256,8 @@ WorkHandle NcclCommunicator::AllGatherUnevenAsync(torch::Tensor input, torch::Te
   });
 }
 
-WorkHandle NcclCommunicator::ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output,
-                                                      std::vector<int64_t> counts) {
+WorkHandle NcclCommunicator::DoReduceScatterUneven(torch::Tensor input, torch::Tensor output,
+                                                   std::vector<int64_t> counts) {
   TORCH_CHECK(static_cast<int>(counts.size()) == size_ && output.dim() >= 1 && counts[rank_] == output.size(0),
               "[dist] reduce_scatter (uneven): counts do not match the ranks' rows");
   const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
@@ -183,7 +287,7 @@ WorkHandle NcclCommunicator::ReduceScatterUnevenAsync(torch::Tensor input, torch
   });
 }
 
-WorkHandle NcclCommunicator::BroadcastAsync(torch::Tensor tensor, int root) {
+WorkHandle NcclCommunicator::DoBroadcast(torch::Tensor tensor, int root) {
   return Launch(Describe("broadcast", tensor), {tensor}, [&](cudaStream_t stream) {
     Check(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), TypeOf(tensor), root, comm_, stream),
           "broadcast");

@@ -1,8 +1,13 @@
 // The NCCL backend: CUDA tensors, one rank per GPU, collectives on the
 // communicator's own stream. Each call makes that stream wait for the work
-// already queued on the caller's stream (an event), and its Work makes the
-// caller's stream wait for the result, so compute and communication overlap
-// without host synchronisation. The NCCL unique id travels over MPI.
+// already queued on the caller's stream (an event), and its Work's Wait()
+// makes the caller's stream wait for the result without blocking the host
+// (as c10d's ProcessGroupNCCL), so compute and communication overlap without
+// host synchronisation. A watchdog thread follows the launched collectives
+// in order: one that outlasts the timeout, or an asynchronous NCCL error
+// (ncclCommGetAsyncError), ends the job naming the stalled rank or the
+// error. The NCCL unique id travels over MPI; an init that outlasts the
+// timeout ends the job too.
 #pragma once
 
 #ifdef DOCMATCH_HAS_NCCL
@@ -11,30 +16,36 @@
 #include <c10/cuda/CUDAStream.h>
 #include <nccl.h>
 
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "dist/communicator.h"
 
 namespace docmatch::dist {
 
 class PeerProbe;
+class NcclWork;
 
 class NcclCommunicator : public Communicator {
  public:
-  explicit NcclCommunicator(const torch::Device& device);
+  NcclCommunicator(const torch::Device& device, std::chrono::milliseconds timeout);
   ~NcclCommunicator() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
-
-  WorkHandle AllReduceAsync(torch::Tensor tensor) override;
-  WorkHandle AllGatherAsync(torch::Tensor input, torch::Tensor output) override;
-  WorkHandle AllGatherUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
-  WorkHandle ReduceScatterUnevenAsync(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
-  WorkHandle BroadcastAsync(torch::Tensor tensor, int root) override;
   WorkHandle BarrierAsync() override;
+
+ protected:
+  WorkHandle DoAllReduce(torch::Tensor tensor) override;
+  WorkHandle DoAllGather(torch::Tensor input, torch::Tensor output) override;
+  WorkHandle DoAllGatherUneven(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
+  WorkHandle DoReduceScatterUneven(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) override;
+  WorkHandle DoBroadcast(torch::Tensor tensor, int root) override;
 
  private:
   // Orders the NCCL stream after the caller's, runs `enqueue` on it, and
@@ -42,11 +53,21 @@ class NcclCommunicator : public Communicator {
   WorkHandle Launch(const std::string& what, const std::vector<torch::Tensor>& tensors,
                     const std::function<void(cudaStream_t)>& enqueue);
 
+  // The watchdog's loop: each launched collective, in order, until it
+  // completes, the communicator reports an error, or the timeout passes.
+  void Watch();
+
   torch::Device device_;
   ncclComm_t comm_ = nullptr;
   c10::cuda::CUDAStream stream_;
   int rank_ = 0, size_ = 1;
   std::shared_ptr<PeerProbe> probe_;
+  std::mutex watched_mutex_;
+  std::condition_variable watched_changed_;
+  std::deque<std::shared_ptr<NcclWork>> watched_;
+  bool stopping_ = false;
+  bool abandoned_ = false;  // a collective was still running at shutdown
+  std::thread watchdog_;
 };
 
 }  // namespace docmatch::dist

@@ -7,12 +7,18 @@
 #include <mpi.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
 
 #include "console/log_sink.h"
+
+#ifdef DOCMATCH_HAS_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 namespace docmatch::dist {
 namespace {
@@ -78,7 +84,29 @@ torch::Device ProcessDevice(const std::string& device) {
   return torch::Device(torch::kCUDA, 0);
 }
 
+namespace {
+
+// What identifies this rank's GPU on its node: the device's UUID, so that
+// ranks which see different CUDA_VISIBLE_DEVICES compare the same way.
+std::string GpuIdentity(const torch::Device& device) {
+#ifdef DOCMATCH_HAS_CUDA
+  const cudaDeviceProp* properties = at::cuda::getDeviceProperties(device.index());
+  return std::string(properties->uuid.bytes, sizeof(properties->uuid.bytes));
+#else
+  return device.str();
+#endif
+}
+
+}  // namespace
+
+bool AnyShared(const std::vector<std::string>& identities) {
+  std::vector<std::string> sorted = identities;
+  std::sort(sorted.begin(), sorted.end());
+  return std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+}
+
 Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
+  const bool cuda = ProcessDevice(device).is_cuda();  // a wrong name fails here, before any collective
   Placement p;
   MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &p.size);
@@ -91,7 +119,6 @@ Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, p.rank, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &p.local_rank);
   MPI_Comm_size(node, &p.local_size);
-  MPI_Comm_free(&node);
   p.local_rank_source = "MPI shared-memory split";
   if (ompi_rank) {
     p.local_rank = std::atoi(ompi_rank);
@@ -102,23 +129,62 @@ Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
     p.local_rank_source = "SLURM_LOCALID";
   }
 
-  if (ProcessDevice(device).is_cuda()) {
-    const int gpus = static_cast<int>(torch::cuda::device_count());
-    if (gpus == 1 && p.local_rank > 0 && std::getenv("CUDA_VISIBLE_DEVICES")) {
-      // The launcher bound one GPU to this rank (srun --gpus-per-task=1 sets
-      // CUDA_VISIBLE_DEVICES per rank); ranks that share it anyway are
-      // refused by NCCL ("duplicate GPU") or allowed by the MPI backend.
-      p.device = torch::Device(torch::kCUDA, 0);
-      p.local_rank_source += ", one visible GPU per rank";
-      return p;
+  // Every rank of the node reaches the exchange below, CPU or not and even
+  // when its placement failed (then with the error in its slot), so none
+  // waits alone; then every rank of the node fails, the one that could not be
+  // placed naming why.
+  std::string identity = "cpu", error;
+  if (cuda) {
+    try {
+      const int gpus = static_cast<int>(torch::cuda::device_count());
+      if (gpus == 1 && p.local_size > 1) {
+        // One visible GPU on a node of several ranks (srun --gpus-per-task=1
+        // sets CUDA_VISIBLE_DEVICES per rank; or one GPU for all): every
+        // rank, local rank 0 included, takes it; the identities below say
+        // whether the ranks really share one.
+        p.device = torch::Device(torch::kCUDA, 0);
+        p.local_rank_source += ", one visible GPU per rank";
+      } else if (!share_gpus && p.local_rank >= gpus) {
+        error = "[dist] rank " + std::to_string(p.rank) + " has local rank " + std::to_string(p.local_rank) + " (" +
+                p.local_rank_source + ") but this node shows " + std::to_string(gpus) +
+                " GPUs: launch at most one rank per GPU (mpirun -np / --map-by), or use the MPI backend to share GPUs";
+      } else {
+        p.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(p.local_rank % gpus));
+      }
+      if (error.empty()) identity = "gpu:" + GpuIdentity(p.device);
+    } catch (const std::exception& e) {
+      error = std::string("[dist] rank ") + std::to_string(p.rank) + ": placing it on a GPU failed: " + e.what();
     }
-    TORCH_CHECK(share_gpus || p.local_rank < gpus, "[dist] rank ", p.rank, " has local rank ", p.local_rank, " (",
-                p.local_rank_source, ") but this node shows ", gpus,
-                " GPUs: launch at most one rank per GPU (mpirun -np / --map-by), or use the MPI backend to share GPUs");
-    p.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(p.local_rank % gpus));
-    p.gpus_shared = p.local_size > gpus;
   }
+  if (!error.empty()) identity = "err:";
+  // Fixed-size slots: "gpu:" and a UUID (16 bytes), "cpu", or "err:".
+  constexpr int kSlot = 32;
+  identity.resize(kSlot, '\0');
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  std::vector<char> all(static_cast<size_t>(kSlot) * node_size);
+  MPI_Allgather(identity.data(), kSlot, MPI_CHAR, all.data(), kSlot, MPI_CHAR, node);
+  MPI_Comm_free(&node);
+  std::vector<std::string> gpus;
+  for (int r = 0; r < node_size; ++r) {
+    std::string other(all.data() + static_cast<size_t>(r) * kSlot, kSlot);
+    if (other.rfind("err:", 0) == 0 && error.empty()) {
+      error = "[dist] rank " + std::to_string(p.rank) + ": another rank of this node (node rank " + std::to_string(r) +
+              ") could not be placed; its own error names why";
+    }
+    if (other.rfind("gpu:", 0) == 0) gpus.push_back(other);
+  }
+  if (!error.empty()) throw std::invalid_argument(error);
+  if (p.device.is_cuda()) p.gpus_shared = AnyShared(gpus);
   return p;
+}
+
+void UseDevice(const torch::Device& device) {
+#ifdef DOCMATCH_HAS_CUDA
+  if (device.is_cuda()) c10::cuda::set_device(device.index());
+#else
+  (void)device;
+#endif
 }
 
 void SetUpRankLogging(int rank, const std::string& log_dir) {

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace docmatch::dist {
 
@@ -42,7 +43,17 @@ torch::Device ProcessDevice(const std::string& device);
 // `device`: "cpu", "cuda" (one GPU per local rank) or "auto" (cuda when one is
 // visible, the default of every command). With `share_gpus` false, more local ranks than GPUs is an error
 // that says what to do; with it true (MPI backend), ranks share GPUs round-robin.
+// Collective over each node: the ranks compare their GPUs' UUIDs, so
+// `gpus_shared` is the same on every rank of a node, whether the launcher
+// showed each rank all GPUs or one (srun --gpus-per-task=1).
 Placement DiscoverPlacement(const std::string& device, bool share_gpus = false);
+
+// Whether two entries are equal: two ranks on one GPU.
+bool AnyShared(const std::vector<std::string>& identities);
+
+// Makes `device` the current CUDA device of this process (a no-op on CPU),
+// so that no CUDA call of this rank makes a context on GPU 0.
+void UseDevice(const torch::Device& device);
 
 // glibc hands every freed block over 128 KiB back to the kernel (munmap, heap
 // trimming), so each training step page-faults its activations in again: 45%

@@ -285,9 +285,9 @@ void EmbeddingWriter::Close() {
 }
 
 int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder, const data::Corpus& corpus,
-                    const std::string& output, int64_t batch_size, bool progress, dist::Communicator& communicator,
-                    const torch::Device& device) {
-  const int rank = communicator.rank(), world = communicator.size();
+                    const std::string& output, int64_t batch_size, bool progress, dist::ProcessGroup& group) {
+  const int rank = group.rank(), world = group.size();
+  const torch::Device device = group.device();
   const int64_t N = corpus.num_documents();
   const int64_t begin = N * rank / world, end = N * (rank + 1) / world;
   const bool sentences = model.has_sentences();
@@ -315,8 +315,8 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
     writer.Close();
     bar.Finish();
   }
-  ReportCut(model, corpus, first_cut, communicator.ExchangeCounts(cut_documents, device),
-            communicator.ExchangeCounts(cut_tokens, device), rank);
+  ReportCut(model, corpus, first_cut, group.control().AllGather(cut_documents), group.control().AllGather(cut_tokens),
+            rank);
   if (rank == 0) {
     std::vector<std::string> parts;
     for (int r = 0; r < world; ++r) parts.push_back(output + ".part-" + std::to_string(r));
@@ -326,18 +326,17 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
                       {"corpus", corpus.directory()},
                       {"tokenizer_hash", corpus.manifest().tokenizer_hash}});
   }
-  communicator.Barrier();
+  group.control().Barrier();
   return N;
 }
 
-int64_t RunEmbedding(const EmbedOptions& options, dist::Communicator& communicator, const torch::Device& device) {
+int64_t RunEmbedding(const EmbedOptions& options, dist::ProcessGroup& group) {
   const data::Corpus corpus(options.corpus);
   io::ModelFolderInfo info;
   std::unique_ptr<model::DocumentModel> model = io::LoadModelFolder(options.model, &info);
   io::CheckTokenizer(info, corpus, options.model);
-  model->module().to(device);
-  return EmbedCorpus(*model, options.model, corpus, options.output, options.batch_size, options.progress, communicator,
-                     device);
+  model->module().to(group.device());
+  return EmbedCorpus(*model, options.model, corpus, options.output, options.batch_size, options.progress, group);
 }
 
 EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "data/corpus/corpus.h"
-#include "dist/communicator.h"
+#include "dist/process_group.h"
 #include "model/document_model.h"
 
 namespace docmatch::data::shard_format {
@@ -81,12 +81,11 @@ class EmbeddingWriter {
 };
 
 // Collective. Returns the number of documents embedded.
-int64_t RunEmbedding(const EmbedOptions& options, dist::Communicator& communicator, const torch::Device& device);
+int64_t RunEmbedding(const EmbedOptions& options, dist::ProcessGroup& group);
 
 // The same, with a model already loaded (eval embeds before scoring).
 int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder, const data::Corpus& corpus,
-                    const std::string& output, int64_t batch_size, bool progress, dist::Communicator& communicator,
-                    const torch::Device& device);
+                    const std::string& output, int64_t batch_size, bool progress, dist::ProcessGroup& group);
 
 // A read-only embeddings file; throws naming the file when it is not one.
 class EmbeddingFile {

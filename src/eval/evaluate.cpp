@@ -36,6 +36,13 @@ struct Scorer {
   size_t pool_size = 0;                   // documents a pair's target is scored among
   const LexicalIndex* lexical = nullptr;  // hybrid: (1 - w) * dense cosine + w * TF-IDF cosine
   double lexical_weight = 0;              // w
+  // eval --queries: the queries are documents of their own corpus, ranked
+  // against every document of `vectors` (the candidates), none left out.
+  torch::Tensor query_vectors;                      // (Q, D)
+  std::vector<model::DocumentSentences> query_sdr;  // (Q,) SDR only
+  const data::Corpus* query_corpus = nullptr;       // their tokens, for the TF-IDF side
+
+  bool separate_queries() const { return query_vectors.defined(); }
 
   bool hierarchical() const { return !sdr.empty(); }
   // One pair's score; SDR's normalised score among the pool (sdr_scoring.h).
@@ -73,6 +80,27 @@ struct Scorer {
     namespace F = torch::nn::functional;
     const auto unit = F::NormalizeFuncOptions().dim(-1);
     return torch::matmul(F::normalize(queries, unit), F::normalize(candidates, unit).t());
+  }
+  // Scores (Q, N) of each query (rows of query_vectors) against every
+  // candidate, in corpus order. The TF-IDF side weighs the queries' tokens
+  // with the candidates' idf: the queries are not counted in it.
+  torch::Tensor AgainstTheCandidates(const std::vector<int64_t>& queries) const {
+    const int64_t N = vectors.size(0);
+    if (hierarchical()) {
+      std::vector<model::DocumentSentences> pool;
+      for (int64_t d = 0; d < N; ++d) pool.push_back(sdr[d]);
+      std::vector<torch::Tensor> rows;
+      for (int64_t q : queries) rows.push_back(SdrScores(query_sdr[q], pool, normalize));
+      return torch::stack(rows);
+    }
+    const torch::Tensor index = torch::tensor(queries, torch::kLong);
+    torch::Tensor scores = Matrix(query_vectors.index_select(0, index), vectors);  // (Q, N)
+    if (lexical) {
+      std::vector<std::vector<int32_t>> texts;
+      for (int64_t q : queries) texts.push_back(query_corpus->Get(q).tokens);
+      scores = (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * lexical->ScoresOfTokens(texts);
+    }
+    return scores;
   }
   // Scores (Q, N - 1) of each query against every other document, in corpus
   // order with the query's own entry left out.
@@ -113,13 +141,13 @@ std::unique_ptr<LexicalIndex> AddLexical(Scorer* scorer, const EvalOptions& opti
 
 // Every rank scores pairs i % world == rank; the scores meet in an all-reduce.
 std::vector<double> PairScores(const Scorer& scorer, const std::vector<data::LabelledPair>& pairs,
-                               dist::Communicator& communicator) {
-  torch::Tensor scores = torch::zeros({static_cast<int64_t>(pairs.size())}, torch::kFloat64);
-  for (size_t i = communicator.rank(); i < pairs.size(); i += communicator.size()) {
+                               dist::ControlPlane& control) {
+  std::vector<double> scores(pairs.size(), 0.0);
+  for (size_t i = control.rank(); i < pairs.size(); i += control.size()) {
     scores[i] = scorer.PairScore(pairs[i].source, pairs[i].target);
   }
-  communicator.AllReduce(scores);
-  return std::vector<double>(scores.data_ptr<double>(), scores.data_ptr<double>() + scores.numel());
+  control.Sum(scores);  // results are host values
+  return scores;
 }
 
 std::vector<int> Labels(const std::vector<data::LabelledPair>& pairs) {
@@ -131,14 +159,21 @@ std::vector<int> Labels(const std::vector<data::LabelledPair>& pairs) {
 // <output>/rankings.jsonl from every rank's top lists: rows (query, rank of its
 // first relevant candidate or 0 for none, k documents; -1 past the candidates)
 // and their scores, in query order.
-void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
-                   const std::map<int64_t, std::vector<int64_t>>& relevance, const data::Corpus& corpus,
-                   const std::string& output) {
+std::vector<std::string> Ids(const data::Corpus& corpus) {
   std::vector<std::string> ids;
   for (int s = 0; s < corpus.num_shards(); ++s) {
     const std::vector<std::string> shard = corpus.shard(s).ReadIds();
     ids.insert(ids.end(), shard.begin(), shard.end());
   }
+  return ids;
+}
+
+// `queries`: the corpus the query indices point into (the candidates' own,
+// or eval --queries').
+void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
+                   const std::map<int64_t, std::vector<int64_t>>& relevance, const data::Corpus& corpus,
+                   const data::Corpus& queries, const std::string& output) {
+  const std::vector<std::string> ids = Ids(corpus), query_ids = &queries == &corpus ? ids : Ids(queries);
   const int64_t k = scores.size(1);
   std::vector<int64_t> order(hits.size(0));
   std::iota(order.begin(), order.end(), 0);
@@ -150,7 +185,7 @@ void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
     const int64_t query = h[row * (k + 2)];
     const std::vector<int64_t>& relevant = relevance.at(query);
     const int64_t first = h[row * (k + 2) + 1];
-    nlohmann::json line = {{"query", ids[query]},
+    nlohmann::json line = {{"query", query_ids[query]},
                            {"relevant", nlohmann::json::array()},
                            {"first_relevant_rank", first > 0 ? nlohmann::json(first) : nlohmann::json()},
                            {"hits", nlohmann::json::array()}};
@@ -168,7 +203,15 @@ void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
 }
 
 nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector<int64_t>>& relevance, int64_t N,
-                       const EvalOptions& options, const data::Corpus& corpus, dist::Communicator& communicator) {
+                       const EvalOptions& options, const data::Corpus& corpus, const data::Corpus& query_corpus,
+                       dist::ControlPlane& control) {
+  // Candidates per query: every document but the query itself, or with
+  // --queries every document; `document(query, column)` is column's index.
+  const bool separate = scorer.separate_queries();
+  const int64_t C = separate ? N : N - 1;
+  const auto document = [separate](int64_t query, int64_t column) {
+    return separate || column < query ? column : column + 1;
+  };
   std::vector<int64_t> queries;
   for (const auto& [query, relevant] : relevance) queries.push_back(query);
   if (options.max_queries > 0 && static_cast<int64_t>(queries.size()) > options.max_queries) {
@@ -181,9 +224,9 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   // Sums over this rank's queries: queries, skipped, p@1, mrr, map, mpr, hr@k...
   std::vector<double> sums(6 + ks.size(), 0.0);
   std::vector<int64_t> mine;
-  for (size_t i = communicator.rank(); i < queries.size(); i += communicator.size()) mine.push_back(queries[i]);
+  for (size_t i = control.rank(); i < queries.size(); i += control.size()) mine.push_back(queries[i]);
   console::ProgressBar bar("[eval] ranking", static_cast<int64_t>(mine.size()), "queries", "",
-                           communicator.rank() == 0 && options.progress);
+                           control.rank() == 0 && options.progress);
   const int64_t k_kept = options.write_rankings;
   std::vector<int64_t> kept_hits;  // per query: query, rank of its first relevant candidate, k documents
   std::vector<double> kept_scores;
@@ -191,16 +234,23 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   const int64_t block = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N));
   for (size_t begin = 0; begin < mine.size(); begin += block) {
     const std::vector<int64_t> block_queries(mine.begin() + begin, mine.begin() + std::min(mine.size(), begin + block));
-    const torch::Tensor scores = scorer.AgainstTheCorpus(block_queries).to(torch::kFloat64).contiguous();
+    const torch::Tensor scores =
+        (separate ? scorer.AgainstTheCandidates(block_queries) : scorer.AgainstTheCorpus(block_queries))
+            .to(torch::kFloat64)
+            .contiguous();
     std::vector<RankingQuery> batch;
     for (size_t q = 0; q < block_queries.size(); ++q) {
       const int64_t query = block_queries[q];
-      const double* row = scores.data_ptr<double>() + q * (N - 1);
+      const double* row = scores.data_ptr<double>() + q * C;
       RankingQuery r;
-      r.scores.assign(row, row + (N - 1));
-      r.relevant.assign(N - 1, false);
+      r.scores.assign(row, row + C);
+      r.relevant.assign(C, false);
       for (int64_t target : relevance.at(query)) {
-        if (target != query) r.relevant[target < query ? target : target - 1] = true;
+        if (separate) {
+          r.relevant[target] = true;
+        } else if (target != query) {
+          r.relevant[target < query ? target : target - 1] = true;
+        }
       }
       batch.push_back(std::move(r));
     }
@@ -209,16 +259,16 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
       // The top k candidates, best first (ties in corpus order), after the
       // query and the rank of its first relevant candidate.
       const int64_t query = block_queries[q];
-      const double* row = scores.data_ptr<double>() + q * (N - 1);
-      std::vector<int64_t> top(N - 1);
+      const double* row = scores.data_ptr<double>() + q * C;
+      std::vector<int64_t> top(C);
       std::iota(top.begin(), top.end(), 0);
-      const int64_t kept = std::min<int64_t>(k_kept, N - 1);
+      const int64_t kept = std::min<int64_t>(k_kept, C);
       std::partial_sort(top.begin(), top.begin() + kept, top.end(),
                         [&](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
       kept_hits.push_back(query);
       kept_hits.push_back(m.first_relevant_rank[q]);
       for (int64_t i = 0; i < k_kept; ++i) {
-        kept_hits.push_back(i < kept ? (top[i] < query ? top[i] : top[i] + 1) : -1);
+        kept_hits.push_back(i < kept ? document(query, top[i]) : -1);
         kept_scores.push_back(i < kept ? row[top[i]] : 0.0);
       }
     }
@@ -234,17 +284,17 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   }
   bar.Finish();
   if (k_kept > 0) {
-    const int64_t rows = static_cast<int64_t>(kept_hits.size()) / (k_kept + 2);
-    const torch::Tensor hits =
-        communicator.AllGatherUneven(torch::tensor(kept_hits, torch::kLong).view({rows, k_kept + 2}));
-    const torch::Tensor scores =
-        communicator.AllGatherUneven(torch::tensor(kept_scores, torch::kFloat64).view({rows, k_kept}));
-    if (communicator.rank() == 0)
-      WriteRankings(hits.contiguous(), scores.contiguous(), relevance, corpus, options.output);
+    // Every rank's top lists, as host values on the control plane.
+    const std::vector<int64_t> all_hits = control.AllGatherUneven(kept_hits);
+    const std::vector<double> all_scores = control.AllGatherUneven(kept_scores);
+    const int64_t rows = static_cast<int64_t>(all_hits.size()) / (k_kept + 2);
+    if (control.rank() == 0)
+      WriteRankings(torch::tensor(all_hits, torch::kLong).view({rows, k_kept + 2}),
+                    torch::tensor(all_scores, torch::kFloat64).view({rows, k_kept}), relevance, corpus, query_corpus,
+                    options.output);
   }
-  torch::Tensor totals = torch::tensor(sums, torch::kFloat64);
-  communicator.AllReduce(totals);
-  const auto* t = totals.data_ptr<double>();
+  control.Sum(sums);
+  const double* t = sums.data();
   RankingMetrics metrics;
   metrics.queries = static_cast<int64_t>(t[0]);
   metrics.skipped = static_cast<int64_t>(t[1]);
@@ -255,24 +305,25 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   metrics.mpr = t[5] / n;
   for (size_t k = 0; k < ks.size(); ++k) metrics.hit_ratio[ks[k]] = t[6 + k] / n;
   nlohmann::json json = metrics.ToJson();
-  json["candidates"] = N - 1;
+  json["candidates"] = C;
   json["sampled_from"] = relevance.size();
+  if (separate) json["queries_corpus"] = options.queries;
   return json;
 }
 
 // The pair classification and ranking of `scorer`'s vectors; rank 0 writes
 // metrics.json.
 nlohmann::json Score(const Scorer& scorer, const EvalOptions& options, const data::Corpus& corpus,
-                     nlohmann::json metrics, dist::Communicator& communicator) {
+                     const data::Corpus* queries, nlohmann::json metrics, dist::ControlPlane& control) {
   if (!options.test_pairs.empty()) {
     const auto test = data::ReadPairs(options.test_pairs, corpus);
-    const std::vector<double> test_scores = PairScores(scorer, test, communicator);
+    const std::vector<double> test_scores = PairScores(scorer, test, control);
     double threshold = 0;  // logit 0: probability 0.5
     if (!options.valid_pairs.empty()) {
       const auto valid = data::ReadPairs(options.valid_pairs, corpus);
       const ThresholdObjective objective =
           options.threshold_objective == "f1" ? ThresholdObjective::kF1 : ThresholdObjective::kAccuracy;
-      const std::vector<double> valid_scores = PairScores(scorer, valid, communicator);
+      const std::vector<double> valid_scores = PairScores(scorer, valid, control);
       threshold = ChooseThreshold(valid_scores, Labels(valid), objective);
       metrics["classification"]["valid"] = Classify(valid_scores, Labels(valid), threshold).ToJson();
       metrics["classification"]["valid"]["pairs"] = valid.size();
@@ -286,21 +337,23 @@ nlohmann::json Score(const Scorer& scorer, const EvalOptions& options, const dat
         static_cast<double>(std::max<int64_t>(positives, test.size() - positives)) / std::max<size_t>(1, test.size());
   }
   if (!options.relevance.empty()) {
-    metrics["ranking"] = Ranking(scorer, data::ReadRelevance(options.relevance, corpus), scorer.vectors.size(0),
-                                 options, corpus, communicator);
+    const auto relevance = queries ? data::ReadRelevance(options.relevance, *queries, corpus)
+                                   : data::ReadRelevance(options.relevance, corpus);
+    metrics["ranking"] =
+        Ranking(scorer, relevance, scorer.vectors.size(0), options, corpus, queries ? *queries : corpus, control);
   }
-  if (communicator.rank() == 0) {
+  if (control.rank() == 0) {
     fs::create_directories(options.output);
     files::ReplaceFile(options.output + "/metrics.json", metrics.dump(2) + "\n");
   }
-  communicator.Barrier();
+  control.Barrier();
   return metrics;
 }
 
 // Vectors computed elsewhere (another library, a baseline), scored by cosine
 // on the same pairs and ranking lists as every model.
-nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& corpus,
-                               dist::Communicator& communicator) {
+nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& corpus, const data::Corpus* queries,
+                               dist::ControlPlane& control) {
   if (options.embeddings.empty()) {
     throw std::runtime_error("[eval] give --model, or --embeddings holding vectors made elsewhere (scored by cosine)");
   }
@@ -309,23 +362,53 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
   Scorer scorer;
   scorer.model = nullptr;
   scorer.vectors = file.Vectors(0, file.size()).to(torch::kFloat64);
+  if (queries) {
+    if (options.query_embeddings.empty()) {
+      throw std::runtime_error(
+          "[eval] --queries without --model needs --query-embeddings: the queries' vectors, "
+          "made as --embeddings' were");
+    }
+    const EmbeddingFile query_file(options.query_embeddings);
+    query_file.CheckCorpusOrder(*queries, "eval", "write the query vectors in the order of the --queries corpus");
+    scorer.query_vectors = query_file.Vectors(0, query_file.size()).to(torch::kFloat64);
+    scorer.query_corpus = queries;
+  }
   std::string score = "cosine";
-  const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, communicator.rank(), &score);
+  const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, control.rank(), &score);
   nlohmann::json metrics = {{"model", file.model()},
                             {"kind", file.kind()},
                             {"corpus", options.corpus},
                             {"embeddings", options.embeddings},
                             {"score", score}};
-  return Score(scorer, options, corpus, std::move(metrics), communicator);
+  return Score(scorer, options, corpus, queries, std::move(metrics), control);
+}
+
+// eval --queries: their corpus, checked against the candidates' tokenizer.
+std::unique_ptr<data::Corpus> OpenQueries(const EvalOptions& options, const data::Corpus& corpus) {
+  if (options.queries.empty()) return nullptr;
+  if (options.relevance.empty()) {
+    throw std::runtime_error(
+        "[eval] --queries ranks its documents against the corpus: give --relevance, whose "
+        "query ids are in " +
+        options.queries + " and relevant ids in " + options.corpus);
+  }
+  auto queries = std::make_unique<data::Corpus>(options.queries);
+  if (queries->manifest().tokenizer_hash != corpus.manifest().tokenizer_hash) {
+    throw std::runtime_error("[eval] --queries " + options.queries + " was prepared with another tokenizer than " +
+                             options.corpus + ": prepare it with --tokenizer " + corpus.tokenizer_path());
+  }
+  return queries;
 }
 
 }  // namespace
 
-nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& communicator,
-                             const torch::Device& device) {
+nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& group) {
+  const torch::Device device = group.device();
+  dist::ControlPlane& control = group.control();
   const data::Corpus corpus(options.corpus);
+  const std::unique_ptr<data::Corpus> queries = OpenQueries(options, corpus);
   torch::NoGradGuard no_grad;
-  if (options.model.empty()) return EvaluateVectors(options, corpus, communicator);
+  if (options.model.empty()) return EvaluateVectors(options, corpus, queries.get(), control);
   io::ModelFolderInfo info;
   std::unique_ptr<model::DocumentModel> model = io::LoadModelFolder(options.model, &info);
   io::CheckTokenizer(info, corpus, options.model);
@@ -335,15 +418,27 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& com
   std::string embeddings = options.embeddings;
   if (embeddings.empty()) {
     embeddings = options.output + "/embeddings.h5";
-    EmbedCorpus(*model, options.model, corpus, embeddings, options.batch_size, options.progress, communicator, device);
+    EmbedCorpus(*model, options.model, corpus, embeddings, options.batch_size, options.progress, group);
   }
+  // The queries' vectors, from --query-embeddings or embedded here.
+  std::string query_embeddings = options.query_embeddings;
+  if (queries) {
+    io::CheckTokenizer(info, *queries, options.model);
+    if (query_embeddings.empty()) {
+      query_embeddings = options.output + "/query-embeddings.h5";
+      EmbedCorpus(*model, options.model, *queries, query_embeddings, options.batch_size, options.progress, group);
+    }
+  }
+  const auto check = [&](const EmbeddingFile& file, const data::Corpus& of, const std::string& name) {
+    if (file.size() != of.num_documents() || file.kind() != info.config.kind) {
+      throw std::runtime_error("[eval] " + file.path() + " holds " + std::to_string(file.size()) + " " + file.kind() +
+                               " vectors; corpus '" + name + "' has " + std::to_string(of.num_documents()) +
+                               " documents and the model is " + info.config.kind +
+                               ": embed this corpus with this model first");
+    }
+  };
   const EmbeddingFile file(embeddings);
-  if (file.size() != corpus.num_documents() || file.kind() != info.config.kind) {
-    throw std::runtime_error("[eval] " + embeddings + " holds " + std::to_string(file.size()) + " " + file.kind() +
-                             " vectors; corpus '" + options.corpus + "' has " + std::to_string(corpus.num_documents()) +
-                             " documents and the model is " + info.config.kind +
-                             ": embed this corpus with this model first");
-  }
+  check(file, corpus, options.corpus);
   model->module().to(torch::kCPU);  // scoring works on the CPU copies of the vectors
   // Cosine scores in float64, so that near-ties rank and threshold the same
   // as any float64 recomputation from the file; SMASH's head stays float32.
@@ -354,6 +449,14 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& com
   scorer.vectors = vectors;
   scorer.normalize = options.sdr_normalize;
   if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
+  if (queries) {
+    const EmbeddingFile query_file(query_embeddings);
+    check(query_file, *queries, options.queries);
+    scorer.query_vectors = query_file.Vectors(0, query_file.size());
+    if (model->cosine()) scorer.query_vectors = scorer.query_vectors.to(torch::kFloat64);
+    if (query_file.has_sentences()) scorer.query_sdr = query_file.Sentences(0, query_file.size());
+    scorer.query_corpus = queries.get();
+  }
   std::string score = scorer.hierarchical() ? "sdr hierarchical" : "pair logit";
   if (scorer.hierarchical() && options.sdr_normalize) {
     score += ", z-scored";
@@ -370,13 +473,14 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& com
       score += " (pairs among " + std::to_string(options.sdr_pair_pool) + " documents)";
     }
   }
-  const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, communicator.rank(), &score);
+  const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, control.rank(), &score);
   nlohmann::json metrics = {{"model", options.model},
                             {"kind", info.config.kind},
                             {"corpus", options.corpus},
                             {"embeddings", embeddings},
                             {"score", score}};
-  return Score(scorer, options, corpus, std::move(metrics), communicator);
+  if (queries) metrics["query_embeddings"] = query_embeddings;
+  return Score(scorer, options, corpus, queries.get(), std::move(metrics), control);
 }
 
 std::string MetricsTable(const nlohmann::json& m) {

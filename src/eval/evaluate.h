@@ -6,7 +6,10 @@
 //    (or F1) on the validation pairs, then applied unchanged to the test
 //    pairs (eval/metrics.h).
 //  * Ranking: each query of the relevance list against every other document
-//    of the corpus. Queries are dealt round-robin to the ranks; each rank
+//    of the corpus; with `queries` (a corpus of its own, prepared with the
+//    same tokenizer) each query document against every document of the
+//    corpus, none left out, and the TF-IDF side's idf counts the corpus
+//    alone. Queries are dealt round-robin to the ranks; each rank
 //    scores a block of its queries at a time against all candidates (never
 //    the full query x corpus matrix), reduces every query to its metrics,
 //    and the sums meet in one all-reduce.
@@ -18,7 +21,7 @@
 
 #include <string>
 
-#include "dist/communicator.h"
+#include "dist/process_group.h"
 
 namespace docmatch::eval {
 
@@ -28,6 +31,8 @@ struct EvalOptions {
   std::string embeddings;               // an `embed` file of this model; empty: embed into <output>/embeddings.h5
   std::string valid_pairs, test_pairs;  // classification (JSONL pairs); empty: skipped
   std::string relevance;                // ranking (data/batches/pairs.h ReadRelevance); empty: skipped
+  std::string queries;                  // ranking: a prepared corpus of the queries; empty: queries from `corpus`
+  std::string query_embeddings;         // its `embed` file; empty: embedded into <output>/query-embeddings.h5
   std::string output = "eval";          // folder for metrics.json
   std::string threshold_objective = "accuracy";  // accuracy | f1
   int64_t max_queries = 0;                       // ranking: 0 = every query, else a seeded sample
@@ -41,7 +46,7 @@ struct EvalOptions {
 };
 
 // Collective; returns the metrics (the same on every rank).
-nlohmann::json RunEvaluation(const EvalOptions& options, dist::Communicator& communicator, const torch::Device& device);
+nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& group);
 
 // The readable table of a metrics JSON.
 std::string MetricsTable(const nlohmann::json& metrics);

@@ -34,8 +34,12 @@ int64_t StepOf(const fs::path& folder) {
 
 void SaveModule(const torch::nn::Module& module, const std::string& path) {
   torch::serialize::OutputArchive archive;
-  for (const auto& p : module.named_parameters(/*recurse=*/true)) archive.write(p.key(), p.value().detach());
-  for (const auto& b : module.named_buffers(/*recurse=*/true)) archive.write(b.key(), b.value(), /*is_buffer=*/true);
+  // Host copies: a model folder written on a GPU reads on any machine, and
+  // loads onto whichever device the reader runs on.
+  for (const auto& p : module.named_parameters(/*recurse=*/true))
+    archive.write(p.key(), p.value().detach().to(torch::kCPU));
+  for (const auto& b : module.named_buffers(/*recurse=*/true))
+    archive.write(b.key(), b.value().to(torch::kCPU), /*is_buffer=*/true);
   files::SaveThrough(path, [&](const files::ByteWriter& write) { archive.save_to(write); });
 }
 
@@ -43,7 +47,7 @@ std::map<std::string, torch::Tensor> ReadModuleFile(const std::string& path) {
   if (!fs::exists(path)) throw std::runtime_error("[ckpt] no checkpoint file '" + path + "'");
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path);
+    archive.load_from(path, torch::Device(torch::kCPU));  // a file from a GPU (older docmatch) too
   } catch (const c10::Error& e) {
     throw std::runtime_error("[ckpt] '" + path + "' is not a readable docmatch checkpoint (truncated or foreign): " +
                              e.what_without_backtrace());

@@ -14,6 +14,25 @@ torch::nn::functional::CrossEntropyFuncOptions CrossEntropy(bool sum) {
   return options;
 }
 
+// Every query's similarity to every candidate (Q, N) from (Q, C) and (N, C),
+// unit vectors first with `unit`, in float32 at least and outside autocast:
+// rounded to bf16, a logit at temperature 0.05 errs by about 0.04, the size
+// of the gap between a positive and a hard negative. The matmul is small
+// next to the encoders, so fp32 costs little.
+torch::Tensor SimilarityLogits(const torch::Tensor& queries, const torch::Tensor& candidates, bool unit) {
+  namespace F = torch::nn::functional;
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  const auto type =
+      at::promote_types(at::promote_types(queries.scalar_type(), candidates.scalar_type()), torch::kFloat);
+  torch::Tensor q = queries.to(type), c = candidates.to(type);
+  if (unit) {
+    const auto options = F::NormalizeFuncOptions().dim(-1);
+    q = F::normalize(q, options);
+    c = F::normalize(c, options);
+  }
+  return torch::matmul(q, c.t());
+}
+
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -73,7 +92,7 @@ torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& lab
 
 torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::Tensor& candidates,
                                 const torch::Tensor& positive, bool sum, torch::Tensor* scores) {
-  const torch::Tensor logits = torch::matmul(predictions, candidates.t());  // (M, N)
+  const torch::Tensor logits = SimilarityLogits(predictions, candidates, /*unit=*/false);  // (M, N)
   if (scores) *scores = logits.detach();
   return torch::nn::functional::cross_entropy(logits, positive, CrossEntropy(sum));
 }
@@ -90,8 +109,7 @@ torch::Tensor SiameseCosineLoss(const torch::Tensor& a, const torch::Tensor& b, 
 torch::Tensor DocSplitLoss(const torch::Tensor& views, const torch::Tensor& candidates, const torch::Tensor& self,
                            const torch::Tensor& positive, double temperature, bool sum) {
   namespace F = torch::nn::functional;
-  const auto unit = F::NormalizeFuncOptions().dim(-1);
-  torch::Tensor scores = torch::matmul(F::normalize(views, unit), F::normalize(candidates, unit).t()) / temperature;
+  torch::Tensor scores = SimilarityLogits(views, candidates, /*unit=*/true) / temperature;
   scores = scores.scatter(1, self.unsqueeze(1), -std::numeric_limits<float>::infinity());  // (V, N)
   return F::cross_entropy(scores, positive, CrossEntropy(sum));
 }
@@ -118,10 +136,8 @@ torch::Tensor ContrastivePairLoss(const torch::Tensor& queries, const torch::Ten
                                   const torch::Tensor& positive, const torch::Tensor& excluded,
                                   const Temperature& temperature, bool sum, torch::Tensor* scores) {
   namespace F = torch::nn::functional;
-  const auto unit = F::NormalizeFuncOptions().dim(-1);
-  const torch::Tensor logits =
-      temperature.Apply(torch::matmul(F::normalize(queries, unit), F::normalize(candidates, unit).t()))
-          .masked_fill(excluded, -std::numeric_limits<double>::infinity());  // (Q, N)
+  const torch::Tensor logits = temperature.Apply(SimilarityLogits(queries, candidates, /*unit=*/true))
+                                   .masked_fill(excluded, -std::numeric_limits<double>::infinity());  // (Q, N)
   if (scores) *scores = logits.detach();
   return F::cross_entropy(logits, positive, CrossEntropy(sum));
 }

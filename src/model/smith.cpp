@@ -14,8 +14,15 @@ namespace {
 
 torch::Tensor Normalize(const torch::Tensor& x) { return F::normalize(x, F::NormalizeFuncOptions().dim(-1)); }
 
-torch::Tensor FromVector(const void* data, std::vector<int64_t> shape, torch::ScalarType type) {
-  return torch::from_blob(const_cast<void*>(data), shape, type);
+// A batch's host array of `type` (viewed, not copied) as a `target` tensor on
+// `device`. To a GPU it goes through pinned memory without waiting for the
+// device's queue (a pageable copy blocks the host), in its own narrow type,
+// and is widened there (int32 token ids cross at half an int64's bytes).
+torch::Tensor ToDeviceAs(const void* data, std::vector<int64_t> shape, torch::ScalarType type,
+                         const torch::Device& device, torch::ScalarType target) {
+  const torch::Tensor host = torch::from_blob(const_cast<void*>(data), shape, type);
+  if (!device.is_cuda()) return host.to(device, target, /*non_blocking=*/false, /*copy=*/true);
+  return host.pin_memory().to(device, /*non_blocking=*/true).to(target);
 }
 
 }  // namespace
@@ -31,11 +38,11 @@ bool SmithSentenceLevel(const std::string& name) {
 BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device) {
   const int64_t B = batch.B, S = batch.S, T = batch.T, K = batch.K;
   BlockTensors t;
-  // from_blob views the batch's memory; .to(kLong) copies before it goes away.
-  t.tokens = FromVector(batch.tokens.data(), {B, S, T}, torch::kInt32).to(device, torch::kLong);
-  t.lm_labels = FromVector(batch.lm_labels.data(), {B, S, T}, torch::kInt32).to(device, torch::kLong);
-  t.block_mask = FromVector(batch.block_mask.data(), {B, S}, torch::kUInt8).to(device, torch::kBool);
-  t.masked_blocks = FromVector(batch.masked_blocks.data(), {B, K}, torch::kInt64).clone().to(device);
+  // Each is a copy, made before the batch's memory goes away.
+  t.tokens = ToDeviceAs(batch.tokens.data(), {B, S, T}, torch::kInt32, device, torch::kLong);
+  t.lm_labels = ToDeviceAs(batch.lm_labels.data(), {B, S, T}, torch::kInt32, device, torch::kLong);
+  t.block_mask = ToDeviceAs(batch.block_mask.data(), {B, S}, torch::kUInt8, device, torch::kBool);
+  t.masked_blocks = ToDeviceAs(batch.masked_blocks.data(), {B, K}, torch::kInt64, device, torch::kInt64);
   return t;
 }
 

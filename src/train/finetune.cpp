@@ -156,7 +156,9 @@ train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const data::Corp
   const torch::Tensor vectors = EmbedDocuments(model, corpus, documents.All(), device);
   const int64_t b = static_cast<int64_t>(documents.sources.size());
   const int64_t h = static_cast<int64_t>(documents.negatives.size());
-  const auto ids = [&](const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong).to(device); };
+  // Corpus indices stay on the host: they cross ranks on the control plane
+  // and meet the device once, in the objective.
+  const auto ids = [&](const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong); };
   return {vectors.narrow(0, 0, b), vectors.narrow(0, b, b),     ids(documents.sources),
           ids(documents.targets),  vectors.narrow(0, 2 * b, h), ids(documents.negatives)};
 }
@@ -166,13 +168,15 @@ train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const data::Corp
 // negatives embedded in one pass.
 Objective ContrastiveOverChunks(model::DocumentModel& model, const data::Corpus& corpus,
                                 std::vector<PairDocuments> chunks, const model::Temperature& temperature,
-                                dist::Communicator& communicator, const torch::Device& device) {
+                                dist::ProcessGroup& group) {
   // Owned by the chunk function: Backward() re-runs the chunks after this returns.
   auto drawn = std::make_shared<const std::vector<PairDocuments>>(std::move(chunks));
   return ChunkedContrastive(
       static_cast<int64_t>(drawn->size()),
-      [&model, &corpus, drawn, device](int64_t i) { return EmbedPairs(model, corpus, (*drawn)[i], device); },
-      temperature, communicator, device);
+      [&model, &corpus, drawn, device = group.device()](int64_t i) {
+        return EmbedPairs(model, corpus, (*drawn)[i], device);
+      },
+      temperature, group);
 }
 
 struct Validation {
@@ -214,34 +218,34 @@ Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& 
 
 // Every rank scores its share (i % world == rank) of the validation pairs.
 Validation Validate(model::DocumentModel& model, const data::Corpus& corpus,
-                    const std::vector<data::LabelledPair>& pairs, int64_t batch_size, dist::Communicator& communicator,
-                    const torch::Device& device) {
+                    const std::vector<data::LabelledPair>& pairs, int64_t batch_size, dist::ProcessGroup& group) {
+  const torch::Device device = group.device();
   torch::NoGradGuard no_grad;
   model.module().eval();
   std::vector<int64_t> mine;
-  for (size_t i = communicator.rank(); i < pairs.size(); i += communicator.size()) mine.push_back(i);
-  double loss = 0, correct = 0;
+  for (size_t i = group.rank(); i < pairs.size(); i += group.size()) mine.push_back(i);
+  // Summed BCE and correct pairs, kept on the device until the end: one host read.
+  torch::Tensor sums = torch::zeros({2}, torch::TensorOptions(torch::kFloat64).device(device));
   for (size_t begin = 0; begin < mine.size(); begin += batch_size) {
     const int64_t end = std::min(mine.size(), begin + batch_size);
     torch::Tensor labels;
     const torch::Tensor logits = Logits(model, corpus, pairs, mine, begin, end, device, &labels, nullptr);
     const auto [bce, right] = PairSums(logits, labels);
-    loss += bce.item<double>();
-    correct += right.item<double>();
+    sums += torch::stack({bce.to(torch::kFloat64), right.to(torch::kFloat64)});
   }
   model.module().train();
-  torch::Tensor totals = torch::tensor({loss, correct}, torch::kFloat64).to(device);
-  communicator.AllReduce(totals);
-  totals = totals.cpu();
+  sums = sums.to(torch::kCPU);
+  std::vector<double> totals(sums.data_ptr<double>(), sums.data_ptr<double>() + 2);
+  group.control().Sum(totals);  // host values
   const double n = static_cast<double>(pairs.size());
-  return {totals[0].item<double>() / n, totals[1].item<double>() / n};
+  return {totals[0] / n, totals[1] / n};
 }
 
 }  // namespace
 
-LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator,
-                         const torch::Device& device) {
-  const int rank = communicator.rank(), world = communicator.size();
+LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& group) {
+  const int rank = group.rank(), world = group.size();
+  const torch::Device device = group.device();
   const data::Corpus corpus(options.corpus);
 
   const TrainingRun::ModelSource source =
@@ -353,7 +357,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
   }
   const model::Temperature temperature =
       log_scale.defined() ? model::Temperature::Learned(log_scale) : model::Temperature(options.temperature);
-  dist::GradientSynchronizer synchronizer(parameters, communicator, TrainingRun::Synchronizer(options));
+  dist::GradientSynchronizer synchronizer(parameters, group, TrainingRun::Synchronizer(options));
   synchronizer.BroadcastParameters();
   if (two_levels && model->config().kind != "smith") {
     throw std::runtime_error(
@@ -386,7 +390,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
         {log_scale}, std::make_unique<torch::optim::AdamWOptions>(
                          torch::optim::AdamWOptions(options.optimizer.lr).weight_decay(0.0))));
   }
-  TrainingRun run(options.run, options.keep_last, communicator, device);
+  TrainingRun run(options.run, options.keep_last, group);
   run.set_console_lines(!options.progress);
   torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));  // dropout, per rank
   const std::optional<ResumedState> resumed = run.Resume(options.resume, model->module(), *optimizer, info);
@@ -440,10 +444,10 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
             const std::vector<int64_t> drawn = chunks.back().All();
             documents.insert(documents.end(), drawn.begin(), drawn.end());
           }
-          computed = ContrastiveOverChunks(*model, corpus, std::move(chunks), temperature, communicator, device);
+          computed = ContrastiveOverChunks(*model, corpus, std::move(chunks), temperature, group);
         } else {
           const torch::Tensor logits = Logits(*model, corpus, training, order, begin, end, device, &labels, &documents);
-          computed = Siamese(logits.to(torch::kFloat), labels, communicator);
+          computed = Siamese(logits.to(torch::kFloat), labels, group);
         }
       }
       const Objective& objective = *computed;
@@ -480,11 +484,12 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& com
     const bool last = step == options.steps;
     result.interrupted = run.StopRequested(step);
     if (!valid_pairs.empty() && options.validate_every > 0 && (step % options.validate_every == 0 || last)) {
+      const Autocast autocast(device, options.precision);  // validated as trained
       const Validation v = contrastive
                                ? ValidateContrastive(*model, corpus, valid_pairs, options, temperature.value(), device)
-                               : Validate(*model, corpus, valid_pairs, options.batch_size, communicator, device);
+                               : Validate(*model, corpus, valid_pairs, options.batch_size, group);
       run.Log(step, "valid", {{"loss", v.loss}, {contrastive ? "top1" : "accuracy", v.accuracy}});
-      result.stopped_early = best.Update(v.loss, step, model->module(), info, communicator);
+      result.stopped_early = best.Update(v.loss, step, model->module(), info, group);
     }
     if (step % options.checkpoint_every == 0 || last || result.stopped_early || result.interrupted) {
       nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};

@@ -27,7 +27,7 @@
 
 #include <string>
 
-#include "dist/communicator.h"
+#include "dist/process_group.h"
 #include "train/optimizer.h"
 
 namespace docmatch::train {
@@ -57,6 +57,6 @@ struct FinetuneOptions : LoopOptions {
   int64_t freeze_sentence_steps = 0;
 };
 
-LoopResult RunFinetuning(const FinetuneOptions& options, dist::Communicator& communicator, const torch::Device& device);
+LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& group);
 
 }  // namespace docmatch::train

@@ -72,14 +72,21 @@ Objective CachedObjective(int64_t chunks, const std::function<ChunkOutputs(int64
     for (int64_t i = 0; i < chunks; ++i) outputs.push_back(forward(i));
     return objective(Join(outputs));
   }
-  // 1. Every chunk without a graph, remembering the random state it drew from.
+  // 1. Every chunk, remembering the random state it drew from, its graph
+  // dropped as soon as the chunk is done (its outputs detached), so one
+  // chunk's activations are alive at a time. Not under NoGradGuard: without
+  // gradients SDPA may pick another kernel on CUDA and draw dropout from the
+  // generator differently, and the re-run in step 3 must draw the same.
   auto states = std::make_shared<std::vector<RandomState>>();
-  {
-    torch::NoGradGuard no_grad;
-    for (int64_t i = 0; i < chunks; ++i) {
-      states->emplace_back(device);
-      outputs.push_back(forward(i));
+  for (int64_t i = 0; i < chunks; ++i) {
+    states->emplace_back(device);
+    ChunkOutputs out = forward(i);
+    for (auto* group : {&out.rows, &out.sums}) {
+      for (torch::Tensor& t : *group) {
+        if (t.defined()) t = t.detach();
+      }
     }
+    outputs.push_back(std::move(out));
   }
   // 2. The objective over leaf copies of all outputs, and its gradient with
   // respect to each.
@@ -150,9 +157,8 @@ Objective CachedObjective(int64_t chunks, const std::function<ChunkOutputs(int64
 }
 
 Objective ChunkedContrastive(int64_t chunks, std::function<ContrastivePairs(int64_t)> embed,
-                             const model::Temperature& temperature, dist::Communicator& communicator,
-                             const torch::Device& device) {
-  if (chunks == 1) return Contrastive(embed(0), temperature, communicator);
+                             const model::Temperature& temperature, dist::ProcessGroup& group) {
+  if (chunks == 1) return Contrastive(embed(0), temperature, group);
   const torch::Tensor log_scale = temperature.log_scale();
   return CachedObjective(
       chunks,
@@ -166,9 +172,9 @@ Objective ChunkedContrastive(int64_t chunks, std::function<ContrastivePairs(int6
       [&](const ChunkOutputs& all) {
         const std::vector<torch::Tensor>& r = all.rows;
         const model::Temperature t = temperature.learned() ? model::Temperature::Learned(all.sums.at(0)) : temperature;
-        return Contrastive(ContrastivePairs{r[0], r[1], r[3], r[4], r[2], r[5]}, t, communicator);
+        return Contrastive(ContrastivePairs{r[0], r[1], r[3], r[4], r[2], r[5]}, t, group);
       },
-      device);
+      group.device());
 }
 
 }  // namespace docmatch::train

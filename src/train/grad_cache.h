@@ -3,9 +3,11 @@
 // CachedMultipleNegativesRankingLoss): a contrastive objective over a batch
 // far larger than one forward pass with a graph can hold.
 //
-//  1. Each chunk of the batch runs forward without a graph; its outputs (the
-//     vectors: a few KB per document) are kept, and so is the random state
-//     its dropout drew from.
+//  1. Each chunk of the batch runs forward, its graph dropped as soon as it
+//     ends (outputs detached: one chunk's activations alive at a time, as
+//     without a graph, but with the kernels and dropout draws the re-run will
+//     make); its outputs (the vectors: a few KB per document) are kept, and
+//     so is the random state its dropout drew from.
 //  2. The objective runs once over every chunk's outputs, as leaf copies,
 //     cross-rank gathers included; autograd gives its gradient with respect
 //     to each output. That is the whole global batch's loss.
@@ -51,7 +53,6 @@ Objective CachedObjective(int64_t chunks, const std::function<ChunkOutputs(int64
 // along as the last part's one "sum" (the others give 0), so its cached
 // gradient reaches the parameter in the last pass, the one that syncs.
 Objective ChunkedContrastive(int64_t chunks, std::function<ContrastivePairs(int64_t)> embed,
-                             const model::Temperature& temperature, dist::Communicator& communicator,
-                             const torch::Device& device);
+                             const model::Temperature& temperature, dist::ProcessGroup& group);
 
 }  // namespace docmatch::train

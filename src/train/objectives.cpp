@@ -12,41 +12,63 @@
 namespace docmatch::train {
 namespace {
 
-// Global sums of a few local (sum, count) pairs with one all-reduce.
+// Host ids onto `device` (a no-op where they are): pinned and asynchronous
+// to a GPU, so the copy does not wait for the device's queue.
+torch::Tensor ToDevice(const torch::Tensor& ids, const torch::Device& device) {
+  if (ids.device() == device) return ids;
+  if (device.is_cuda() && ids.is_cpu()) return ids.pin_memory().to(device, /*non_blocking=*/true);
+  return ids.to(device);
+}
+
+// Global sums of a few local (sum, count) pairs. The counts are host values
+// (control plane, no device sync: Scaled needs them); the sums stay on the
+// device, travel as one float64 tensor on the data plane and reach the host
+// in one copy, the step's one named host sync (the value logs and the
+// non-finite check read).
 class Totals {
  public:
-  explicit Totals(dist::Communicator& communicator) : communicator_(communicator) {}
+  explicit Totals(dist::ProcessGroup& group) : group_(group) {}
   // Registers a local sum (detached for the value) and item count; returns its slot.
   int Add(const torch::Tensor& local_sum, int64_t local_count) {
-    values_.push_back(local_sum.detach().to(torch::kCPU, torch::kFloat64).item<double>());
-    values_.push_back(static_cast<double>(local_count));
-    return static_cast<int>(values_.size() / 2 - 1);
+    local_sums_.push_back(local_sum.detach().to(torch::kFloat64).reshape({}));
+    counts_.push_back(static_cast<double>(local_count));
+    return static_cast<int>(counts_.size() - 1);
   }
-  void Reduce(const torch::Device& device) {
-    torch::Tensor t = torch::tensor(values_, torch::kFloat64).to(device);
-    communicator_.AllReduce(t);
-    t = t.cpu();
-    values_.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  void Reduce() {
+    group_.control().Sum(counts_);
+    torch::Tensor sums = torch::stack(local_sums_).to(group_.device());
+    group_.data().AllReduce(sums);
+    sums = sums.to(torch::kCPU);  // host sync: the values are needed on the host
+    sums_.assign(sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel());
   }
-  double sum(int slot) const { return values_[2 * slot]; }
-  double count(int slot) const { return values_[2 * slot + 1]; }
+  double sum(int slot) const { return sums_[slot]; }
+  double count(int slot) const { return counts_[slot]; }
   double mean(int slot) const { return count(slot) > 0 ? sum(slot) / count(slot) : 0.0; }
   // The local sum scaled so that averaging gradients over ranks gives the global mean's.
   torch::Tensor Scaled(const torch::Tensor& local_sum, int slot) const {
-    return count(slot) > 0 ? local_sum * (communicator_.size() / count(slot)) : local_sum * 0.0;
+    return count(slot) > 0 ? local_sum * (group_.size() / count(slot)) : local_sum * 0.0;
   }
 
  private:
-  dist::Communicator& communicator_;
-  std::vector<double> values_;
+  dist::ProcessGroup& group_;
+  std::vector<torch::Tensor> local_sums_;
+  std::vector<double> counts_, sums_;
 };
 
 // Both directions of the contrastive objective for the local pairs, whose
 // global positions are `mine` (b,), against the pools of every pair (B, C) and
 // every hard negative (H, C). Returns the summed loss and the count of
-// queries whose positive scored highest.
-std::pair<torch::Tensor, double> ContrastiveSums(const ContrastivePairs& local, const torch::Tensor& mine,
-                                                 const ContrastivePairs& pool, const model::Temperature& temperature) {
+// queries whose positive scored highest (a 0-dim tensor: no host sync). The
+// ids (host tensors, or already on the device) meet the vectors' device here.
+std::pair<torch::Tensor, torch::Tensor> ContrastiveSums(const ContrastivePairs& local_pairs, const torch::Tensor& mine,
+                                                        const ContrastivePairs& pool_pairs,
+                                                        const model::Temperature& temperature) {
+  const torch::Device device = local_pairs.sources.device();
+  const auto on_device = [&](ContrastivePairs p) {
+    for (torch::Tensor* ids : {&p.source_ids, &p.target_ids, &p.negative_ids}) *ids = ToDevice(*ids, device);
+    return p;
+  };
+  const ContrastivePairs local = on_device(local_pairs), pool = on_device(pool_pairs);
   const int64_t B = pool.sources.size(0);
   const auto column = [](const torch::Tensor& ids) { return ids.unsqueeze(0); };                             // (1, B)
   const torch::Tensor my_source = local.source_ids.unsqueeze(1), my_target = local.target_ids.unsqueeze(1);  // (b, 1)
@@ -68,23 +90,28 @@ std::pair<torch::Tensor, double> ContrastiveSums(const ContrastivePairs& local, 
                                                         temperature, /*sum=*/true, &forward_scores) +
                              model::ContrastivePairLoss(local.targets, pool.sources, mine, sources_out, temperature,
                                                         /*sum=*/true, &backward_scores);
-  const auto top1 = [&](const torch::Tensor& scores) { return scores.argmax(1).eq(mine).sum().item<double>(); };
+  const auto top1 = [&](const torch::Tensor& scores) {
+    return scores.argmax(1).eq(mine.to(device)).sum().to(torch::kFloat64);
+  };
   return {loss, top1(forward_scores) + top1(backward_scores)};
 }
 
-// Every rank's ids, in rank order, with the row counts of their vectors.
-torch::Tensor GatherIds(const torch::Tensor& ids, const std::vector<int64_t>& counts,
-                        dist::Communicator& communicator) {
-  torch::Tensor all = torch::empty({std::accumulate(counts.begin(), counts.end(), int64_t{0})}, ids.options());
-  communicator.AllGatherUnevenAsync(ids.contiguous(), all, counts)->Wait();
-  return all;
+// Every rank's ids (host values, on the control plane), in rank order, as a
+// host tensor; `counts` (the rows of their vectors) must agree.
+torch::Tensor GatherIds(const torch::Tensor& ids, const std::vector<int64_t>& counts, dist::ProcessGroup& group) {
+  const torch::Tensor host = ids.to(torch::kCPU, torch::kLong).contiguous();
+  std::vector<int64_t> gathered;
+  const std::vector<int64_t> all = group.control().AllGatherUneven(
+      std::vector<int64_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel()), &gathered);
+  TORCH_CHECK(gathered == counts, "[train] the ranks' ids do not match their vectors' row counts");
+  return torch::tensor(all, torch::kLong);
 }
 
-Objective ContrastiveObjective(const torch::Tensor& loss, double top1, int64_t queries, Totals& totals,
-                               const model::Temperature& temperature, const torch::Device& device) {
+Objective ContrastiveObjective(const torch::Tensor& loss, const torch::Tensor& top1, int64_t queries, Totals& totals,
+                               const model::Temperature& temperature) {
   const int loss_slot = totals.Add(loss, queries);
-  const int top1_slot = totals.Add(torch::tensor(top1), queries);
-  totals.Reduce(device);
+  const int top1_slot = totals.Add(top1, queries);
+  totals.Reduce();
   Objective objective;
   objective.loss = totals.Scaled(loss, loss_slot);
   objective.value = totals.mean(loss_slot);
@@ -104,31 +131,33 @@ void Backward(const Objective& objective, double scale, const std::function<void
   (objective.loss * scale).backward();
 }
 
-Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature,
-                      dist::Communicator& communicator) {
-  const dist::Gathered sources = dist::AllGatherWithGrad(pairs.sources, communicator);
-  const dist::Gathered targets = dist::AllGatherWithGrad(pairs.targets, communicator);
-  const dist::Gathered negatives = dist::AllGatherWithGrad(pairs.negatives, communicator);
+Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group) {
+  const dist::Gathered sources = dist::AllGatherWithGrad(pairs.sources, group);
+  const dist::Gathered targets = dist::AllGatherWithGrad(pairs.targets, group);
+  const dist::Gathered negatives = dist::AllGatherWithGrad(pairs.negatives, group);
   const ContrastivePairs pool{sources.all,
                               targets.all,
-                              GatherIds(pairs.source_ids, sources.counts, communicator),
-                              GatherIds(pairs.target_ids, targets.counts, communicator),
+                              GatherIds(pairs.source_ids, sources.counts, group),
+                              GatherIds(pairs.target_ids, targets.counts, group),
                               negatives.all,
-                              GatherIds(pairs.negative_ids, negatives.counts, communicator)};
-  const torch::Tensor mine = torch::arange(pairs.sources.size(0), pairs.source_ids.options()) + sources.offset;
+                              GatherIds(pairs.negative_ids, negatives.counts, group)};
+  const torch::Tensor mine =
+      torch::arange(pairs.sources.size(0), torch::TensorOptions(torch::kLong).device(pairs.sources.device())) +
+      sources.offset;
   const auto [loss, top1] = ContrastiveSums(pairs, mine, pool, temperature);
-  Totals totals(communicator);
-  return ContrastiveObjective(loss, top1, 2 * pairs.sources.size(0), totals, temperature, pairs.sources.device());
+  Totals totals(group);
+  return ContrastiveObjective(loss, top1, 2 * pairs.sources.size(0), totals, temperature);
 }
 
 Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature) {
-  const torch::Tensor mine = torch::arange(pairs.sources.size(0), pairs.source_ids.options());
+  const torch::Tensor mine =
+      torch::arange(pairs.sources.size(0), torch::TensorOptions(torch::kLong).device(pairs.sources.device()));
   const auto [loss, top1] = ContrastiveSums(pairs, mine, pairs, temperature);
   const double queries = 2.0 * static_cast<double>(pairs.sources.size(0));
   Objective objective;
   objective.loss = loss / queries;
   objective.value = objective.loss.item<double>();
-  objective.parts = {{"infonce", objective.value}, {"top1", top1 / queries}};
+  objective.parts = {{"infonce", objective.value}, {"top1", top1.item<double>() / queries}};
   if (temperature.learned()) objective.parts["temperature"] = temperature.value();
   return objective;
 }
@@ -149,9 +178,9 @@ BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors) {
 }
 
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
-                           dist::Communicator& communicator, bool detach_block_targets) {
+                           dist::ProcessGroup& group, bool detach_block_targets) {
   const auto out = model->forward(batch, sentence_blocks);
-  Totals totals(communicator);
+  Totals totals(group);
   const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true);
   const int lm_slot = totals.Add(lm, out.lm_labels.size(0));
   torch::Tensor block, targets;
@@ -159,7 +188,7 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
   if (sentence_blocks) {
     // This rank's predictions against every rank's original block vectors
     // (detached on every rank alike, so no rank waits in the gather's backward).
-    const dist::Gathered pool = dist::AllGatherWithGrad(out.block_originals, communicator);
+    const dist::Gathered pool = dist::AllGatherWithGrad(out.block_originals, group);
     const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options()) + pool.offset;
     targets = pool.all.detach();
     torch::Tensor scores;
@@ -168,7 +197,7 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
     block_slot = totals.Add(block, out.block_predictions.size(0));
     top1_slot = totals.Add(scores.argmax(1).eq(positive).sum().to(torch::kFloat64), out.block_predictions.size(0));
   }
-  totals.Reduce(batch.tokens.device());
+  totals.Reduce();
   Objective objective;
   objective.loss = totals.Scaled(lm, lm_slot);
   objective.parts["lm"] = totals.mean(lm_slot);
@@ -197,17 +226,17 @@ namespace {
 // and the word LM's summed loss over `lm_count` predicted tokens (undefined:
 // no LM term).
 Objective DocSplitViews(const torch::Tensor& vectors, const torch::Tensor& lm, int64_t lm_count,
-                        dist::Communicator& communicator, double temperature, double lm_weight) {
+                        dist::ProcessGroup& group, double temperature, double lm_weight) {
   const int64_t V = vectors.size(0), B = V / 2;
   TORCH_CHECK(V == 2 * B, "DocSplit needs both halves of every document, got ", V, " views");
-  const dist::Gathered pool = dist::AllGatherWithGrad(vectors, communicator);
+  const dist::Gathered pool = dist::AllGatherWithGrad(vectors, group);
   const torch::Tensor local = torch::arange(V, torch::TensorOptions().dtype(torch::kLong).device(vectors.device()));
   const torch::Tensor nce = model::DocSplitLoss(vectors, pool.all, local + pool.offset, (local + B) % V + pool.offset,
                                                 temperature, /*sum=*/true);
-  Totals totals(communicator);
+  Totals totals(group);
   const int nce_slot = totals.Add(nce, V);
   const int lm_slot = lm.defined() ? totals.Add(lm, lm_count) : -1;
-  totals.Reduce(vectors.device());
+  totals.Reduce();
   Objective objective;
   objective.loss = totals.Scaled(nce, nce_slot);
   objective.parts = {{"infonce", totals.mean(nce_slot)}};
@@ -222,22 +251,22 @@ Objective DocSplitViews(const torch::Tensor& vectors, const torch::Tensor& lm, i
 
 }  // namespace
 
-Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::Communicator& communicator,
+Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::ProcessGroup& group,
                    double temperature, double lm_weight) {
   const bool lm = lm_weight != 0;
   const auto out = model->ForwardViews(views, lm);
   return DocSplitViews(out.vectors,
                        lm ? model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true) : torch::Tensor(),
-                       lm ? out.lm_labels.size(0) : 0, communicator, temperature, lm_weight);
+                       lm ? out.lm_labels.size(0) : 0, group, temperature, lm_weight);
 }
 
-Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, const torch::Device& device,
-                   dist::Communicator& communicator, double temperature, double lm_weight) {
-  const auto out = model->ForwardViews(views, device, lm_weight != 0);
+Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, dist::ProcessGroup& group,
+                   double temperature, double lm_weight) {
+  const auto out = model->ForwardViews(views, group.device(), lm_weight != 0);
   const bool lm = lm_weight != 0 && out.lm_hidden.defined();
   return DocSplitViews(out.vectors,
                        lm ? model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true) : torch::Tensor(),
-                       lm ? out.lm_labels.size(0) : 0, communicator, temperature, lm_weight);
+                       lm ? out.lm_labels.size(0) : 0, group, temperature, lm_weight);
 }
 
 namespace {
@@ -250,8 +279,8 @@ struct Views {
   torch::Tensor vectors, lm;
   int64_t lm_count = 0;
 };
-Objective CachedDocSplit(int64_t chunks, const std::function<Views(int64_t)>& run, const torch::Device& device,
-                         dist::Communicator& communicator, double temperature, double lm_weight) {
+Objective CachedDocSplit(int64_t chunks, const std::function<Views(int64_t)>& run, dist::ProcessGroup& group,
+                         double temperature, double lm_weight) {
   const bool lm = lm_weight != 0;
   return CachedObjective(
       chunks,
@@ -267,19 +296,18 @@ Objective CachedDocSplit(int64_t chunks, const std::function<Views(int64_t)>& ru
       },
       [&, lm](const ChunkOutputs& all) {
         return DocSplitViews(torch::cat({all.rows[0], all.rows[1]}), lm ? all.sums[0] : torch::Tensor(),
-                             lm ? all.counts[0] : 0, communicator, temperature, lm_weight);
+                             lm ? all.counts[0] : 0, group, temperature, lm_weight);
       },
-      device);
+      group.device());
 }
 
 }  // namespace
 
 Objective DocSplit(model::SmithPretraining& model, const std::vector<data::BlockBatch>& chunks,
-                   const torch::Device& device, dist::Communicator& communicator, double temperature,
-                   double lm_weight) {
+                   dist::ProcessGroup& group, double temperature, double lm_weight) {
   TORCH_CHECK(!chunks.empty(), "DocSplit needs a batch");
-  if (chunks.size() == 1)
-    return DocSplit(model, model::ToTensors(chunks[0], device), communicator, temperature, lm_weight);
+  const torch::Device device = group.device();
+  if (chunks.size() == 1) return DocSplit(model, model::ToTensors(chunks[0], device), group, temperature, lm_weight);
   const bool lm = lm_weight != 0;
   // The re-runs come after this returns: the lambda owns what it reads.
   auto batches = std::make_shared<const std::vector<data::BlockBatch>>(chunks);
@@ -291,14 +319,14 @@ Objective DocSplit(model::SmithPretraining& model, const std::vector<data::Block
         return Views{out.vectors, impl->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true),
                      out.lm_labels.size(0)};
       },
-      device, communicator, temperature, lm_weight);
+      group, temperature, lm_weight);
 }
 
-Objective DocSplit(model::FlatPretraining& model, const std::vector<data::FlatBatch>& chunks,
-                   const torch::Device& device, dist::Communicator& communicator, double temperature,
-                   double lm_weight) {
+Objective DocSplit(model::FlatPretraining& model, const std::vector<data::FlatBatch>& chunks, dist::ProcessGroup& group,
+                   double temperature, double lm_weight) {
   TORCH_CHECK(!chunks.empty(), "DocSplit needs a batch");
-  if (chunks.size() == 1) return DocSplit(model, chunks[0], device, communicator, temperature, lm_weight);
+  const torch::Device device = group.device();
+  if (chunks.size() == 1) return DocSplit(model, chunks[0], group, temperature, lm_weight);
   // Views read unmasked have no LM term, as in the plain form.
   const double weight = chunks[0].lm_labels.empty() ? 0.0 : lm_weight;
   // The re-runs come after this returns: the lambda owns what it reads.
@@ -311,17 +339,16 @@ Objective DocSplit(model::FlatPretraining& model, const std::vector<data::FlatBa
         return Views{out.vectors, impl->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true),
                      out.lm_labels.size(0)};
       },
-      device, communicator, temperature, weight);
+      group, temperature, weight);
 }
 
-Objective WordLm(model::FlatPretraining& model, const data::FlatBatch& batch, const torch::Device& device,
-                 dist::Communicator& communicator) {
+Objective WordLm(model::FlatPretraining& model, const data::FlatBatch& batch, dist::ProcessGroup& group) {
   TORCH_CHECK(!batch.lm_labels.empty(), "the word LM needs a batch with masks (data::BuildFlatBatch with MaskOptions)");
-  const auto out = model->forward(batch, device);
+  const auto out = model->forward(batch, group.device());
   const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true);
-  Totals totals(communicator);
+  Totals totals(group);
   const int slot = totals.Add(lm, out.lm_labels.size(0));
-  totals.Reduce(device);
+  totals.Reduce();
   Objective objective;
   objective.loss = totals.Scaled(lm, slot);
   objective.value = totals.mean(slot);
@@ -329,16 +356,16 @@ Objective WordLm(model::FlatPretraining& model, const data::FlatBatch& batch, co
   return objective;
 }
 
-Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dist::Communicator& communicator) {
+Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dist::ProcessGroup& group) {
   const auto out = model->ForwardPairs(batch);
-  const dist::Gathered partners = dist::AllGatherWithGrad(out.partners, communicator);
+  const dist::Gathered partners = dist::AllGatherWithGrad(out.partners, group);
   const torch::Tensor contrastive = model::SdrContrastiveLoss(out.anchors, partners.all, batch.pair, batch.label,
                                                               model->config().margin, /*sum=*/true);
   const torch::Tensor lm = model::MaskedLmLoss(out.lm_logits, out.lm_labels, /*sum=*/true);
-  Totals totals(communicator);
+  Totals totals(group);
   const int contrastive_slot = totals.Add(contrastive, out.anchors.size(0));
   const int lm_slot = totals.Add(lm, out.lm_labels.size(0));
-  totals.Reduce(batch.anchors.device());
+  totals.Reduce();
   Objective objective;
   objective.loss = totals.Scaled(contrastive, contrastive_slot) + totals.Scaled(lm, lm_slot);
   objective.parts = {{"contrastive", totals.mean(contrastive_slot)}, {"lm", totals.mean(lm_slot)}};
@@ -353,12 +380,12 @@ std::pair<torch::Tensor, torch::Tensor> PairSums(const torch::Tensor& logits, co
   return {loss, logits.detach().ge(0).to(target.dtype()).eq(target).sum()};
 }
 
-Objective Siamese(const torch::Tensor& logits, const torch::Tensor& labels, dist::Communicator& communicator) {
+Objective Siamese(const torch::Tensor& logits, const torch::Tensor& labels, dist::ProcessGroup& group) {
   const auto [loss, correct] = PairSums(logits, labels);
-  Totals totals(communicator);
+  Totals totals(group);
   const int slot = totals.Add(loss, labels.size(0));
   const int accuracy = totals.Add(correct, labels.size(0));
-  totals.Reduce(logits.device());
+  totals.Reduce();
   Objective objective;
   objective.loss = totals.Scaled(loss, slot);
   objective.value = totals.mean(slot);

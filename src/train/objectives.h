@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "dist/process_group.h"
 #include "model/losses.h"
 #include "model/match_bert.h"
 #include "model/sdr.h"
@@ -63,40 +63,39 @@ BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors);
 // vectors it scores against (stop-gradient; the paper and the official code
 // train them); they are still trained as the document transformer's inputs.
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
-                           dist::Communicator& communicator, bool detach_block_targets = false);
+                           dist::ProcessGroup& group, bool detach_block_targets = false);
 
 // DocSplit: `views` holds this rank's first halves then its second halves;
 // InfoNCE against every rank's views, plus lm_weight * word LM (lm_weight 0:
 // no LM term, part "lm" absent).
-Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::Communicator& communicator,
+Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::ProcessGroup& group,
                    double temperature = 0.05, double lm_weight = 0.1);
 // The same on a flat encoder (MatchBERT), views from data::BuildFlatDocSplitBatch
 // (with masks for an LM term).
-Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, const torch::Device& device,
-                   dist::Communicator& communicator, double temperature = 0.05, double lm_weight = 0.1);
+Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, dist::ProcessGroup& group,
+                   double temperature = 0.05, double lm_weight = 0.1);
 
 // DocSplit over views built in chunks of a rank's documents (one
 // BuildDocSplitBatch / BuildFlatDocSplitBatch per chunk): with one chunk the
 // objective above; with more, gradient caching (grad_cache.h) gives the same
 // loss and gradients over the whole batch with one chunk's activations alive.
 Objective DocSplit(model::SmithPretraining& model, const std::vector<data::BlockBatch>& chunks,
-                   const torch::Device& device, dist::Communicator& communicator, double temperature, double lm_weight);
-Objective DocSplit(model::FlatPretraining& model, const std::vector<data::FlatBatch>& chunks,
-                   const torch::Device& device, dist::Communicator& communicator, double temperature, double lm_weight);
+                   dist::ProcessGroup& group, double temperature, double lm_weight);
+Objective DocSplit(model::FlatPretraining& model, const std::vector<data::FlatBatch>& chunks, dist::ProcessGroup& group,
+                   double temperature, double lm_weight);
 
 // The masked word LM alone on a flat encoder (pretrain --objective wp on
 // match_bert); part "lm".
-Objective WordLm(model::FlatPretraining& model, const data::FlatBatch& batch, const torch::Device& device,
-                 dist::Communicator& communicator);
+Objective WordLm(model::FlatPretraining& model, const data::FlatBatch& batch, dist::ProcessGroup& group);
 
 // SDR: word LM + cosine contrastive, pairs indexing the gathered partners
 // (build the batch with its global offset, data/batches/sdr_batch.h).
-Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dist::Communicator& communicator);
+Objective Sdr(model::SentenceEncoder& model, const model::SdrTensors& batch, dist::ProcessGroup& group);
 
 // Fine-tuning (SMITH, MatchBERT, SMASH): sigmoid cross-entropy of this
 // rank's pair logits (B,) (model::DocumentModel::PairLogits) against labels
 // in {0, 1}; parts: "bce" and "accuracy" (logit >= 0 taken as related).
-Objective Siamese(const torch::Tensor& logits, const torch::Tensor& labels, dist::Communicator& communicator);
+Objective Siamese(const torch::Tensor& logits, const torch::Tensor& labels, dist::ProcessGroup& group);
 
 // Contrastive fine-tuning on related pairs (finetune --loss contrastive), the
 // vectors as DocumentModel::Embed gives them and their documents' corpus
@@ -116,10 +115,9 @@ struct ContrastivePairs {
 // "top1" (share of queries whose positive scores highest). A learned
 // temperature gets its gradient like any parameter (each rank's share; the
 // GradientSynchronizer averages them) and adds part "temperature".
-Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature,
-                      dist::Communicator& communicator);
+Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group);
 // The same objective over pairs that are all in this process (validation):
-// every pair is a query, on no communicator.
+// every pair is a query, on no group.
 Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature);
 
 // This rank's summed pair BCE and count of correct pairs (logit >= 0 taken as

@@ -87,8 +87,8 @@ typename data::BatchLoader<Chunks<Batch>>::Builder InChunks(
 // epoch 0's masks. Built once; every validation scores the same batches.
 template <typename Batch>
 std::vector<Batch> ValidationBatches(const Task<Batch>& task, const data::Corpus& valid, const PretrainOptions& options,
-                                     dist::Communicator& communicator) {
-  const int64_t global = options.batch_size * communicator.size();
+                                     const dist::ProcessGroup& group) {
+  const int64_t global = options.batch_size * group.size();
   const int64_t count = std::min(options.valid_documents, valid.num_documents()) / global;
   TORCH_CHECK(count > 0, "[train] validation reads ", std::min(options.valid_documents, valid.num_documents()),
               " documents of ", options.valid_corpus, ", fewer than one global batch of ", global,
@@ -97,7 +97,7 @@ std::vector<Batch> ValidationBatches(const Task<Batch>& task, const data::Corpus
   for (int64_t b = 0; b < count; ++b) {
     std::vector<data::Document> documents;
     for (int64_t i = 0; i < options.batch_size; ++i)
-      documents.push_back(valid.Get(b * global + communicator.rank() * options.batch_size + i));
+      documents.push_back(valid.Get(b * global + group.rank() * options.batch_size + i));
     std::vector<const data::Document*> pointers;
     for (const data::Document& d : documents) pointers.push_back(&d);
     batches.push_back(task.builder(pointers, /*epoch=*/0));
@@ -118,12 +118,13 @@ double Validate(Task<Batch>& task, const std::vector<Batch>& batches) {
 
 template <typename Batch>
 LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data::Corpus>& corpus, Task<Batch> task,
-                dist::Communicator& communicator, const torch::Device& device) {
-  const int rank = communicator.rank(), world = communicator.size();
-  dist::GradientSynchronizer synchronizer(task.module.parameters(), communicator, TrainingRun::Synchronizer(options));
+                dist::ProcessGroup& group) {
+  const int rank = group.rank(), world = group.size();
+  const torch::Device device = group.device();
+  dist::GradientSynchronizer synchronizer(task.module.parameters(), group, TrainingRun::Synchronizer(options));
   synchronizer.BroadcastParameters();
   std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(task.module, options.optimizer);
-  TrainingRun run(options.run, options.keep_last, communicator, device);
+  TrainingRun run(options.run, options.keep_last, group);
   run.set_console_lines(!options.progress);
   std::vector<Batch> valid_batches;
   if (!options.valid_corpus.empty()) {
@@ -131,7 +132,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
     TORCH_CHECK(valid.manifest().tokenizer_hash == corpus->manifest().tokenizer_hash, "[train] ", options.valid_corpus,
                 " was prepared with another tokenizer than ", options.corpus, ": prepare it with --tokenizer ",
                 corpus->tokenizer_path());
-    valid_batches = ValidationBatches(task, valid, options, communicator);
+    valid_batches = ValidationBatches(task, valid, options, group);
   }
   BestModel best(options.run, options.patience);
   // With a validation corpus and no interval, validate at every checkpoint.
@@ -236,9 +237,13 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       run.Log(step, "train", parts);
     }
     if (!valid_batches.empty() && (step % validate_every == 0 || step == options.steps)) {
-      const double loss = Validate(task, valid_batches);
+      double loss = 0;
+      {
+        const Autocast autocast(device, options.precision);  // validated as trained
+        loss = Validate(task, valid_batches);
+      }
       run.Log(step, "valid", {{"loss", loss}});
-      result.stopped_early = best.Update(loss, step, task.module, task.info, communicator);
+      result.stopped_early = best.Update(loss, step, task.module, task.info, group);
     }
     result.interrupted = run.StopRequested(step);
     if (step % options.checkpoint_every == 0 || step == options.steps || result.stopped_early || result.interrupted) {
@@ -288,9 +293,9 @@ void LoadInit(const std::string& init, const io::ModelFolderInfo& info, torch::n
 
 }  // namespace
 
-LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& communicator,
-                          const torch::Device& device) {
-  const int rank = communicator.rank(), world = communicator.size();
+LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& group) {
+  const int rank = group.rank(), world = group.size();
+  const torch::Device device = group.device();
   const std::string& objective = options.objective;
   TORCH_CHECK(objective == "wp" || objective == "wp+sp" || objective == "docsplit" || objective == "sdr",
               "[train] unknown objective '", objective, "' (wp, wp+sp, docsplit, sdr)");
@@ -347,7 +352,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
         [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
           return data::BuildSdrBatch(docs, sdr, &masks, epoch, offset, global);
         },
-        [&](const data::SdrBatch& batch) { return Sdr(model, model::ToTensors(batch, device), communicator); },
+        [&](const data::SdrBatch& batch) { return Sdr(model, model::ToTensors(batch, device), group); },
         [](const data::SdrBatch& batch) { return batch.B; },
         [](const data::SdrBatch& batch) {
           return static_cast<int64_t>(
@@ -356,7 +361,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
         },
         nullptr,
         info};
-    return Loop(options, corpus, std::move(task), communicator, device);
+    return Loop(options, corpus, std::move(task), group);
   }
 
   if (config.kind == "match_bert") {
@@ -376,8 +381,8 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
                                     return data::BuildFlatBatch(docs, flat, masks, epoch);
                                   }),
         [&](const Batch& batch) {
-          return docsplit ? DocSplit(model, batch.chunks, device, communicator, options.temperature, options.lm_weight)
-                          : WordLm(model, batch.chunks.front(), device, communicator);
+          return docsplit ? DocSplit(model, batch.chunks, group, options.temperature, options.lm_weight)
+                          : WordLm(model, batch.chunks.front(), group);
         },
         [=](const Batch& batch) {
           return batch.Sum([](const data::FlatBatch& b) { return b.documents; }) / (docsplit ? 2 : 1);
@@ -385,7 +390,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
         [](const Batch& batch) { return batch.Sum([](const data::FlatBatch& b) { return b.real_tokens; }); },
         nullptr,
         info};
-    return Loop(options, corpus, std::move(task), communicator, device);
+    return Loop(options, corpus, std::move(task), group);
   }
 
   model::SmithPretraining model(model::SmithEncoder(config.smith), config.smith);
@@ -404,9 +409,9 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
                                  }),
       [&](const Batch& batch) {
         if (docsplit)
-          return DocSplit(model, batch.chunks, device, communicator, options.temperature, options.lm_weight);
+          return DocSplit(model, batch.chunks, group, options.temperature, options.lm_weight);
         return SmithPretraining(model, model::ToTensors(batch.chunks.front(), device), objective == "wp+sp",
-                                communicator, options.detach_block_targets);
+                                group, options.detach_block_targets);
       },
       [=](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.B; }) / (docsplit ? 2 : 1); },
       [](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.real_tokens; }); },
@@ -420,7 +425,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& co
         return total;
       },
       info};
-  return Loop(options, corpus, std::move(task), communicator, device);
+  return Loop(options, corpus, std::move(task), group);
 }
 
 }  // namespace docmatch::train

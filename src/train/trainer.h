@@ -20,7 +20,7 @@
 
 #include <string>
 
-#include "dist/communicator.h"
+#include "dist/process_group.h"
 #include "train/optimizer.h"
 
 namespace docmatch::train {
@@ -56,7 +56,7 @@ struct PretrainOptions : LoopOptions {
 };
 
 // Runs (or resumes) the pre-training.
-LoopResult RunPretraining(const PretrainOptions& options, dist::Communicator& communicator,
-                          const torch::Device& device);
+// The group gives the device, the data plane and the control plane.
+LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& group);
 
 }  // namespace docmatch::train

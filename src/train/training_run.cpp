@@ -168,14 +168,14 @@ nlohmann::json BestModel::ToJson() const {
 }
 
 bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, const io::ModelFolderInfo& info,
-                       dist::Communicator& communicator) {
+                       dist::ProcessGroup& group) {
   namespace fs = std::filesystem;
   bool stop = false;
   if (best_step_ < 0 || loss < best_loss_) {
     best_step_ = step;
     best_loss_ = loss;
     bad_ = 0;
-    if (communicator.rank() == 0) {
+    if (group.rank() == 0) {
       const std::string best = run_ + "/best", tmp = best + ".tmp", old = best + ".old";
       fs::remove_all(tmp);
       fs::create_directories(tmp);
@@ -188,12 +188,12 @@ bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, con
     }
   } else if (patience_ > 0 && ++bad_ >= patience_) {
     stop = true;
-    if (communicator.rank() == 0) {
+    if (group.rank() == 0) {
       LOG(INFO) << "[train] validation loss has not improved for " << bad_ << " validations: stopping at step " << step
                 << "; best step " << best_step_;
     }
   }
-  communicator.Barrier();
+  group.control().Barrier();
   return stop;
 }
 
@@ -213,11 +213,10 @@ nlohmann::json LoopOptionsJson(const LoopOptions& o) {
           {"time_split", o.time_split}};
 }
 
-TrainingRun::TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator,
-                         const torch::Device& device)
-    : communicator_(communicator), device_(device), run_(run), checkpoints_(run, keep_last) {
+TrainingRun::TrainingRun(const std::string& run, int keep_last, dist::ProcessGroup& group)
+    : group_(group), device_(group.device()), run_(run), checkpoints_(run, keep_last) {
   InstallStopHandlers();
-  if (communicator.rank() == 0) lock_ = LockRunFolder(run);
+  if (group.rank() == 0) lock_ = LockRunFolder(run);
 }
 
 TrainingRun::~TrainingRun() {
@@ -225,7 +224,7 @@ TrainingRun::~TrainingRun() {
 }
 
 void TrainingRun::OpenLogs(int64_t step) {
-  if (communicator_.rank() != 0) return;
+  if (group_.rank() != 0) return;
   TrimMetrics(run_ + "/metrics.jsonl", step);
   io::TrimEvents(run_ + "/tensorboard", step);
   events_ = std::make_unique<io::EventWriter>(run_ + "/tensorboard");
@@ -257,7 +256,7 @@ TrainingRun::ModelSource TrainingRun::SourceOfModel(const std::string& run, bool
 
 void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                        ResumedState* state) {
-  const int rank = communicator_.rank(), world = communicator_.size();
+  const int rank = group_.rank(), world = group_.size();
   io::VerifyChecksums(folder);
   io::LoadModule(module, folder + "/model.pt");
   const std::string trainer = folder + kTrainerFile;
@@ -272,11 +271,14 @@ void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, tor
   } catch (const std::exception& e) {
     throw std::runtime_error("[ckpt] '" + trainer + "' is unreadable: " + e.what());
   }
-  LoadTorchFile(folder + "/optimizer.pt", [&](const std::string& path) { torch::load(optimizer, path); });
+  // Onto this rank's device, wherever the state was written (every rank's
+  // state on cuda:0, or a GPU run resumed on a CPU, would fail later).
+  LoadTorchFile(folder + "/optimizer.pt", [&](const std::string& path) { torch::load(optimizer, path, device_); });
   if (static_cast<int>(positions.size()) == world) {
     state->position = positions[rank];
     std::vector<torch::Tensor> generators;
-    LoadTorchFile(folder + "/rng.pt", [&](const std::string& path) { torch::load(generators, path); });
+    LoadTorchFile(folder + "/rng.pt",
+                  [&](const std::string& path) { torch::load(generators, path, torch::Device(torch::kCPU)); });
     if (static_cast<int>(generators.size()) != world) {
       throw std::runtime_error("[ckpt] '" + folder + "/rng.pt' holds " + std::to_string(generators.size()) +
                                " generator states for a " + std::to_string(world) + "-rank run");
@@ -285,7 +287,8 @@ void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, tor
     cpu.set_state(generators.at(rank));
     if (device_.is_cuda()) {
       if (std::filesystem::exists(folder + "/rng-cuda.pt")) {
-        LoadTorchFile(folder + "/rng-cuda.pt", [&](const std::string& path) { torch::load(generators, path); });
+        LoadTorchFile(folder + "/rng-cuda.pt",
+                      [&](const std::string& path) { torch::load(generators, path, torch::Device(torch::kCPU)); });
         CudaGenerator(device_).set_state(generators.at(rank));
       } else if (rank == 0) {
         LOG(WARNING) << "[ckpt] " << folder << " holds no CUDA generator state (written on CPU): "
@@ -342,7 +345,7 @@ void CheckSameModel(const std::string& run, const std::string& folder, const io:
 
 std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& module,
                                                 torch::optim::Optimizer& optimizer, const io::ModelFolderInfo& writes) {
-  if (!resume && communicator_.rank() == 0) {
+  if (!resume && group_.rank() == 0) {
     // --fresh: nothing of the earlier run stays beside the new one, where a
     // later resume, `best` or the logs would mix the two.
     const size_t removed = checkpoints_.RemoveAll();
@@ -353,7 +356,7 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
                 << (best ? " and best/" : "") << " of the earlier run in " << run_;
     }
   }
-  communicator_.Barrier();
+  group_.control().Barrier();
   const auto latest = resume ? checkpoints_.Latest() : std::nullopt;
   if (!latest) {
     OpenLogs(0);
@@ -379,12 +382,12 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
     throw std::runtime_error(std::string(e.what()) + "\n" + offer);
   }
   OpenLogs(state.step);
-  if (communicator_.rank() == 0) LOG(INFO) << "[ckpt] resumed from " << *latest << " at step " << state.step;
+  if (group_.rank() == 0) LOG(INFO) << "[ckpt] resumed from " << *latest << " at step " << state.step;
   return state;
 }
 
 void TrainingRun::RecordConfig(const std::string& config, bool resumed) {
-  if (communicator_.rank() != 0 || config.empty()) return;
+  if (group_.rank() != 0 || config.empty()) return;
   const std::string path = run_ + "/config.yaml";
   if (resumed && std::filesystem::exists(path)) {
     try {
@@ -413,17 +416,28 @@ void TrainingRun::RecordConfig(const std::string& config, bool resumed) {
 std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, torch::nn::Module& module,
                               torch::optim::Optimizer& optimizer, const io::ModelFolderInfo& info,
                               nlohmann::json trainer) {
-  const int world = communicator_.size();
-  const std::vector<int64_t> positions = communicator_.ExchangeCounts(position, device_);
-  // Every rank's generator state travels to rank 0 (on the run's device, so
-  // the NCCL backend can carry it too).
+  const int world = group_.size();
+  const std::vector<int64_t> positions = group_.control().AllGather(position);
+  // Every rank's generator state (host bytes, CUDA's too) travels on the
+  // control plane.
   const auto gather = [&](const at::Generator& generator) {
-    return communicator_.AllGather(generator.get_state().unsqueeze(0).to(device_)).cpu();
+    const torch::Tensor state = generator.get_state().contiguous();  // uint8, on the host
+    std::vector<int64_t> counts;
+    const std::vector<uint8_t> all = group_.control().AllGatherUneven(
+        std::vector<uint8_t>(state.data_ptr<uint8_t>(), state.data_ptr<uint8_t>() + state.numel()), &counts);
+    std::vector<torch::Tensor> states;
+    int64_t offset = 0;
+    for (int64_t n : counts) {
+      states.push_back(torch::from_blob(const_cast<uint8_t*>(all.data()) + offset, {n}, torch::kUInt8).clone());
+      offset += n;
+    }
+    return states;
   };
-  const torch::Tensor all_states = gather(at::detail::getDefaultCPUGenerator());
-  const torch::Tensor cuda_states = device_.is_cuda() ? gather(CudaGenerator(device_)) : torch::Tensor();
+  const std::vector<torch::Tensor> all_states = gather(at::detail::getDefaultCPUGenerator());
+  const std::vector<torch::Tensor> cuda_states =
+      device_.is_cuda() ? gather(CudaGenerator(device_)) : std::vector<torch::Tensor>();
   std::string written;
-  if (communicator_.rank() == 0) {
+  if (group_.rank() == 0) {
     trainer["step"] = step;
     trainer["epoch"] = epoch;
     trainer["world_size"] = world;
@@ -432,29 +446,25 @@ std::string TrainingRun::Save(int64_t step, int64_t epoch, int64_t position, tor
       io::WriteTrainedModelFolder(folder, module, info);
       files::SaveThrough(folder + "/optimizer.pt",
                          [&](const files::ByteWriter& write) { torch::save(optimizer, write); });
-      const auto save_states = [&](const torch::Tensor& states, const std::string& file) {
-        std::vector<torch::Tensor> generators;
-        for (int r = 0; r < world; ++r) generators.push_back(states[r].clone());
+      const auto save_states = [&](const std::vector<torch::Tensor>& generators, const std::string& file) {
         files::SaveThrough(folder + "/" + file,
                            [&](const files::ByteWriter& write) { torch::save(generators, write); });
       };
       save_states(all_states, "rng.pt");
-      if (cuda_states.defined()) save_states(cuda_states, "rng-cuda.pt");
+      if (!cuda_states.empty()) save_states(cuda_states, "rng-cuda.pt");
       files::WriteFile(folder + kTrainerFile, trainer.dump(2) + "\n");
     });
   }
-  communicator_.Barrier();  // nobody runs ahead of a checkpoint being written
+  group_.control().Barrier();  // nobody runs ahead of a checkpoint being written
   return written;
 }
 
 bool TrainingRun::StopRequested(int64_t step) {
-  torch::Tensor signals = torch::tensor({static_cast<double>(stop_signal != 0)}, torch::kFloat64).to(device_);
-  communicator_.AllReduce(signals);
-  const double ranks = signals.cpu().item<double>();
-  if (ranks == 0) return false;
+  // A host flag on the control plane: no device sync.
+  if (!group_.control().Any(stop_signal != 0)) return false;
   if (stop_signal != 0) {
-    LOG(WARNING) << "[train] rank " << communicator_.rank() << " got signal " << stop_signal << " ("
-                 << strsignal(stop_signal) << "): checkpoint at step " << step << ", then stop";
+    LOG(WARNING) << "[train] rank " << group_.rank() << " got signal " << stop_signal << " (" << strsignal(stop_signal)
+                 << "): checkpoint at step " << step << ", then stop";
   }
   return true;
 }

@@ -24,8 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dist/communicator.h"
 #include "dist/gradient_synchronizer.h"
+#include "dist/process_group.h"
 #include "io/checkpoint.h"
 #include "io/model_folder.h"
 #include "io/tensorboard.h"
@@ -78,7 +78,7 @@ class BestModel {
   // writes <run>/best/ when it is the best so far. Returns true when the run
   // should stop early.
   bool Update(double loss, int64_t step, torch::nn::Module& module, const io::ModelFolderInfo& info,
-              dist::Communicator& communicator);
+              dist::ProcessGroup& group);
 
   int64_t best_step() const { return best_step_; }  // -1 before the first validation
   double best_loss() const { return best_loss_; }
@@ -122,14 +122,15 @@ class TrainingRun {
   // flock on <run>/.lock): a second run on the same folder is refused at
   // once, naming the holder's pid and host, instead of the two overwriting
   // each other's checkpoints and logs.
-  TrainingRun(const std::string& run, int keep_last, dist::Communicator& communicator, const torch::Device& device);
+  TrainingRun(const std::string& run, int keep_last, dist::ProcessGroup& group);
   ~TrainingRun();
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
 
   // With `resume` and a checkpoint in the run: checks the checkpoint's files
-  // against their checksums, then loads the module, the optimizer and (same
-  // world size) this rank's generator; otherwise nullopt. A damaged or
+  // against their checksums, then loads the module, the optimizer (its state
+  // onto this rank's device, wherever it was written) and (same world size)
+  // this rank's generator; otherwise nullopt. A damaged or
   // unreadable file is named, with the previous checkpoint to fall back on.
   // Either way rank 0 then drops the metrics and TensorBoard events logged
   // after the step it starts from, so the logs hold each step once.
@@ -215,7 +216,7 @@ class TrainingRun {
   void Load(const std::string& folder, torch::nn::Module& module, torch::optim::Optimizer& optimizer,
             ResumedState* state);
 
-  dist::Communicator& communicator_;
+  dist::ProcessGroup& group_;
   torch::Device device_;
   std::string run_;
   int lock_ = -1;  // rank 0's descriptor of <run>/.lock

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dist/mpi_communicator.h"
+#include "dist/process_group.h"
 #include "model/losses.h"
 
 namespace docmatch::dist {
@@ -18,7 +18,7 @@ torch::Tensor RowsOf(int r) {
 }
 
 TEST(AllGatherWithGrad, GradientsEqualOneProcessOverTheWholeBatch) {
-  MpiCommunicator comm;
+  ProcessGroup comm;
   const torch::Tensor projection = [] {
     torch::manual_seed(7);
     return torch::randn({5, 5}, torch::kFloat64);
@@ -49,7 +49,7 @@ TEST(AllGatherWithGrad, GradientsEqualOneProcessOverTheWholeBatch) {
   EXPECT_TRUE(torch::allclose(local.grad(), all[comm.rank()].grad(), 1e-12, 1e-12));
   // And the summed loss agrees.
   torch::Tensor summed = local_loss.detach().clone().view({1});
-  comm.AllReduce(summed);
+  comm.data().AllReduce(summed);
   EXPECT_NEAR(summed.item<double>(), total.item<double>(), 1e-10);
 }
 

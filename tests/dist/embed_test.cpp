@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "../data/test_corpus.h"
-#include "dist/mpi_communicator.h"
+#include "dist/process_group.h"
 #include "eval/embeddings.h"
 #include "io/checkpoint.h"
 #include "io/checksums.h"
@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 class EmbedEveryRank : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EmbedEveryRank, JoinedFileEqualsOneProcessPerDocument) {
-  dist::MpiCommunicator comm;
+  dist::ProcessGroup comm;
   int id = static_cast<int>(::getpid());
   MPI_Bcast(&id, 1, MPI_INT, 0, MPI_COMM_WORLD);
   const std::string dir = fs::temp_directory_path().string() + "/docmatch-embed-" + std::to_string(id);
@@ -49,14 +49,14 @@ TEST_P(EmbedEveryRank, JoinedFileEqualsOneProcessPerDocument) {
     io::WriteModelFolderInfo(dir + "/model", info);
     io::WriteChecksums(dir + "/model");  // as every writer of a model folder does
   }
-  comm.Barrier();
+  comm.control().Barrier();
   EmbedOptions options;
   options.model = dir + "/model";
   options.corpus = dir + "/corpus";
   options.output = dir + "/out/vectors.h5";
   options.batch_size = 3;
   options.progress = false;
-  EXPECT_EQ(RunEmbedding(options, comm, torch::kCPU), 13);
+  EXPECT_EQ(RunEmbedding(options, comm), 13);
 
   const EmbeddingFile file(options.output);
   const data::Corpus corpus(options.corpus);
@@ -78,7 +78,7 @@ TEST_P(EmbedEveryRank, JoinedFileEqualsOneProcessPerDocument) {
     }
   }
   EXPECT_FALSE(fs::exists(options.output + ".part-0")) << "parts are removed once joined";
-  comm.Barrier();
+  comm.control().Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }
 

@@ -5,13 +5,17 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "dist/communicator.h"
+#include "dist/control_plane.h"
+#include "dist/process_group.h"
 #include "dist/runtime.h"
 
 namespace docmatch::dist {
@@ -77,11 +81,52 @@ TEST(RankLogging, EveryRankCanLogToItsOwnFile) {
   if (rank == 0) std::filesystem::remove_all(dir);
 }
 
-TEST(Backend, AutoPicksMpiOnCpuAndNcclNeedsCuda) {
-  EXPECT_EQ(MakeCommunicator("auto", torch::kCPU)->backend(), "mpi");
+// The backend is decided by every rank together (issue 37, item 3): a rank
+// that cannot use NCCL (srun --gpus-per-task=1 showed local rank 0 a GPU it
+// thought shared) makes every rank choose MPI, instead of entering
+// MPI_Comm_dup alone while the others wait for NCCL's id.
+TEST(Backend, EveryRankAgreesOnOneBackend) {
+  ControlPlane control;
+  EXPECT_EQ(AgreeOnBackend("auto", NcclPossible(torch::kCPU, false), control), "mpi");
+  EXPECT_EQ(AgreeOnBackend("mpi", true, control), "mpi");
+  // Rank 0 alone cannot: all choose MPI, rank 0 included.
+  EXPECT_EQ(AgreeOnBackend("auto", control.rank() != 0, control), "mpi");
+  // The last rank alone cannot: the same.
+  EXPECT_EQ(AgreeOnBackend("auto", control.rank() != control.size() - 1, control), "mpi");
+#ifdef DOCMATCH_HAS_NCCL
+  EXPECT_EQ(AgreeOnBackend("auto", true, control), "nccl");
+  // --backend nccl where one rank cannot: every rank refuses, none hangs.
+  EXPECT_THROW(AgreeOnBackend("nccl", control.rank() != 0, control), c10::Error);
+#else
+  EXPECT_EQ(AgreeOnBackend("auto", true, control), "mpi");
+#endif
+  EXPECT_THROW(AgreeOnBackend("gloo", true, control), c10::Error);
   EXPECT_EQ(MakeCommunicator("mpi", torch::kCPU)->backend(), "mpi");
   EXPECT_THROW(MakeCommunicator("nccl", torch::kCPU), c10::Error);
-  EXPECT_THROW(MakeCommunicator("gloo", torch::kCPU), c10::Error);
+  EXPECT_FALSE(NcclPossible(torch::kCPU, false));
+}
+
+// Two ranks share a GPU exactly when two identities on the node are equal.
+TEST(Placement, SharedGpusAreFoundByIdentity) {
+  EXPECT_FALSE(AnyShared({}));
+  EXPECT_FALSE(AnyShared({"gpu:a", "gpu:b", "gpu:c"}));
+  EXPECT_TRUE(AnyShared({"gpu:a", "gpu:b", "gpu:a"}));
+}
+
+// The process group from a launch on CPU: the device, both planes over every
+// rank, and the data plane's MPI backend.
+TEST(ProcessGroupFromLaunch, CpuRanksGetMpiAndBothPlanes) {
+  const std::unique_ptr<ProcessGroup> group = ProcessGroup::FromLaunch("cpu", "auto", std::chrono::milliseconds(30000));
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_EQ(group->rank(), rank);
+  EXPECT_EQ(group->size(), size);
+  EXPECT_TRUE(group->device().is_cpu());
+  EXPECT_EQ(group->data().backend(), "mpi");
+  EXPECT_EQ(group->data().device(), group->device());
+  EXPECT_EQ(group->data().size(), size);
+  EXPECT_EQ(group->control().AllGather(rank).back(), size - 1);
 }
 
 }  // namespace

@@ -11,11 +11,15 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
+#include <set>
 #include <fstream>
 
 #include "../data/test_corpus.h"
 #include "data/batches/blocks.h"
 #include "dist/mpi_communicator.h"
+#include "dist/process_group.h"
+#include "recording_communicator.h"
 #include "io/checkpoint.h"
 #include "model/config.h"
 #include "train/objectives.h"
@@ -26,7 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // A scratch folder shared by all ranks (rank 0's pid names it).
-std::string SharedScratch(dist::Communicator& comm) {
+std::string SharedScratch(dist::ProcessGroup& comm) {
   int id = static_cast<int>(::getpid());
   MPI_Bcast(&id, 1, MPI_INT, 0, MPI_COMM_WORLD);
   const std::string dir = fs::temp_directory_path().string() + "/docmatch-pretrain-" + std::to_string(id);
@@ -40,7 +44,7 @@ std::string SharedScratch(dist::Communicator& comm) {
                                           "  sentence_layers: 1, document_layers: 1, block_length: 8,\n"
                                           "  max_blocks: 6, dropout: 0.1}\n";
   }
-  comm.Barrier();
+  comm.control().Barrier();
   return dir;
 }
 
@@ -61,11 +65,11 @@ PretrainOptions Options(const std::string& dir, const std::string& run, int64_t 
 }
 
 TEST(Pretraining, DocSplitObjectiveRunsAndLogs) {
-  dist::MpiCommunicator comm;
+  dist::ProcessGroup comm;
   const std::string dir = SharedScratch(comm);
   PretrainOptions docsplit = Options(dir, "docsplit", 4);
   docsplit.objective = "docsplit";
-  EXPECT_EQ(RunPretraining(docsplit, comm, torch::kCPU).step, 4);
+  EXPECT_EQ(RunPretraining(docsplit, comm).step, 4);
   if (comm.rank() == 0) {
     std::ifstream lines(dir + "/docsplit/metrics.jsonl");
     std::string line;
@@ -77,8 +81,40 @@ TEST(Pretraining, DocSplitObjectiveRunsAndLogs) {
     }
     EXPECT_EQ(count, 4);
   }
-  comm.Barrier();
+  comm.control().Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
+}
+
+// Every tensor a training run hands to the data plane is floating point on
+// the run's device: the fp32 model's vectors and gradients, the float64 loss
+// sums. WP+SP (gathered block pool, its backward reduce-scatter, bucketed
+// all-reduce, the first step's order), DocSplit by gradient caching, and a
+// checkpoint (generator states, positions) each run through a recording data
+// plane. With the order, the counts, the stop flag and the generator states
+// on the data plane, as before issue 37, this fails.
+TEST(DataPlane, TrainingHandsItOnlyFloatingTensorsOnTheRunsDevice) {
+  auto recording = std::make_unique<dist::testing::RecordingCommunicator>(
+      std::make_unique<dist::MpiCommunicator>(), std::set<torch::ScalarType>{torch::kFloat, torch::kDouble});
+  const dist::testing::RecordingCommunicator& record = *recording;
+  dist::ProcessGroup group(MPI_COMM_WORLD, torch::kCPU, std::move(recording));
+  const std::string dir = SharedScratch(group);
+  PretrainOptions sp = Options(dir, "record-sp", 2);
+  sp.checkpoint_every = 1;
+  EXPECT_EQ(RunPretraining(sp, group).step, 2);
+  PretrainOptions ds = Options(dir, "record-ds", 2);
+  ds.objective = "docsplit";
+  ds.grad_cache = 1;
+  EXPECT_EQ(RunPretraining(ds, group).step, 2);
+  std::string violations;
+  for (const std::string& v : record.violations()) violations += v + "; ";
+  EXPECT_TRUE(violations.empty()) << violations;
+  const std::set<std::string> seen = record.operations();
+  for (const char* op : {"broadcast", "all_reduce", "all_gather (uneven)", "reduce_scatter"}) {
+    EXPECT_TRUE(seen.count(op)) << op << " never ran: the check above saw less than a training step";
+  }
+  EXPECT_GT(record.tensors(), 50);
+  group.control().Barrier();
+  if (group.rank() == 0) fs::remove_all(dir);
 }
 
 double LoggedValue(const std::string& metrics, int64_t step, const std::string& key) {
@@ -93,19 +129,19 @@ double LoggedValue(const std::string& metrics, int64_t step, const std::string& 
 }
 
 TEST(Pretraining, ValidationLossIsTheWholeBatchObjectiveInOneProcess) {
-  dist::MpiCommunicator comm;
+  dist::ProcessGroup comm;
   const std::string dir = SharedScratch(comm);
   if (comm.rank() == 0) {
     data::testing::WriteSyntheticCorpus(dir + "/valid", {5, 6}, "0123456789abcdef", /*seed=*/11);
     data::testing::WriteSyntheticCorpus(dir + "/foreign", {8}, "fedcba9876543210", /*seed=*/12);
   }
-  comm.Barrier();
+  comm.control().Barrier();
   // lr 0: the weights stay those of step 0, which best/ then holds.
   PretrainOptions o = Options(dir, "valid", 1);
   o.optimizer.lr = 0;
   o.valid_corpus = dir + "/valid";
   o.valid_documents = 11;
-  EXPECT_EQ(RunPretraining(o, comm, torch::kCPU).step, 1);
+  EXPECT_EQ(RunPretraining(o, comm).step, 1);
 
   model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
   config.vocab_size = 1005;
@@ -113,7 +149,7 @@ TEST(Pretraining, ValidationLossIsTheWholeBatchObjectiveInOneProcess) {
   io::LoadModule(*model, dir + "/valid/best/model.pt");
   model->eval();
   torch::NoGradGuard no_grad;
-  dist::MpiCommunicator alone(MPI_COMM_SELF);
+  dist::ProcessGroup alone(MPI_COMM_SELF);
   const data::Corpus valid(dir + "/valid");
   const data::MaskOptions masks = data::PretrainingMasks(1005, o.seed, /*sentence_blocks=*/true);
   const int64_t global = o.batch_size * comm.size(), batches = 11 / global;
@@ -136,22 +172,22 @@ TEST(Pretraining, ValidationLossIsTheWholeBatchObjectiveInOneProcess) {
   o.run = dir + "/foreign-run";
   o.valid_corpus = dir + "/foreign";
   try {
-    RunPretraining(o, comm, torch::kCPU);
+    RunPretraining(o, comm);
     ADD_FAILURE() << "validated on a corpus of another tokenizer";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("another tokenizer"), std::string::npos) << e.what();
   }
-  comm.Barrier();
+  comm.control().Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }
 
 TEST(Pretraining, Bf16AutocastTrainsCloseToFp32WithFloat32Weights) {
-  dist::MpiCommunicator comm;
+  dist::ProcessGroup comm;
   const std::string dir = SharedScratch(comm);
   PretrainOptions fp32 = Options(dir, "fp32", 2), bf16 = Options(dir, "bf16", 2);
   bf16.precision = "bf16";
-  EXPECT_EQ(RunPretraining(fp32, comm, torch::kCPU).step, 2);
-  EXPECT_EQ(RunPretraining(bf16, comm, torch::kCPU).step, 2);
+  EXPECT_EQ(RunPretraining(fp32, comm).step, 2);
+  EXPECT_EQ(RunPretraining(bf16, comm).step, 2);
   // Step 1: the same weights, batch and dropout draws; only the arithmetic
   // differs (bfloat16 keeps 8 bits of mantissa).
   const double a = LoggedValue(dir + "/fp32/metrics.jsonl", 1, "train/loss");
@@ -162,7 +198,7 @@ TEST(Pretraining, Bf16AutocastTrainsCloseToFp32WithFloat32Weights) {
   }
   const auto weights = io::ReadModuleFile(*io::CheckpointDirectory(dir + "/bf16").Latest() + "/model.pt");
   for (const auto& [name, tensor] : weights) EXPECT_EQ(tensor.scalar_type(), torch::kFloat) << name;
-  comm.Barrier();
+  comm.control().Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }
 
@@ -172,7 +208,7 @@ double ObjectiveOnFirstDocuments(model::SmithPretraining& model, const std::stri
                                  const model::SmithConfig& config) {
   model->eval();
   torch::NoGradGuard no_grad;
-  dist::MpiCommunicator alone(MPI_COMM_SELF);
+  dist::ProcessGroup alone(MPI_COMM_SELF);
   const data::Corpus corpus(corpus_dir);
   const data::MaskOptions masks =
       data::PretrainingMasks(config.vocab_size, PretrainOptions().seed, /*sentence_blocks=*/true);
@@ -199,16 +235,16 @@ void ExpectEqualParameters(const std::string& dir, const std::string& a, const s
 }
 
 TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
-  dist::MpiCommunicator comm;
+  dist::ProcessGroup comm;
   const std::string dir = SharedScratch(comm);
   PretrainOptions straight = Options(dir, "straight", 8);
   straight.resume = false;
-  EXPECT_EQ(RunPretraining(straight, comm, torch::kCPU).step, 8);
+  EXPECT_EQ(RunPretraining(straight, comm).step, 8);
 
   // Stopped after step 6 (a checkpoint; nothing later survives a kill -9),
   // then started again with the same command and more steps.
-  EXPECT_EQ(RunPretraining(Options(dir, "stopped", 6), comm, torch::kCPU).step, 6);
-  EXPECT_EQ(RunPretraining(Options(dir, "stopped", 8), comm, torch::kCPU).step, 8);
+  EXPECT_EQ(RunPretraining(Options(dir, "stopped", 6), comm).step, 6);
+  EXPECT_EQ(RunPretraining(Options(dir, "stopped", 8), comm).step, 8);
   ExpectEqualParameters(dir, dir + "/straight", dir + "/stopped");
 
   model::SmithConfig config = model::LoadModelConfig(dir + "/tiny.yaml").smith;
@@ -233,13 +269,13 @@ TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   PretrainOptions wider = Options(dir, "stopped", 10);
   wider.model = dir + "/wider.yaml";
   try {
-    RunPretraining(wider, comm, torch::kCPU);
+    RunPretraining(wider, comm);
     ADD_FAILURE() << "resumed a 16-wide checkpoint into a 32-wide model";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("of another shape than this run's (hidden 16 -> 32)"), std::string::npos)
         << e.what();
   }
-  comm.Barrier();
+  comm.control().Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }
 
@@ -247,14 +283,14 @@ TEST(Pretraining, ResumedRunEqualsTheUninterruptedOneBitForBit) {
 // 8 straight steps and 6 + resume + 2 end with equal parameters, bit for bit,
 // and a CUDA run's checkpoint carries the CUDA generator its dropout draws
 // from.
-void ExpectDeterministicResume(dist::Communicator& comm, const std::string& dir, const std::string& tag,
-                               const torch::Device& device) {
+void ExpectDeterministicResume(dist::ProcessGroup& comm, const std::string& dir, const std::string& tag) {
+  const torch::Device device = comm.device();
   PretrainOptions straight = Options(dir, tag + "-straight", 8), stopped = Options(dir, tag + "-stopped", 6);
   straight.deterministic = stopped.deterministic = true;
-  EXPECT_EQ(RunPretraining(straight, comm, device).step, 8);
-  EXPECT_EQ(RunPretraining(stopped, comm, device).step, 6);
+  EXPECT_EQ(RunPretraining(straight, comm).step, 8);
+  EXPECT_EQ(RunPretraining(stopped, comm).step, 6);
   stopped.steps = 8;
-  EXPECT_EQ(RunPretraining(stopped, comm, device).step, 8);
+  EXPECT_EQ(RunPretraining(stopped, comm).step, 8);
   EXPECT_TRUE(at::globalContext().deterministicAlgorithms()) << "the option did not reach torch";
   UseDeterministicAlgorithms(false);
   ExpectEqualParameters(dir, straight.run, stopped.run);
@@ -267,20 +303,22 @@ void ExpectDeterministicResume(dist::Communicator& comm, const std::string& dir,
 TEST(Pretraining, DeterministicRunResumesBitForBitOnCpu) {
   // Torch's deterministic mode throws for an operation it has no
   // deterministic kernel for: none of the step's may.
-  dist::MpiCommunicator comm;
+  dist::ProcessGroup comm;
   const std::string dir = SharedScratch(comm);
-  ExpectDeterministicResume(comm, dir, "cpu", torch::kCPU);
-  comm.Barrier();
+  ExpectDeterministicResume(comm, dir, "cpu");
+  comm.control().Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }
 
 TEST(Pretraining, ResumedCudaRunEqualsTheUninterruptedOneBitForBit) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
-  dist::MpiCommunicator comm;  // ranks beyond the GPUs share them, staged through host memory
+  dist::ProcessGroup comm;
   const std::string dir = SharedScratch(comm);
   const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(comm.rank() % torch::cuda::device_count()));
-  ExpectDeterministicResume(comm, dir, "cuda", gpu);
-  comm.Barrier();
+  // Ranks beyond the GPUs share them: the MPI data plane, staged through host memory.
+  dist::ProcessGroup on_gpu(MPI_COMM_WORLD, gpu);
+  ExpectDeterministicResume(on_gpu, dir, "cuda");
+  comm.control().Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }
 

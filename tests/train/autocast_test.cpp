@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <array>
+#include <cmath>
+
+#include "model/losses.h"
 #include "train/optimizer.h"
 #include "train/training_run.h"
 
@@ -25,6 +29,41 @@ TEST(Autocast, Bf16CastsMatrixProductsOnlyWhileAlive) {
     EXPECT_EQ(linear(x).scalar_type(), torch::kFloat);
   }
   EXPECT_THROW(Autocast(torch::kCPU, "fp8"), c10::Error);
+}
+
+// The similarity logits of the contrastive losses are computed in float32
+// under bf16 autocast: the losses equal their float64 values to float32
+// rounding (rounded to bf16, the logits at temperature 0.05 would err by
+// about 0.04 each, and the loss by far more than 1e-5).
+TEST(Autocast, ContrastiveLogitsStayFloat32UnderBf16) {
+  torch::manual_seed(11);
+  const torch::Tensor queries = torch::randn({8, 64}), candidates = torch::randn({24, 64});
+  const torch::Tensor positive = torch::arange(8, torch::kLong);
+  const torch::Tensor excluded = torch::zeros({8, 24}, torch::kBool);
+  const model::Temperature temperature(0.05);
+  const auto losses = [&](const torch::Tensor& q, const torch::Tensor& c) {
+    torch::Tensor scores;
+    const double pair =
+        model::ContrastivePairLoss(q, c, positive, excluded, temperature, /*sum=*/false, &scores).item<double>();
+    const double split = model::DocSplitLoss(q, c, positive + 8, positive, 0.05, /*sum=*/false).item<double>();
+    const double block = model::SentenceBlockLoss(q, c, positive, /*sum=*/false).item<double>();
+    return std::array<double, 3>{pair, split, block};
+  };
+  const auto reference = losses(queries.to(torch::kFloat64), candidates.to(torch::kFloat64));
+  std::array<double, 3> mixed{};
+  {
+    const Autocast guard(torch::kCPU, "bf16");
+    mixed = losses(queries, candidates);
+  }
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    EXPECT_NEAR(mixed[i], reference[i], 1e-5 * std::max(1.0, std::abs(reference[i]))) << "loss " << i;
+  }
+  // The same products in bf16 differ by far more: the check above can fail.
+  const torch::Tensor rounded = torch::matmul(torch::nn::functional::normalize(queries).to(torch::kBFloat16),
+                                              torch::nn::functional::normalize(candidates).to(torch::kBFloat16).t());
+  const torch::Tensor exact = torch::matmul(torch::nn::functional::normalize(queries.to(torch::kFloat64)),
+                                            torch::nn::functional::normalize(candidates.to(torch::kFloat64)).t());
+  EXPECT_GT(((rounded.to(torch::kFloat64) - exact) / 0.05).abs().max().item<double>(), 1e-2);
 }
 
 // One AdamW step of a small regression net in each precision from the same

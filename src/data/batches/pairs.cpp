@@ -102,11 +102,17 @@ std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpu
 }
 
 std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& corpus) {
+  return ReadRelevance(path, corpus, corpus);
+}
+
+std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& queries,
+                                                      const Corpus& candidates) {
+  const Corpus& corpus = candidates;
   std::map<int64_t, std::vector<int64_t>> relevant;
   ForEachRecord(path, "relevance", [&](const nlohmann::json& record, const std::string& where, int64_t) {
     if (record.contains("query") && record.contains("relevant") && record["query"].is_string() &&
         record["relevant"].is_array()) {
-      const int64_t query = IndexOf("query", record["query"].get<std::string>(), corpus, where);
+      const int64_t query = IndexOf("query", record["query"].get<std::string>(), queries, where);
       std::vector<int64_t>& list = relevant[query];
       for (const auto& target : record["relevant"]) {
         if (!target.is_string()) throw InputError(where + ": \"relevant\" must list document ids");
@@ -115,7 +121,7 @@ std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, c
     } else if (record.contains("source") && record.contains("target") && record["source"].is_string() &&
                record["target"].is_string()) {
       if (record.contains("label") && record["label"] == 0) return;
-      relevant[IndexOf("source", record["source"].get<std::string>(), corpus, where)].push_back(
+      relevant[IndexOf("source", record["source"].get<std::string>(), queries, where)].push_back(
           IndexOf("target", record["target"].get<std::string>(), corpus, where));
     } else {
       throw InputError(where + ": expected {\"query\": id, \"relevant\": [ids]} or {\"source\": id, \"target\": id}");

@@ -30,5 +30,10 @@ std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpu
 // (related.jsonl; a "label": 0 line is skipped): query index -> relevant
 // indices. Unknown ids are errors naming the file and line.
 std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& corpus);
+// The same with queries from their own corpus (eval --queries): a query id
+// (or source) is looked up in `queries`, a relevant id (or target) in
+// `candidates`.
+std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& queries,
+                                                      const Corpus& candidates);
 
 }  // namespace docmatch::data
