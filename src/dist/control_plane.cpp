@@ -37,21 +37,7 @@ int Count(size_t elements, const char* what) {
 
 }  // namespace
 
-ControlPlane::ControlPlane(MPI_Comm base) {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  TORCH_CHECK(initialised, "[dist] MPI is not initialised: create a dist::MpiRuntime first");
-  MPI_Comm_dup(base, &comm_);
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-  probe_ = std::make_shared<PeerProbe>(base);
-}
-
-ControlPlane::~ControlPlane() {
-  int finalised = 0;
-  MPI_Finalized(&finalised);
-  if (!finalised && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-}
+ControlPlane::ControlPlane(MPI_Comm base) : comm_(base), probe_(std::make_shared<PeerProbe>(base)) {}
 
 void ControlPlane::Wait(MPI_Request* request, const char* what) {
   int complete = 0;
@@ -65,9 +51,9 @@ void ControlPlane::Wait(MPI_Request* request, const char* what) {
 }
 
 std::vector<int64_t> ControlPlane::AllGather(int64_t value) {
-  std::vector<int64_t> all(size_);
+  std::vector<int64_t> all(size());
   MPI_Request request;
-  MPI_Iallgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, comm_, &request);
+  MPI_Iallgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, comm_.get(), &request);
   Wait(&request, "all_gather of counts");
   return all;
 }
@@ -75,17 +61,17 @@ std::vector<int64_t> ControlPlane::AllGather(int64_t value) {
 template <typename T>
 std::vector<T> ControlPlane::AllGatherUneven(const std::vector<T>& values, std::vector<int64_t>* counts_out) {
   const std::vector<int64_t> counts = AllGather(static_cast<int64_t>(values.size()));
-  std::vector<int> receive(size_), displacements(size_);
+  std::vector<int> receive(size()), displacements(size());
   size_t total = 0;
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < size(); ++r) {
     displacements[r] = Count(total, "all_gather (uneven)");
     receive[r] = Count(static_cast<size_t>(counts[r]), "all_gather (uneven)");
     total += static_cast<size_t>(counts[r]);
   }
   std::vector<T> all(total);
   MPI_Request request;
-  MPI_Iallgatherv(values.data(), receive[rank_], TypeOf<T>(), all.data(), receive.data(), displacements.data(),
-                  TypeOf<T>(), comm_, &request);
+  MPI_Iallgatherv(values.data(), receive[rank()], TypeOf<T>(), all.data(), receive.data(), displacements.data(),
+                  TypeOf<T>(), comm_.get(), &request);
   Wait(&request, "all_gather (uneven) of values");
   if (counts_out) *counts_out = counts;
   return all;
@@ -97,34 +83,34 @@ template std::vector<uint8_t> ControlPlane::AllGatherUneven(const std::vector<ui
 
 void ControlPlane::Sum(std::vector<double>& values) {
   MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, values.data(), Count(values.size(), "sum"), MPI_DOUBLE, MPI_SUM, comm_, &request);
+  MPI_Iallreduce(MPI_IN_PLACE, values.data(), Count(values.size(), "sum"), MPI_DOUBLE, MPI_SUM, comm_.get(), &request);
   Wait(&request, "sum of values");
 }
 
 void ControlPlane::Sum(std::vector<int64_t>& values) {
   MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, values.data(), Count(values.size(), "sum"), MPI_INT64_T, MPI_SUM, comm_, &request);
+  MPI_Iallreduce(MPI_IN_PLACE, values.data(), Count(values.size(), "sum"), MPI_INT64_T, MPI_SUM, comm_.get(), &request);
   Wait(&request, "sum of counts");
 }
 
 bool ControlPlane::Any(bool flag) {
   int value = flag ? 1 : 0;
   MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, comm_, &request);
+  MPI_Iallreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, comm_.get(), &request);
   Wait(&request, "flag");
   return value != 0;
 }
 
 void ControlPlane::Broadcast(std::vector<int64_t>& values, int root) {
-  TORCH_CHECK(root >= 0 && root < size_, "[dist] control plane: broadcast from rank ", root, " of ", size_);
+  TORCH_CHECK(root >= 0 && root < size(), "[dist] control plane: broadcast from rank ", root, " of ", size());
   MPI_Request request;
-  MPI_Ibcast(values.data(), Count(values.size(), "broadcast"), MPI_INT64_T, root, comm_, &request);
+  MPI_Ibcast(values.data(), Count(values.size(), "broadcast"), MPI_INT64_T, root, comm_.get(), &request);
   Wait(&request, "broadcast of values");
 }
 
 void ControlPlane::Barrier() {
   MPI_Request request;
-  MPI_Ibarrier(comm_, &request);
+  MPI_Ibarrier(comm_.get(), &request);
   Wait(&request, "barrier");
 }
 

@@ -19,20 +19,19 @@
 #include <memory>
 #include <vector>
 
-namespace docmatch::dist {
+#include "dist/peer_probe.h"
 
-class PeerProbe;
+namespace docmatch::dist {
 
 class ControlPlane {
  public:
   // A private duplicate of `base` (collective; MPI_COMM_SELF gives one rank).
   explicit ControlPlane(MPI_Comm base = MPI_COMM_WORLD);
-  ~ControlPlane();
   ControlPlane(const ControlPlane&) = delete;
   ControlPlane& operator=(const ControlPlane&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
   // Every rank's `value`, in rank order (row counts before a gather).
@@ -56,8 +55,7 @@ class ControlPlane {
   // that names the stalled rank.
   void Wait(MPI_Request* request, const char* what);
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1;
+  PrivateComm comm_;
   std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
   std::shared_ptr<PeerProbe> probe_;
 };

@@ -124,29 +124,20 @@ std::string Describe(const char* op, const torch::Tensor& t) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm base, const torch::Device& device) : Communicator(device) {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  TORCH_CHECK(initialised, "[dist] MPI is not initialised: create a dist::MpiRuntime first");
-  MPI_Comm_dup(base, &comm_);
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-  probe_ = std::make_shared<PeerProbe>(base);
-}
-
-MpiCommunicator::~MpiCommunicator() {
-  int finalised = 0;
-  MPI_Finalized(&finalised);
-  if (!finalised && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-}
+MpiCommunicator::MpiCommunicator(MPI_Comm base, const torch::Device& device)
+    : Communicator(device),
+      comm_(base),
+      probe_(std::make_shared<PeerProbe>(base)),
+      rank_(comm_.rank()),
+      size_(comm_.size()) {}
 
 WorkHandle MpiCommunicator::DoAllReduce(torch::Tensor tensor) {
   Staged staged = Stage(tensor, /*copy_in=*/true, /*copy_out=*/true);
   const MpiType type = TypeOf(tensor);
   auto work = std::make_shared<MpiWork>(probe_->Start(Describe("all_reduce", tensor), timeout_),
                                         std::vector<torch::Tensor>{tensor, staged.host}, staged.finish);
-  MPI_Iallreduce(MPI_IN_PLACE, staged.host.data_ptr(), Count(tensor.numel(), "all_reduce"), type.type, type.sum, comm_,
-                 work->request());
+  MPI_Iallreduce(MPI_IN_PLACE, staged.host.data_ptr(), Count(tensor.numel(), "all_reduce"), type.type, type.sum,
+                 comm_.get(), work->request());
   return work;
 }
 
@@ -159,7 +150,8 @@ WorkHandle MpiCommunicator::DoAllGather(torch::Tensor input, torch::Tensor outpu
   auto work = std::make_shared<MpiWork>(probe_->Start(Describe("all_gather", input), timeout_),
                                         std::vector<torch::Tensor>{input, output, in.host, out.host}, out.finish);
   const int count = Count(input.numel(), "all_gather");
-  MPI_Iallgather(in.host.data_ptr(), count, type.type, out.host.data_ptr(), count, type.type, comm_, work->request());
+  MPI_Iallgather(in.host.data_ptr(), count, type.type, out.host.data_ptr(), count, type.type, comm_.get(),
+                 work->request());
   return work;
 }
 
@@ -189,7 +181,7 @@ WorkHandle MpiCommunicator::DoAllGatherUneven(torch::Tensor input, torch::Tensor
                                           if (finish) finish();
                                         });
   MPI_Iallgatherv(in.host.data_ptr(), receive[rank_], type.type, out.host.data_ptr(), arrays->first.data(),
-                  arrays->second.data(), type.type, comm_, work->request());
+                  arrays->second.data(), type.type, comm_.get(), work->request());
   return work;
 }
 
@@ -214,7 +206,7 @@ WorkHandle MpiCommunicator::DoReduceScatterUneven(torch::Tensor input, torch::Te
                                         [arrays, finish = out.finish] {
                                           if (finish) finish();
                                         });
-  MPI_Ireduce_scatter(in.host.data_ptr(), out.host.data_ptr(), arrays->data(), type.type, type.sum, comm_,
+  MPI_Ireduce_scatter(in.host.data_ptr(), out.host.data_ptr(), arrays->data(), type.type, type.sum, comm_.get(),
                       work->request());
   return work;
 }
@@ -225,13 +217,13 @@ WorkHandle MpiCommunicator::DoBroadcast(torch::Tensor tensor, int root) {
   const MpiType type = TypeOf(tensor);
   auto work = std::make_shared<MpiWork>(probe_->Start(Describe("broadcast", tensor), timeout_),
                                         std::vector<torch::Tensor>{tensor, staged.host}, staged.finish);
-  MPI_Ibcast(staged.host.data_ptr(), Count(tensor.numel(), "broadcast"), type.type, root, comm_, work->request());
+  MPI_Ibcast(staged.host.data_ptr(), Count(tensor.numel(), "broadcast"), type.type, root, comm_.get(), work->request());
   return work;
 }
 
 WorkHandle MpiCommunicator::BarrierAsync() {
   auto work = std::make_shared<MpiWork>(probe_->Start("barrier", timeout_), std::vector<torch::Tensor>{}, nullptr);
-  MPI_Ibarrier(comm_, work->request());
+  MPI_Ibarrier(comm_.get(), work->request());
   return work;
 }
 

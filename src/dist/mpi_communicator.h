@@ -10,17 +10,15 @@
 #include <memory>
 
 #include "dist/communicator.h"
+#include "dist/peer_probe.h"
 
 namespace docmatch::dist {
-
-class PeerProbe;
 
 class MpiCommunicator : public Communicator {
  public:
   // A private duplicate of `base` (MPI_COMM_SELF gives a one-rank
   // communicator) for tensors on `device`.
   explicit MpiCommunicator(MPI_Comm base = MPI_COMM_WORLD, const torch::Device& device = torch::kCPU);
-  ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -35,7 +33,7 @@ class MpiCommunicator : public Communicator {
   WorkHandle DoBroadcast(torch::Tensor tensor, int root) override;
 
  private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  PrivateComm comm_;
   std::shared_ptr<PeerProbe> probe_;
   int rank_ = 0, size_ = 1;
 };

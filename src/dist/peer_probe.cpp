@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -43,15 +44,27 @@ std::chrono::milliseconds SurveyGrace(std::chrono::milliseconds timeout) {
 
 }  // namespace
 
-PeerProbe::PeerProbe(MPI_Comm base) {
+PrivateComm::PrivateComm(MPI_Comm base) {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised) throw std::logic_error("[dist] MPI is not initialised: create a dist::MpiRuntime first");
   MPI_Comm_dup(base, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+}
+
+PrivateComm::~PrivateComm() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+PeerProbe::PeerProbe(MPI_Comm base) : comm_(base), rank_(comm_.rank()), size_(comm_.size()) {
   constexpr int kHostBytes = 64;
   std::string own = NodeName().substr(0, kHostBytes - 1);
   own.resize(kHostBytes, '\0');
   std::vector<char> all(static_cast<size_t>(kHostBytes) * size_);
-  MPI_Allgather(own.data(), kHostBytes, MPI_CHAR, all.data(), kHostBytes, MPI_CHAR, comm_);
+  MPI_Allgather(own.data(), kHostBytes, MPI_CHAR, all.data(), kHostBytes, MPI_CHAR, comm_.get());
   for (int r = 0; r < size_; ++r) hosts_.emplace_back(all.data() + static_cast<size_t>(r) * kHostBytes);
 }
 
@@ -59,11 +72,7 @@ std::string PeerProbe::Name(int rank) const {
   return "rank " + std::to_string(rank) + " (host " + hosts_.at(static_cast<size_t>(rank)) + ")";
 }
 
-PeerProbe::~PeerProbe() {
-  int finalised = 0;
-  MPI_Finalized(&finalised);
-  if (!finalised && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-}
+PeerProbe::~PeerProbe() = default;
 
 Pending PeerProbe::Start(std::string what, std::chrono::milliseconds timeout) {
   return {std::move(what), ++started_, timeout, shared_from_this()};
@@ -76,7 +85,7 @@ void PeerProbe::Answer(int64_t number, const std::string& what) {
     int found = 0;
     MPI_Message message;
     MPI_Status status;
-    MPI_Improbe(MPI_ANY_SOURCE, kQuestion, comm_, &found, &message, &status);
+    MPI_Improbe(MPI_ANY_SOURCE, kQuestion, comm_.get(), &found, &message, &status);
     if (!found) return;
     int64_t asked = 0;
     MPI_Mrecv(&asked, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
@@ -84,7 +93,7 @@ void PeerProbe::Answer(int64_t number, const std::string& what) {
     answer.number = number;
     std::strncpy(answer.what, what.c_str(), sizeof(answer.what) - 1);
     // Small enough to go eagerly: returns without the asker's help.
-    MPI_Send(&answer, sizeof(answer), MPI_BYTE, status.MPI_SOURCE, kAnswer, comm_);
+    MPI_Send(&answer, sizeof(answer), MPI_BYTE, status.MPI_SOURCE, kAnswer, comm_.get());
   }
 }
 
@@ -94,7 +103,7 @@ std::string PeerProbe::Survey(int64_t number, const std::string& what, std::chro
     if (peer == rank_) continue;
     // Never completed for a stopped peer; the job aborts right after.
     MPI_Request request;
-    MPI_Isend(&question_, 1, MPI_INT64_T, peer, kQuestion, comm_, &request);
+    MPI_Isend(&question_, 1, MPI_INT64_T, peer, kQuestion, comm_.get(), &request);
     MPI_Request_free(&request);
   }
   std::map<int, struct Answer> answers;
@@ -104,7 +113,7 @@ std::string PeerProbe::Survey(int64_t number, const std::string& what, std::chro
     int found = 0;
     MPI_Message message;
     MPI_Status status;
-    MPI_Improbe(MPI_ANY_SOURCE, kAnswer, comm_, &found, &message, &status);
+    MPI_Improbe(MPI_ANY_SOURCE, kAnswer, comm_.get(), &found, &message, &status);
     if (found) {
       struct Answer answer;
       MPI_Mrecv(&answer, sizeof(answer), MPI_BYTE, &message, MPI_STATUS_IGNORE);

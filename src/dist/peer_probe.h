@@ -18,6 +18,25 @@
 
 namespace docmatch::dist {
 
+// A private duplicate of an MPI communicator (collective over `base`), for
+// one object's messages alone: the probe's questions, a communicator's
+// collectives, the control plane's values. Freed with the object, unless MPI
+// is finalised by then.
+class PrivateComm {
+ public:
+  explicit PrivateComm(MPI_Comm base);
+  ~PrivateComm();
+  PrivateComm(const PrivateComm&) = delete;
+  PrivateComm& operator=(const PrivateComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
 struct Pending;
 
 class PeerProbe : public std::enable_shared_from_this<PeerProbe> {
@@ -41,7 +60,7 @@ class PeerProbe : public std::enable_shared_from_this<PeerProbe> {
   std::string Survey(int64_t number, const std::string& what, std::chrono::milliseconds grace);
 
  private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  PrivateComm comm_;
   int rank_ = 0, size_ = 1;
   std::atomic<int64_t> started_{0};
   int64_t question_ = 0;  // the buffer of the questions in flight
