@@ -65,6 +65,11 @@ Command AddFinetuneCommand(CLI::App* app) {
                   "with --mine-negatives: leave out a neighbour whose TF-IDF cosine exceeds the source's best "
                   "positive's by more than this (likely an unlabelled positive); negative: keep all")
       ->capture_default_str();
+  sub->add_option("--refresh-negatives", o->refresh_negatives,
+                  "with --mine-negatives: every N steps, mine them again from the model's own vectors of the "
+                  "whole corpus (ANCE), with the same filters; the first come from TF-IDF (0 = never)")
+      ->check(NonNegative())
+      ->capture_default_str();
   sub->add_option("--sentence-lr-scale", o->sentence_lr_scale,
                   "smith: learning rate of the sentence-block encoder (token embeddings and sentence layers) "
                   "as a multiple of --lr's schedule; the document layers keep --lr (e.g. 0.1 for an imported "

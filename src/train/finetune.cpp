@@ -40,6 +40,7 @@ nlohmann::json OptionsJson(const FinetuneOptions& o) {
                {"hard_negatives", o.hard_negatives},
                {"mine_negatives", o.mine_negatives},
                {"mine_margin", o.mine_margin},
+               {"refresh_negatives", o.refresh_negatives},
                {"sentence_lr_scale", o.sentence_lr_scale},
                {"freeze_sentence_steps", o.freeze_sentence_steps},
                {"grad_cache", o.grad_cache}});
@@ -77,21 +78,28 @@ torch::Tensor Logits(model::DocumentModel& model, const data::Corpus& corpus,
   return model.PairLogits(model.Embed(a, device), model.Embed(b, device));
 }
 
-// The labelled negatives of each source, for contrastive fine-tuning.
+// The labelled negatives of each source, for contrastive fine-tuning, and
+// the mined ones after them.
 class HardNegatives {
  public:
   explicit HardNegatives(const std::vector<data::LabelledPair>& pairs) {
     for (const data::LabelledPair& p : pairs) {
-      if (p.label == 0) by_source_[p.source].push_back(p.target);
+      if (p.label == 0) labelled_[p.source].push_back(p.target);
+    }
+    by_source_ = labelled_;
+  }
+  // The mined negatives of every source, in place of the earlier ones.
+  void SetMined(const std::unordered_map<int64_t, std::vector<int64_t>>& mined) {
+    mined_ = mined;
+    by_source_ = labelled_;
+    for (const auto& [source, negatives] : mined) {
+      std::vector<int64_t>& pool = by_source_[source];
+      for (int64_t n : negatives) {
+        if (std::find(pool.begin(), pool.end(), n) == pool.end()) pool.push_back(n);
+      }
     }
   }
-  // More negatives of `source` (mined ones), after its labelled ones.
-  void Add(int64_t source, const std::vector<int64_t>& negatives) {
-    std::vector<int64_t>& pool = by_source_[source];
-    for (int64_t n : negatives) {
-      if (std::find(pool.begin(), pool.end(), n) == pool.end()) pool.push_back(n);
-    }
-  }
+  const std::unordered_map<int64_t, std::vector<int64_t>>& mined() const { return mined_; }
   // Up to `count` of `source`'s negatives, drawn by (seed, epoch, pair): the
   // same on whichever rank the pair lands.
   std::vector<int64_t> Draw(int64_t source, int64_t count, uint64_t seed, int64_t epoch, int64_t pair) const {
@@ -106,7 +114,7 @@ class HardNegatives {
   }
 
  private:
-  std::unordered_map<int64_t, std::vector<int64_t>> by_source_;
+  std::unordered_map<int64_t, std::vector<int64_t>> labelled_, mined_, by_source_;
 };
 
 std::vector<data::LabelledPair> Related(const std::vector<data::LabelledPair>& pairs) {
@@ -177,6 +185,33 @@ Objective ContrastiveOverChunks(model::DocumentModel& model, const data::Corpus&
         return EmbedPairs(model, corpus, (*drawn)[i], device);
       },
       temperature, group);
+}
+
+// finetune --refresh-negatives (ANCE): the model's vectors of the whole
+// corpus, each rank embedding its share with dropout off, the shares
+// gathered on the data plane (counts on the control plane); every rank then
+// mines the same negatives from them.
+MinedNegatives MineFromTheModel(model::DocumentModel& model, const data::Corpus& corpus,
+                                const std::vector<data::LabelledPair>& pairs, const FinetuneOptions& options,
+                                dist::ProcessGroup& group) {
+  torch::NoGradGuard no_grad;
+  model.module().eval();
+  const int64_t N = corpus.num_documents();
+  const int64_t begin = N * group.rank() / group.size(), end = N * (group.rank() + 1) / group.size();
+  std::vector<torch::Tensor> parts;
+  for (int64_t from = begin; from < end; from += options.batch_size) {
+    std::vector<int64_t> ids;
+    for (int64_t d = from; d < std::min(end, from + options.batch_size); ++d) ids.push_back(d);
+    parts.push_back(EmbedDocuments(model, corpus, ids, group.device()));
+  }
+  model.module().train();
+  const torch::Tensor local =
+      parts.empty() ? torch::empty({0, model.dimension()}, torch::TensorOptions(torch::kFloat).device(group.device()))
+                    : torch::cat(parts);  // (n_r, D)
+  const std::vector<int64_t> counts = group.control().AllGather(local.size(0));
+  torch::Tensor all = torch::empty({N, local.size(1)}, local.options());  // (N, D)
+  group.data().AllGatherUnevenAsync(local.contiguous(), all, counts)->Wait();
+  return MineDenseNegatives(all, pairs, options.mine_negatives, options.mine_margin);
 }
 
 struct Validation {
@@ -295,11 +330,9 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
     // Every rank mines the same negatives from the same corpus (no traffic).
     const eval::LexicalIndex index(corpus, options.progress && rank == 0);
     const MinedNegatives mined = MineLexicalNegatives(index, train_pairs, options.mine_negatives, options.mine_margin);
+    hard.SetMined(mined.by_source);
     int64_t added = 0;
-    for (const auto& [source, negatives] : mined.by_source) {
-      hard.Add(source, negatives);
-      added += static_cast<int64_t>(negatives.size());
-    }
+    for (const auto& [source, negatives] : mined.by_source) added += static_cast<int64_t>(negatives.size());
     if (rank == 0) {
       LOG(INFO) << "[finetune] mined " << added << " TF-IDF negatives for " << mined.sources << " sources (up to "
                 << options.mine_negatives << " each; left out: " << mined.dropped_related << " labelled related, "
@@ -308,6 +341,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
                 << " from its source's labelled and mined negatives";
     }
   }
+  TORCH_CHECK(options.refresh_negatives == 0 || options.mine_negatives > 0,
+              "[finetune] --refresh-negatives mines --mine-negatives N again from the model: give --mine-negatives");
   const int64_t global_batch = options.batch_size * world;
   TORCH_CHECK(options.grad_cache >= 0, "[finetune] --grad-cache must be 0 (off) or a number of pairs, not ",
               options.grad_cache);
@@ -399,6 +434,9 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
     torch::NoGradGuard no_grad;
     log_scale.fill_(resumed->trainer.at("log_scale").get<double>());
   }
+  if (resumed && resumed->trainer.contains("mined_negatives")) {  // the lists of the last refresh
+    hard.SetMined(resumed->trainer["mined_negatives"].get<std::unordered_map<int64_t, std::vector<int64_t>>>());
+  }
 
   LoopResult result;
   int64_t step = resumed ? resumed->step : 0, epoch = resumed ? resumed->epoch : 0;
@@ -468,6 +506,17 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
       optimizer->zero_grad();
     }
     ++step;
+    // At every multiple, the last step too: a run stopped there resumes with the lists it would have used.
+    if (options.refresh_negatives > 0 && step % options.refresh_negatives == 0) {
+      const MinedNegatives mined = MineFromTheModel(*model, corpus, train_pairs, options, group);
+      hard.SetMined(mined.by_source);
+      if (rank == 0) {
+        LOG(INFO) << "[finetune] step " << step << ": negatives mined again from the model's vectors of "
+                  << corpus.num_documents() << " documents (left out: " << mined.dropped_related
+                  << " labelled related, " << mined.dropped_margin << " above the best positive by more than "
+                  << options.mine_margin << ")";
+      }
+    }
     const char* score = contrastive ? "top1" : "accuracy";
     bar.SetStatus("loss " + std::to_string(loss).substr(0, 6) + "  " + score + " " +
                   std::to_string(parts[score]).substr(0, 5));
@@ -495,6 +544,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
       nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};
       if (log_scale.defined()) trainer["log_scale"] = log_scale.item<double>();  // float32, exact in a double
       if (two_levels) trainer["sentence_level_groups"] = true;
+      if (options.refresh_negatives > 0) trainer["mined_negatives"] = hard.mined();
       run.Save(step, epoch, position, model->module(), *optimizer, info, trainer);
     }
     timer.Mark("other");  // progress, logging, validation, checkpoints

@@ -48,6 +48,7 @@ struct FinetuneOptions : LoopOptions {
   int64_t hard_negatives = 1;                            // contrastive: labelled negatives per source, at most
   int64_t mine_negatives = 0;  // contrastive: TF-IDF-nearest negatives mined per source (0 = none; mined_negatives.h)
   double mine_margin = 0.1;    // ... leaving out those above the source's best positive by more (< 0: keep them)
+  int64_t refresh_negatives = 0;  // contrastive: re-mine them from the model's own vectors every N steps (ANCE; 0 = off)
   int64_t grad_cache = 0;  // contrastive: gradient caching, this many pairs a chunk (0 = off)
   // SMITH's two levels: the sentence-block encoder (embeddings and sentence
   // transformer) at this multiple of the scheduled lr, and not updated at all

@@ -8,6 +8,23 @@ namespace docmatch::train {
 
 MinedNegatives MineLexicalNegatives(const eval::LexicalIndex& index, const std::vector<data::LabelledPair>& pairs,
                                     int64_t count, double margin) {
+  return MineNegatives([&](const std::vector<int64_t>& sources) { return index.Scores(sources); }, index.size(), pairs,
+                       count, margin);
+}
+
+MinedNegatives MineDenseNegatives(const torch::Tensor& vectors, const std::vector<data::LabelledPair>& pairs,
+                                  int64_t count, double margin) {
+  namespace F = torch::nn::functional;
+  const torch::Tensor unit = F::normalize(vectors.to(torch::kCPU, torch::kFloat64), F::NormalizeFuncOptions().dim(1));
+  return MineNegatives(
+      [&](const std::vector<int64_t>& sources) {
+        return unit.index_select(0, torch::tensor(sources, torch::kLong)).mm(unit.t());  // (Q, N)
+      },
+      unit.size(0), pairs, count, margin);
+}
+
+MinedNegatives MineNegatives(const std::function<torch::Tensor(const std::vector<int64_t>&)>& scores_of, int64_t N,
+                             const std::vector<data::LabelledPair>& pairs, int64_t count, double margin) {
   MinedNegatives mined;
   if (count <= 0) return mined;
   std::unordered_map<int64_t, std::unordered_set<int64_t>> related;
@@ -21,13 +38,12 @@ MinedNegatives MineLexicalNegatives(const eval::LexicalIndex& index, const std::
   std::sort(sources.begin(), sources.end());
   sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
   mined.sources = static_cast<int64_t>(sources.size());
-  const int64_t N = index.size();
   // Sources scored at a time: a (Q, N) float64 block of cosines near 256 MB.
   const size_t at_once = static_cast<size_t>(std::clamp<int64_t>((int64_t{1} << 25) / std::max<int64_t>(1, N), 1, 256));
   for (size_t first = 0; first < sources.size(); first += at_once) {
     const std::vector<int64_t> chunk(sources.begin() + first,
                                      sources.begin() + std::min(sources.size(), first + at_once));
-    const torch::Tensor scores = index.Scores(chunk).contiguous();  // (Q, N)
+    const torch::Tensor scores = scores_of(chunk).to(torch::kFloat64).contiguous();  // (Q, N)
     for (size_t q = 0; q < chunk.size(); ++q) {
       const int64_t source = chunk[q];
       const double* row = scores.data_ptr<double>() + static_cast<int64_t>(q) * N;

@@ -1,11 +1,15 @@
 // Hard negatives mined from the corpus, for contrastive fine-tuning: for each
-// source of a related pair, the documents TF-IDF ranks nearest to it that no
-// label calls related. A document that shares the source's words but is not
+// source of a related pair, the documents TF-IDF (or, refreshed as training
+// goes, the model itself: ANCE, Xiong et al. 2021) ranks nearest to it that
+// no label calls related. A document that shares the source's words but is not
 // its positive is the negative a random or in-batch one is not; the filter
 // leaves out what is probably an unlabelled positive.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -29,5 +33,15 @@ struct MinedNegatives {
 // (a likely false negative; margin < 0 turns this filter off).
 MinedNegatives MineLexicalNegatives(const eval::LexicalIndex& index, const std::vector<data::LabelledPair>& pairs,
                                     int64_t count, double margin);
+
+// The same by the cosine of document vectors (N, D), in corpus order: the
+// model's own nearest documents (finetune --refresh-negatives).
+MinedNegatives MineDenseNegatives(const torch::Tensor& vectors, const std::vector<data::LabelledPair>& pairs,
+                                  int64_t count, double margin);
+
+// The rule both apply, for any similarity: `scores(sources)` gives the
+// (Q, N) float64 scores of those documents against all `N`.
+MinedNegatives MineNegatives(const std::function<torch::Tensor(const std::vector<int64_t>&)>& scores, int64_t N,
+                             const std::vector<data::LabelledPair>& pairs, int64_t count, double margin);
 
 }  // namespace docmatch::train
