@@ -11,9 +11,15 @@
 //   smith_step --model configs/models/smith-tiny.yaml --corpus corpora/wikispeedia
 //       --batch 8 --steps 10 --dump /tmp/step [--device cuda --precision bf16]
 //
-// Prints one JSON line: step time, docs/s, real tokens/s, the losses.
+// Prints one JSON line: step time, docs/s, real tokens/s, the losses; on
+// CUDA with --sync-debug also the host synchronisations one more step makes,
+// by the PyTorch operation that made them (the step's own loss.item() is one).
+#ifdef DOCMATCH_HAS_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+#include <c10/util/Backtrace.h>
 #include <sys/resource.h>
-#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
@@ -35,10 +41,49 @@
 
 using namespace docmatch;
 
+namespace {
+
+// Counts PyTorch's "called a synchronizing CUDA operation" warnings, each by
+// the first ATen operation on its stack (at::native::..., or the frame's
+// text where none is there).
+class SyncCounter : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("synchroniz") == std::string::npos) return;
+    const std::string trace = c10::get_backtrace(/*frames_to_skip=*/0, /*maximum_number_of_frames=*/40);
+    std::string where = "unknown";
+    for (const char* marker : {"at::native::", "at::_ops::", "c10::cuda::"}) {
+      const size_t at = trace.find(marker);
+      if (at == std::string::npos) continue;
+      where = trace.substr(at, trace.find_first_of("( \n", at) - at);
+      break;
+    }
+    ++by_operation[where];
+  }
+  std::map<std::string, int64_t> by_operation;
+};
+
+// One step under the Kineto profiler (CPU operations, and CUDA kernels and
+// runtime calls on a GPU), written as a Chrome trace.
+void ProfileStep(const std::string& path, const torch::Device& device, const std::function<void()>& step) {
+  namespace prof = torch::profiler::impl;
+  const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+  std::set<prof::ActivityType> activities{prof::ActivityType::CPU};
+  if (device.is_cuda()) activities.insert(prof::ActivityType::CUDA);
+  torch::autograd::profiler::prepareProfiler(config, activities);
+  torch::autograd::profiler::enableProfiler(config, activities);
+  step();
+  if (device.is_cuda()) torch::cuda::synchronize();
+  torch::autograd::profiler::disableProfiler()->save(path);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const std::string host_allocator = dist::ConfigureHostAllocator();
   CLI::App app{"SMITH pre-training step, docmatch's side of bench/peers (JSON on stdout)"};
   std::string model_path, corpus_dir, dump, profile, device_name = "cpu", precision = "fp32";
+  bool sync_debug = false;
   int64_t batch_size = 8, steps = 10, warmup = 2;
   app.add_option("--model", model_path, "model YAML (configs/models/)")->required()->check(CLI::ExistingFile);
   app.add_option("--corpus", corpus_dir, "prepared corpus")->required()->check(CLI::ExistingDirectory);
@@ -48,8 +93,10 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name, "cpu or cuda")->capture_default_str();
   app.add_option("--precision", precision, "fp32, or bf16 (forward under autocast)")->capture_default_str();
   app.add_option("--profile", profile,
-                 "after the timed steps, profile one more and write its Chrome trace here "
-                 "(bench/profile_table.py sums it by operator)");
+                 "after the timed steps, profile one more (Kineto: operators, and on CUDA kernels and "
+                 "runtime calls) and write its Chrome trace here (bench/profile_table.py sums it)");
+  app.add_flag("--sync-debug", sync_debug,
+               "CUDA: count the host synchronisations of one more step, by operation (JSON key host_syncs)");
   app.add_option("--dump", dump, "folder for batch.safetensors, init.safetensors and config.json");
   CLI11_PARSE(app, argc, argv);
 
@@ -111,10 +158,18 @@ int main(int argc, char** argv) {
     losses.push_back(train_step());
     if (step >= warmup) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  if (!profile.empty()) {
-    torch::autograd::profiler::RecordProfile guard(profile);
+  nlohmann::json host_syncs = nullptr;
+#ifdef DOCMATCH_HAS_CUDA
+  if (sync_debug && device.is_cuda()) {
+    SyncCounter counter;
+    c10::WarningUtils::WarningHandlerGuard guard(&counter);
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
     train_step();
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+    host_syncs = counter.by_operation;
   }
+#endif
+  if (!profile.empty()) ProfileStep(profile, device, [&] { train_step(); });
   const double step_s = seconds / static_cast<double>(steps);
   nlohmann::json peak_reserved_gib = nullptr;
   if (device.is_cuda()) peak_reserved_gib = train::PeakDeviceMemoryGiB(device);
@@ -133,6 +188,7 @@ int main(int argc, char** argv) {
                               {"host_allocator", host_allocator},
                               {"peak_reserved_gib", peak_reserved_gib},
                               {"peak_rss_mib", static_cast<double>(usage.ru_maxrss) / 1024.0},
+                              {"host_syncs", host_syncs},
                               {"losses", losses}}
                    .dump()
             << std::endl;

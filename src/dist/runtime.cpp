@@ -181,7 +181,16 @@ Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
 
 void UseDevice(const torch::Device& device) {
 #ifdef DOCMATCH_HAS_CUDA
-  if (device.is_cuda()) c10::cuda::set_device(device.index());
+  if (!device.is_cuda()) return;
+  c10::cuda::set_device(device.index());
+  // DOCMATCH_CUDA_SYNC_DEBUG=warn (or error): PyTorch reports (or refuses)
+  // every operation that makes the host wait for the GPU: the host
+  // synchronisations of a step, counted in its log (scripts/device/gpu-checks.sh).
+  if (const char* mode = std::getenv("DOCMATCH_CUDA_SYNC_DEBUG")) {
+    const std::string m = mode;
+    if (m == "warn") c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+    if (m == "error") c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+  }
 #else
   (void)device;
 #endif
