@@ -10,7 +10,11 @@ what the build does not need: the C library and compilers, Perl and Python,
 Fortran, LLVM. scripts/device/build.sh unpacks the files under a private
 prefix there (dpkg -x, nothing touches /).
 
-usage: scripts/device/fetch-debs.py [--output DIR]
+With --runtime, only what a build made elsewhere needs to run (the shared
+libraries, mpirun and GNU time, no headers): what scripts/device/pack-build.sh's
+carried build needs, a fifth of the size.
+
+usage: scripts/device/fetch-debs.py [--output DIR] [--runtime]
 """
 import argparse
 import os
@@ -24,6 +28,8 @@ ROOTS = ["libopenmpi-dev", "openmpi-bin", "libhdf5-dev", "libgoogle-glog-dev", "
          "ccache",
          "time"]  # GNU time: bench/train_step.sh reads each run's peak RSS with it
 # Present on the image or not needed to build and run docmatch.
+RUNTIME_ROOTS = ["openmpi-bin", "libopenmpi3", "libhdf5-103-1", "libgoogle-glog0v6", "libyaml-cpp0.7", "libicu72",
+                 "libsentencepiece0", "time"]
 SKIP = re.compile(r"^(libc6|libc-dev-bin|libc6-dev|libcrypt|linux-libc-dev|libgcc|libstdc\+\+|gcc|g\+\+|cpp|gfortran|"
                   r"libgfortran-\d+-dev|flang|libflang|llvm|libllvm|clang|libclang|libmlir|binutils|libbinutils|"
                   r"libctf|libgprofng|libsframe|libasan|libtsan|liblsan|libubsan|libhwasan|libitm|libquadmath|"
@@ -67,13 +73,14 @@ def virtual_provider(name):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", default=".device/debs")
+    parser.add_argument("--runtime", action="store_true", help="run-time libraries and programs only")
     args = parser.parse_args()
-    seen, queue = set(), list(ROOTS)
+    seen, queue = set(), list(RUNTIME_ROOTS if args.runtime else ROOTS)
     while queue:
         name = queue.pop()
         if name.startswith("<"):
             name = virtual_provider(name) or ""
-        if not name or name in seen or SKIP.match(name):
+        if not name or name in seen or SKIP.match(name) or (args.runtime and name.endswith("-dev")):
             continue
         seen.add(name)
         queue.extend(depends(name))

@@ -2,19 +2,21 @@
 # Run ON the lent GPU machine (device tool, carry [".device"]):
 #   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large
 # (default all; a device call runs at most 10 minutes, so the stages can also
-# go a few per call, e.g. `build test`, then `train bench`. build-gpu/ stays
-# on the machine only while it is warm: each stage builds first, which is a
-# no-op when build-gpu/ is there and a full build on a fresh machine). Builds docmatch
-# against that machine's PyTorch (CUDA, NCCL) and the Debian libraries carried
-# in .device/debs, then runs the GPU checks, each logged to $OUT:
-#   build.log      the build (build-gpu/)
+# go a few per call, e.g. `build test train`, then `bench large`.)
+# The build: where scripts/device/pack-build.sh left .device/build.tar.xz
+# (this machine's build, stripped; with `fetch-debs.py --runtime`'s packages)
+# it is unpacked as build/ in seconds; else docmatch is built into build-gpu/
+# against that machine's PyTorch (CUDA, NCCL) and the Debian packages carried
+# in .device/debs, minutes on a cold machine. Then the GPU checks, each logged to $OUT:
+#   build.log      the build (build-gpu/), when built there
 #   ctest.log      every test but the e2e ones (they render manual pages with
 #                  groff, which the machine lacks) and the network one (it
 #                  downloads Debian packages); the CUDA tests run here
 #   nccl.log       1 rank, NCCL backend: a short pre-training on the GPU
 #   shared.log     2 ranks sharing the GPU, MPI backend
 #   backends.txt   fp32, 30 steps: NCCL's losses against the MPI backend's,
-#                  and the NCCL run's checkpoint resumed on the CPU
+#                  the NCCL run's checkpoint resumed on the CPU, and the host
+#                  synchronisations of a paper-config step (DOCMATCH_CUDA_SYNC_DEBUG)
 #   paper.jsonl    SMITH paper config (L1=6, L2=3, H=256, 48x32 blocks,
 #                  batch 32) with bf16 autocast: metrics with docs/s,
 #                  tokens/s and the allocator's peak GPU memory
@@ -23,6 +25,9 @@
 #   peer-bf16.txt  docmatch vs the Python peer (eager and torch.compile) on
 #   peer-fp32.txt  the paper config's step, one invocation per precision
 #   train_step.txt the train-step benchmark (time split, MFU vs 989 TFLOP/s)
+#   syncs.txt      smith_step --sync-debug --profile: one bf16 paper-config
+#                  step's host synchronisations by operation, its GPU busy and
+#                  idle time, its operators (profile.json.gz: the Kineto trace)
 #   pipeline.jsonl ShardStream + block batches, to set against the step
 #   large.txt      (stage large) configs/models/smith-h768.yaml: the largest
 #                  batch of 256..16 whose bf16 step fits, then the train-step
@@ -59,17 +64,55 @@ if [ ! -f $corpus/manifest.json ]; then
     python3 -c 'import sys, tarfile; tarfile.open(".device/corpus.tar.xz").extractall(sys.argv[1])' $corpus || exit 1
 fi
 
+use_pack() {
+  # scripts/device/pack-build.sh's build, made on the CPU machine against the
+  # same PyPI torch: unpacked as build/, and the paths it was made with
+  # pointed at this machine's (the checkout, the venv's torch and Python, mpiexec).
+  echo "[gpu-checks] the carried build (.device/build.tar.xz)"
+  rm -rf build && tar -xJf .device/build.tar.xz || exit 1
+  local root venv site mpiexec here dev_site
+  root=$(sed -n 's/^root=//p' build/device-pack.env); venv=$(sed -n 's/^venv=//p' build/device-pack.env)
+  site=$(sed -n 's/^site=//p' build/device-pack.env); mpiexec=$(sed -n 's/^mpiexec=//p' build/device-pack.env)
+  here=$(pwd -P)
+  dev_site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  if [ "$here" != "$root" ]; then
+    [ -e "$root" ] && [ "$(readlink -f "$root")" != "$here" ] && {
+      echo "[gpu-checks] $root exists here and is not this checkout: the carried build's tests name it" >&2; exit 1; }
+    mkdir -p "$(dirname "$root")" && ln -sfn "$here" "$root"
+  fi
+  mkdir -p "$venv/bin" "$(dirname "$site")"
+  [ -e "$site" ] || ln -sfn "$dev_site" "$site"
+  printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > "$venv/bin/python" && chmod +x "$venv/bin/python"
+  [ -e "$mpiexec" ] || ln -sfn "$(command -v mpiexec)" "$mpiexec"
+  # libnccl.so.2 and libcudart.so.13, which docmatch names itself: the wheels' copies beside torch.
+  local d
+  for d in "$dev_site"/nvidia/*/lib "$dev_site"/nvidia/cu13/lib; do
+    [ -d "$d" ] && LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH"
+  done
+  export LD_LIBRARY_PATH
+  bin=build/src/docmatch
+  export DOCMATCH_BUILD_DIR=build
+  if ldd $bin build/bench/smith_step | grep "not found"; then
+    echo "[gpu-checks] the carried build lacks the libraries above" >&2; exit 1
+  fi
+}
+
 build() {
-  # Without the test stage, only what the runs use (76 of the 141 compile
-  # commands), which matters when a cold machine builds again in a later call.
-  [[ " ${stages[*]} " == *" test "* ]] || export DOCMATCH_BUILD_TARGETS="docmatch smith_step stream_bench"
-  echo "[gpu-checks] build ${DOCMATCH_BUILD_TARGETS:-(everything)}" && scripts/build.sh "${DOCMATCH_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 || {
-    tail -n 40 "$OUT/build.log"; exit 1; }
+  if [ -f .device/build.tar.xz ]; then
+    use_pack
+  else
+    # Without the test stage, only what the runs use (76 of the 141 compile
+    # commands), which matters when a cold machine builds again in a later call.
+    [[ " ${stages[*]} " == *" test "* ]] || export DOCMATCH_BUILD_TARGETS="docmatch smith_step stream_bench"
+    echo "[gpu-checks] build ${DOCMATCH_BUILD_TARGETS:-(everything)}" && scripts/build.sh "${DOCMATCH_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 || {
+      tail -n 40 "$OUT/build.log"; exit 1; }
+  fi
   $bin info | tee "$OUT/info.txt"
 }
 
 tests() {
-  echo "[gpu-checks] tests" && ctest --test-dir build-gpu -j 8 -LE 'e2e|network' --output-on-failure > "$OUT/ctest.log" 2>&1
+  echo "[gpu-checks] tests" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    ctest --test-dir $DOCMATCH_BUILD_DIR -j 12 -LE 'e2e|network' --timeout 300 --output-on-failure > "$OUT/ctest.log" 2>&1
   tail -n 15 "$OUT/ctest.log"
 }
 
@@ -120,6 +163,27 @@ PYEOF
     cp /tmp/gpu-$precision/metrics.jsonl "$OUT/$([ $precision = bf16 ] && echo paper || echo fp32).jsonl"
     tail -n 1 /tmp/gpu-$precision/metrics.jsonl
   done
+  # Issue 37, item 6: the host synchronisations of a pre-training step, as
+  # PyTorch reports them (DOCMATCH_CUDA_SYNC_DEBUG=warn): 15 steps less 5, over 10.
+  for steps in 5 15; do
+    DOCMATCH_CUDA_SYNC_DEBUG=warn "${mpi[@]}" -np 1 -x DOCMATCH_CUDA_SYNC_DEBUG $bin pretrain "${common[@]}" \
+      --model-config configs/models/smith-paper.yaml --device cuda --backend nccl --precision bf16 --steps $steps \
+      --batch-size 32 --checkpoint-every 1000 --run /tmp/gpu-syncs > "$OUT/syncs-$steps.log" 2>&1
+  done
+  python3 - "$OUT" <<'PYEOF' | tee -a "$OUT/backends.txt"
+import collections, re, sys
+count = {}
+where = collections.Counter()
+for steps in (5, 15):
+    lines = [l for l in open(f"{sys.argv[1]}/syncs-{steps}.log", errors="replace") if "synchronizing CUDA operation" in l]
+    count[steps] = len(lines)
+    if steps == 15:
+        where.update(re.sub(r"^.*?\] ", "", l).strip()[:120] for l in lines)
+print(f"host synchronisations per pre-training step (paper config, bf16, NCCL): {(count[15] - count[5]) / 10:.1f} "
+      f"({count[5]} in 5 steps, {count[15]} in 15)")
+for text, n in where.most_common(8):
+    print(f"  {n} x {text}")
+PYEOF
   # Issue 19's epoch: SMITH's 714,800 pre-training documents at the last
   # logged interval's rate (steps 51-60, past warm-up).
   python3 - "$OUT" <<'PYEOF' | tee "$OUT/epoch.txt"
@@ -150,6 +214,12 @@ bench() {
   bench/train_step.sh --corpus $corpus --device cuda --precision bf16 --peak-tflops 989 --steps 20 \
     smith-paper=32 > "$OUT/train_step.txt" 2>&1
   tail -n 4 "$OUT/train_step.txt"
+  echo "[gpu-checks] one profiled step and its host synchronisations, paper config, bf16"
+  $DOCMATCH_BUILD_DIR/bench/smith_step --model configs/models/smith-paper.yaml --corpus $corpus --batch 32 --steps 3 \
+    --device cuda --precision bf16 --sync-debug --profile "$OUT/profile.json" > "$OUT/syncs.txt" 2>&1
+  python3 bench/profile_table.py "$OUT/profile.json" --top 20 >> "$OUT/syncs.txt" 2>&1
+  gzip -f "$OUT/profile.json"
+  grep -o '"host_syncs":{[^}]*}' "$OUT/syncs.txt"; grep -m 1 "^GPU:" "$OUT/syncs.txt"
   echo "[gpu-checks] input pipeline (stream + block batches), 1 to 8 builders"
   for builders in 1 2 4 8; do
     build-gpu/bench/stream_bench --corpus $corpus --epochs 3 --batch-size 32 --block-length 32 \
@@ -196,6 +266,6 @@ for stage in "${stages[@]}"; do
 done
 # A device call returns at most 8 files from $OUT: the logs go back as one
 # archive, the short summaries beside it.
-(cd "$OUT" && logs=$(ls | grep -vE '^(gpu|epoch|info|large|backends)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.tar\.gz$') &&
+(cd "$OUT" && logs=$(ls | grep -vE '^(gpu|epoch|info|large|backends|syncs)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
   [ -n "$logs" ] && tar -czf "logs-$(IFS=-; echo "${stages[*]}").tar.gz" $logs && rm -f $logs)
 ls "$OUT"

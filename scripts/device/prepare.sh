@@ -2,16 +2,26 @@
 # Run HERE (a machine with Debian 12's registry and a CPU build), before the
 # first device call: fills .device/ (ignored by git) with what the GPU machine
 # lacks, within the 64 MiB a call carries (the working tree included):
-#   .device/debs/           Debian packages for the build (scripts/device/fetch-debs.py)
+#   .device/build.tar.xz    this machine's build, stripped (scripts/device/pack-build.sh):
+#                           the GPU machine runs it instead of compiling for minutes
+#   .device/debs/           the Debian run-time libraries it needs (fetch-debs.py --runtime)
 #   .device/corpus.tar.xz   1,500 Wikispeedia articles prepared with the corpus's
 #                           tokenizer (a 30 MB shard, 7 MiB compressed), which
 #                           gpu-checks.sh unpacks there
-# Then: device runs with carry [".device"], one stage group a call:
-#   bash scripts/device/gpu-checks.sh build test    (then: train bench; then: large)
+#   scripts/device/prepare.sh --build-there   instead: no build, and every package the
+#                           build needs (headers too, 49 MB), for gpu-checks.sh to compile there
+# Then: device runs with carry [".device"], a few stages a call:
+#   bash scripts/device/gpu-checks.sh build test train    (then: bench large)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 limit=$((64 * 1024 * 1024))
-python3 scripts/device/fetch-debs.py --output .device/debs
+if [ "${1:-}" = --build-there ]; then
+  rm -f .device/build.tar.xz
+  python3 scripts/device/fetch-debs.py --output .device/debs
+else
+  scripts/device/pack-build.sh
+  python3 scripts/device/fetch-debs.py --output .device/debs --runtime
+fi
 rm -rf .device/corpus  # an earlier prepare.sh's uncompressed shard: it would not fit beside the packages
 if [ ! -f .device/corpus.tar.xz ]; then
   [ -s data/wikispeedia/articles.jsonl ] && [ -f corpora/wikispeedia/tokenizer.model ] || {
