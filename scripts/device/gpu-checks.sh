@@ -74,7 +74,8 @@ use_pack() {
   root=$(sed -n 's/^root=//p' build/device-pack.env); venv=$(sed -n 's/^venv=//p' build/device-pack.env)
   site=$(sed -n 's/^site=//p' build/device-pack.env); mpiexec=$(sed -n 's/^mpiexec=//p' build/device-pack.env)
   here=$(pwd -P)
-  dev_site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  dev_site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))') || {
+    echo "[gpu-checks] python3 here has no torch" >&2; exit 1; }
   if [ "$here" != "$root" ]; then
     [ -e "$root" ] && [ "$(readlink -f "$root")" != "$here" ] && {
       echo "[gpu-checks] $root exists here and is not this checkout: the carried build's tests name it" >&2; exit 1; }
@@ -82,6 +83,7 @@ use_pack() {
   fi
   mkdir -p "$venv/bin" "$(dirname "$site")"
   [ -e "$site" ] || ln -sfn "$dev_site" "$site"
+  rm -f "$venv/bin/python"  # a fresh file: never write through a link
   printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > "$venv/bin/python" && chmod +x "$venv/bin/python"
   [ -e "$mpiexec" ] || ln -sfn "$(command -v mpiexec)" "$mpiexec"
   # libnccl.so.2 and libcudart.so.13, which docmatch names itself: the wheels' copies beside torch.
