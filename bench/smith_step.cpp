@@ -111,7 +111,9 @@ int main(int argc, char** argv) {
   const data::MaskOptions masks = data::PretrainingMasks(config.vocab_size, /*seed=*/1, /*sentence_blocks=*/true);
   const data::BlockBatch batch =
       data::BuildBlockBatch(pointers, config.Blocks(), &masks, /*epoch=*/0);
-  const torch::Device device(device_name);
+  // As pretrain sets its device: with an index, current, and attention's kernels chosen (dist::UseDevice).
+  const torch::Device device = dist::ResolveDevice(torch::Device(device_name));
+  dist::UseDevice(device);
   const model::BlockTensors tensors = model::ToTensors(batch, device);
 
   torch::manual_seed(1);

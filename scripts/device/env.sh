@@ -13,7 +13,10 @@ DOCMATCH_DEBS="${DOCMATCH_DEBS:-.device/debs}"
 DOCMATCH_PREFIX="${DOCMATCH_PREFIX:-/tmp/docmatch-prefix}"
 _usr="$DOCMATCH_PREFIX/usr"
 _lib="$_usr/lib/x86_64-linux-gnu"
-if [ ! -f "$DOCMATCH_PREFIX/.unpacked" ]; then
+# Unpacked again when the carried packages change (a warm machine keeps the prefix).
+_debs=$(ls "$DOCMATCH_DEBS" 2> /dev/null | grep '\.deb$' | md5sum | cut -c1-32)
+if [ "$(cat "$DOCMATCH_PREFIX/.unpacked" 2> /dev/null)" != "$_debs" ]; then
+  rm -rf "$DOCMATCH_PREFIX"
   if ! ls "$DOCMATCH_DEBS"/*.deb > /dev/null 2>&1; then
     echo "[device] no .deb files in $DOCMATCH_DEBS: run scripts/device/fetch-debs.py where Debian's registry is" \
          "reachable and carry .device" >&2
@@ -29,11 +32,14 @@ if [ ! -f "$DOCMATCH_PREFIX/.unpacked" ]; then
   for wrapper in "$_usr"/bin/h5cc*; do
     [ -f "$wrapper" ] && sed -i "s#^prefix=\"/usr\"#prefix=\"$_usr\"#" "$wrapper"
   done
-  touch "$DOCMATCH_PREFIX/.unpacked"
+  echo "$_debs" > "$DOCMATCH_PREFIX/.unpacked"
 fi
 export PATH="$_usr/bin:$PATH"
 export LD_LIBRARY_PATH="$_lib:$_lib/openmpi/lib:$_lib/hdf5/serial${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OPAL_PREFIX="$_usr"
+# PMIx's plugins from the prefix, not the machine's own (another PMIx's fail to load).
+export PMIX_MCA_mca_base_component_path="$_lib/pmix2/lib/pmix"
+export PMIX_MCA_pcompress_base_silence_warning=1
 export PKG_CONFIG_PATH="$_lib/pkgconfig:$_usr/share/pkgconfig"
 export PKG_CONFIG_SYSROOT_DIR="$DOCMATCH_PREFIX"
 export DOCMATCH_EXTRA_PREFIX="$_usr"  # scripts/build.sh adds it to CMAKE_PREFIX_PATH
@@ -44,4 +50,4 @@ DOCMATCH_CMAKE_ARGS=(
   "-DCMAKE_LIBRARY_PATH=$_lib;$_lib/hdf5/serial"
   "-DCMAKE_INCLUDE_PATH=$_usr/include;$_usr/include/hdf5/serial"
 )
-unset _usr _lib
+unset _usr _lib _debs

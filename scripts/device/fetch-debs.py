@@ -28,8 +28,11 @@ ROOTS = ["libopenmpi-dev", "openmpi-bin", "libhdf5-dev", "libgoogle-glog-dev", "
          "ccache",
          "time"]  # GNU time: bench/train_step.sh reads each run's peak RSS with it
 # Present on the image or not needed to build and run docmatch.
+# The GPU machine's image (Ubuntu, 2026-11) lacks LDAP's and libunistring's
+# libraries, which HDF5's libcurl needs: named here, past SKIP. h5ls (hdf5-tools)
+# is what a shard-format test reads the shards with.
 RUNTIME_ROOTS = ["openmpi-bin", "libopenmpi3", "libhdf5-103-1", "libgoogle-glog0v6", "libyaml-cpp0.7", "libicu72",
-                 "libsentencepiece0", "time"]
+                 "libsentencepiece0", "time", "hdf5-tools", "libldap-2.5-0", "libunistring2", "libsasl2-2"]
 SKIP = re.compile(r"^(libc6|libc-dev-bin|libc6-dev|libcrypt|linux-libc-dev|libgcc|libstdc\+\+|gcc|g\+\+|cpp|gfortran|"
                   r"libgfortran-\d+-dev|flang|libflang|llvm|libllvm|clang|libclang|libmlir|binutils|libbinutils|"
                   r"libctf|libgprofng|libsframe|libasan|libtsan|liblsan|libubsan|libhwasan|libitm|libquadmath|"
@@ -80,7 +83,8 @@ def main():
         name = queue.pop()
         if name.startswith("<"):
             name = virtual_provider(name) or ""
-        if not name or name in seen or SKIP.match(name) or (args.runtime and name.endswith("-dev")):
+        skipped = SKIP.match(name) and not (args.runtime and name in RUNTIME_ROOTS)
+        if not name or name in seen or skipped or (args.runtime and name.endswith("-dev")):
             continue
         seen.add(name)
         queue.extend(depends(name))

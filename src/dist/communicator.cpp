@@ -28,6 +28,8 @@ void PollBackoff::Pause() {
   sleep_ = std::min(kLongest, sleep_ * 2);
 }
 
+Communicator::Communicator(const torch::Device& device) : device_(ResolveDevice(device)) {}
+
 void Communicator::CheckPayload(const char* op, const torch::Tensor& tensor) const {
   TORCH_CHECK(tensor.defined(), "[dist] ", op, ": an undefined tensor");
   TORCH_CHECK(tensor.device() == device_ && tensor.is_floating_point(), "[dist] ", op, " (", backend(),

@@ -61,7 +61,8 @@ class ControlPlane;
 // Backends implement the Do* forms.
 class Communicator {
  public:
-  explicit Communicator(const torch::Device& device) : device_(device) {}
+  // A CUDA device without an index is the current one (ResolveDevice).
+  explicit Communicator(const torch::Device& device);
   virtual ~Communicator() = default;
 
   virtual int rank() const = 0;

@@ -4,12 +4,13 @@
 #include <glog/logging.h>
 
 #include "dist/mpi_communicator.h"
+#include "dist/runtime.h"
 
 namespace docmatch::dist {
 
 ProcessGroup::ProcessGroup(MPI_Comm base, const torch::Device& device, std::unique_ptr<Communicator> data)
-    : device_(device), control_(std::make_unique<ControlPlane>(base)), data_(std::move(data)) {
-  if (!data_) data_ = std::make_unique<MpiCommunicator>(base, device);
+    : device_(ResolveDevice(device)), control_(std::make_unique<ControlPlane>(base)), data_(std::move(data)) {
+  if (!data_) data_ = std::make_unique<MpiCommunicator>(base, device_);
   TORCH_CHECK(data_->device() == device_, "[dist] the data plane works on ", data_->device().str(),
               ", the process group on ", device_.str());
   placement_.rank = control_->rank();

@@ -179,10 +179,24 @@ Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
   return p;
 }
 
+torch::Device ResolveDevice(const torch::Device& device) {
+#ifdef DOCMATCH_HAS_CUDA
+  if (device.is_cuda() && !device.has_index()) return {torch::kCUDA, c10::cuda::current_device()};
+#endif
+  return device;
+}
+
 void UseDevice(const torch::Device& device) {
 #ifdef DOCMATCH_HAS_CUDA
   if (!device.is_cuda()) return;
   c10::cuda::set_device(device.index());
+  // Attention without cuDNN's kernels: cuDNN builds a plan for every new
+  // shape, and SMITH's batches bring new shapes at every step (the real
+  // blocks of 32 documents), so bf16 pre-training ran at a third of fp32's
+  // rate on an H100 (bench/NOTES.md). Flash attention needs no plan.
+  // DOCMATCH_SDPA_CUDNN=1 keeps cuDNN's, to measure it.
+  const char* cudnn_sdpa = std::getenv("DOCMATCH_SDPA_CUDNN");
+  at::globalContext().setSDPUseCuDNN(cudnn_sdpa != nullptr && std::string(cudnn_sdpa) == "1");
   // DOCMATCH_CUDA_SYNC_DEBUG=warn (or error): PyTorch reports (or refuses)
   // every operation that makes the host wait for the GPU: the host
   // synchronisations of a step, counted in its log (scripts/device/gpu-checks.sh).

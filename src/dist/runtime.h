@@ -51,6 +51,11 @@ Placement DiscoverPlacement(const std::string& device, bool share_gpus = false);
 // Whether two entries are equal: two ranks on one GPU.
 bool AnyShared(const std::vector<std::string>& identities);
 
+// `device` with its index: a CUDA device named without one ("cuda") is the
+// current CUDA device, so that two names of one GPU compare equal ("cuda" and
+// "cuda:0" do not) and the allocator's per-device calls get a valid index.
+torch::Device ResolveDevice(const torch::Device& device);
+
 // Makes `device` the current CUDA device of this process (a no-op on CPU),
 // so that no CUDA call of this rank makes a context on GPU 0.
 void UseDevice(const torch::Device& device);

@@ -22,6 +22,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "dist/runtime.h"
 #include "files/file_writer.h"
 #include "io/checksums.h"
 
@@ -130,7 +131,7 @@ void LoadTorchFile(const std::string& path, const std::function<void(const std::
 
 double PeakDeviceMemoryGiB(const torch::Device& device) {
   const c10::CachingDeviceAllocator::DeviceStats stats =
-      c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+      c10::cuda::CUDACachingAllocator::getDeviceStats(dist::ResolveDevice(device).index());
   const auto& peak = stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
   return static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
 }
@@ -276,20 +277,24 @@ void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, tor
   LoadTorchFile(folder + "/optimizer.pt", [&](const std::string& path) { torch::load(optimizer, path, device_); });
   if (static_cast<int>(positions.size()) == world) {
     state->position = positions[rank];
-    std::vector<torch::Tensor> generators;
-    LoadTorchFile(folder + "/rng.pt",
-                  [&](const std::string& path) { torch::load(generators, path, torch::Device(torch::kCPU)); });
-    if (static_cast<int>(generators.size()) != world) {
-      throw std::runtime_error("[ckpt] '" + folder + "/rng.pt' holds " + std::to_string(generators.size()) +
-                               " generator states for a " + std::to_string(world) + "-rank run");
-    }
+    // This rank's state from a file of one per rank, each file read into a
+    // vector of its own (the first GPU run found CUDA's states read after
+    // the CPU's into one vector: rank 0 was handed the CPU generator's).
+    const auto this_ranks_state = [&](const std::string& file, const char* what) {
+      std::vector<torch::Tensor> states;
+      LoadTorchFile(folder + "/" + file,
+                    [&](const std::string& path) { torch::load(states, path, torch::Device(torch::kCPU)); });
+      if (static_cast<int>(states.size()) != world) {
+        throw std::runtime_error("[ckpt] '" + folder + "/" + file + "' holds " + std::to_string(states.size()) + " " +
+                                 what + " generator states for a " + std::to_string(world) + "-rank run");
+      }
+      return states.at(rank);
+    };
     at::Generator cpu = at::detail::getDefaultCPUGenerator();
-    cpu.set_state(generators.at(rank));
+    cpu.set_state(this_ranks_state("rng.pt", "CPU"));
     if (device_.is_cuda()) {
       if (std::filesystem::exists(folder + "/rng-cuda.pt")) {
-        LoadTorchFile(folder + "/rng-cuda.pt",
-                      [&](const std::string& path) { torch::load(generators, path, torch::Device(torch::kCPU)); });
-        CudaGenerator(device_).set_state(generators.at(rank));
+        CudaGenerator(device_).set_state(this_ranks_state("rng-cuda.pt", "CUDA"));
       } else if (rank == 0) {
         LOG(WARNING) << "[ckpt] " << folder << " holds no CUDA generator state (written on CPU): "
                      << "dropout draws differ from an uninterrupted run";

@@ -109,7 +109,8 @@ data::MaskOptions Masks() {
 // `reference` (default: `loss`) computes the one-rank objective over the
 // global batch, when the distributed side computes it another way.
 void ExpectInvariant(const std::string& name, const Make& make, const Loss& loss, int steps = 4,
-                     double parameter_atol = 1e-10, const Loss& reference_loss = nullptr,
+                     // Measured: 4e-10 on the GPU machine's CPU (another BLAS kernel), 1e-10 here.
+                     double parameter_atol = 1e-9, const Loss& reference_loss = nullptr,
                      double gradient_atol = 1e-11) {
   dist::ProcessGroup world, self(MPI_COMM_SELF);
   const int64_t begin = world.rank() * kPerRank, end = begin + kPerRank, global = world.size() * kPerRank;

@@ -38,6 +38,24 @@ struct Selection {
   Handle dataset, file_space, memory_space;
 };
 
+// A damaged header can claim any shape or string width; reading it would
+// allocate what it claims (the reader fuzz test, on a 128 GiB machine, grew
+// until the kernel killed it). No docmatch or h5py dataset holds more than
+// 64 times its file's bytes, even compressed, so more is damage, named here.
+void CheckPlausibleSize(hid_t dataset, const std::string& where, const char* name, hsize_t rows, hsize_t columns) {
+  const Handle type(H5Dget_type(dataset), H5Tclose);
+  const Handle file(H5Iget_file_id(dataset), H5Fclose);
+  hsize_t file_bytes = 0;
+  if (!type.valid() || !file.valid() || H5Fget_filesize(file.get(), &file_bytes) < 0) return;
+  const long double claimed = static_cast<long double>(rows) * columns * H5Tget_size(type.get());
+  constexpr long double kRatio = 64, kSlack = 64 << 20;
+  if (claimed > kRatio * file_bytes + kSlack) {
+    Fail(where, std::string("dataset '") + name + "' claims " + std::to_string(rows) + " x " + std::to_string(columns) +
+                    " values of " + std::to_string(H5Tget_size(type.get())) + " bytes in a file of " +
+                    std::to_string(file_bytes) + " bytes (damaged or truncated)");
+  }
+}
+
 Selection Select(hid_t file, const std::string& where, const char* name, int64_t begin, int64_t rows) {
   Selection s;
   s.dataset = Handle(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
@@ -47,6 +65,7 @@ Selection Select(hid_t file, const std::string& where, const char* name, int64_t
   if (rank < 1 || rank > 2) Fail(where, std::string("dataset '") + name + "' is not 1- or 2-dimensional");
   hsize_t extent[2] = {0, 1};
   H5Sget_simple_extent_dims(s.file_space.get(), extent, nullptr);
+  CheckPlausibleSize(s.dataset.get(), where, name, extent[0], extent[1]);
   if (begin < 0 || rows < 0 || static_cast<hsize_t>(begin + rows) > extent[0]) {
     Fail(where, std::string("dataset '") + name + "' has " + std::to_string(extent[0]) + " rows, range [" +
                     std::to_string(begin) + ", " + std::to_string(begin + rows) + ") is outside it (corrupt offsets)");
