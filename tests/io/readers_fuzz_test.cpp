@@ -318,5 +318,51 @@ TEST(Fuzz, EmbeddingsReader) {
   }
 }
 
+// A header that claims more than the file can hold (a width or a row count
+// damaged into the billions) is named before anything is allocated: the fuzz
+// test above, on a 128 GiB machine, grew until the kernel killed it.
+TEST(Embeddings, AShapeTheFileCannotHoldIsNamedBeforeAllocating) {
+  data::testing::ScratchDir dir("claims");
+  const std::vector<std::string> ids = {"d0", "d1", "d2"};
+  struct Claim {
+    hsize_t rows;
+    size_t width;
+    const char* what;
+  };
+  for (const Claim claim : {Claim{3, size_t{1} << 31, "3 x 1 values of 2147483648 bytes"},
+                            Claim{hsize_t{1} << 40, 12, "1099511627776 x 1 values of 12 bytes"}}) {
+    const std::string path = dir.File("claims-" + std::to_string(claim.rows) + ".h5");
+    WriteEmbeddings(path, ids, Ids::kFixedAscii);
+    // The ids replaced by a chunked dataset of the claimed shape, nothing
+    // written: the file stays a few KB.
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    H5Ldelete(file, "document_ids", H5P_DEFAULT);
+    const hsize_t dims = claim.rows, max_dims = H5S_UNLIMITED, chunk = 1;
+    const hid_t space = H5Screate_simple(1, &dims, &max_dims);
+    const hid_t properties = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(properties, 1, &chunk);
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, claim.width);
+    const hid_t dataset = H5Dcreate2(file, "document_ids", type, space, H5P_DEFAULT, properties, H5P_DEFAULT);
+    ASSERT_GE(dataset, 0);
+    H5Dclose(dataset);
+    H5Tclose(type);
+    H5Pclose(properties);
+    H5Sclose(space);
+    H5Fclose(file);
+    ASSERT_LT(fs::file_size(path), 1u << 20);
+    try {
+      const eval::EmbeddingFile embeddings(path);
+      ADD_FAILURE() << path << " was read";
+    } catch (const std::runtime_error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(path), std::string::npos) << message;
+      EXPECT_NE(message.find("'document_ids' claims " + std::string(claim.what)), std::string::npos) << message;
+      EXPECT_NE(message.find("damaged or truncated"), std::string::npos) << message;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace docmatch
