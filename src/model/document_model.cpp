@@ -22,14 +22,30 @@ torch::Tensor CosineMatrix(const torch::Tensor& q, const torch::Tensor& c, doubl
   return amplifier * torch::matmul(Normalize(q), Normalize(c).t());
 }
 
+// A kind's host batch: what its data::Build* gives.
+template <typename T>
+struct Held : DocumentModel::HostBatch {
+  explicit Held(T v) : value(std::move(v)) {}
+  T value;
+};
+template <typename T>
+const T& Get(const DocumentModel::HostBatch& batch) {
+  const auto* held = dynamic_cast<const Held<T>*>(&batch);
+  TORCH_CHECK(held != nullptr, "[model] a batch built by another kind of model");
+  return held->value;
+}
+
 class SmithModel : public DocumentModel {
  public:
   explicit SmithModel(const ModelConfig& config) : DocumentModel(config), encoder_(config.smith) {}
   torch::nn::Module& module() override { return *encoder_; }
   int64_t dimension() const override { return encoder_->dimension(); }
-  torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
-    const data::BlockOptions blocks = config().smith.Blocks();
-    const BlockTensors t = ToTensors(data::BuildBlockBatch(documents, blocks, nullptr, 0), device);
+  std::shared_ptr<const HostBatch> Batch(const std::vector<const data::Document*>& documents) const override {
+    return std::make_shared<Held<data::BlockBatch>>(
+        data::BuildBlockBatch(documents, config().smith.Blocks(), nullptr, 0));
+  }
+  torch::Tensor EmbedBatch(const HostBatch& batch, const torch::Device& device) override {
+    const BlockTensors t = ToTensors(Get<data::BlockBatch>(batch), device);
     return encoder_(t.tokens, t.block_mask);
   }
   int64_t TokensRead(const data::Document& document) const override {
@@ -55,9 +71,11 @@ class MatchBertModel : public DocumentModel {
   explicit MatchBertModel(const ModelConfig& config) : DocumentModel(config), encoder_(config.match_bert) {}
   torch::nn::Module& module() override { return *encoder_; }
   int64_t dimension() const override { return config().match_bert.hidden; }
-  torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
-    const data::FlatBatch batch = data::BuildFlatBatch(documents, config().match_bert.Flat());
-    return encoder_->Documents(batch, device);
+  std::shared_ptr<const HostBatch> Batch(const std::vector<const data::Document*>& documents) const override {
+    return std::make_shared<Held<data::FlatBatch>>(data::BuildFlatBatch(documents, config().match_bert.Flat()));
+  }
+  torch::Tensor EmbedBatch(const HostBatch& batch, const torch::Device& device) override {
+    return encoder_->Documents(Get<data::FlatBatch>(batch), device);
   }
   int64_t TokensRead(const data::Document& document) const override {
     const data::FlatOptions flat = config().match_bert.Flat();
@@ -80,8 +98,11 @@ class SmashModel : public DocumentModel {
   explicit SmashModel(const ModelConfig& config) : DocumentModel(config), pair_(config.smash) {}
   torch::nn::Module& module() override { return *pair_; }
   int64_t dimension() const override { return pair_->encoder->output_size(); }
-  torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
-    return pair_->encoder(ToTensors(data::BuildHierarchyBatch(documents, config().smash.input), device));
+  std::shared_ptr<const HostBatch> Batch(const std::vector<const data::Document*>& documents) const override {
+    return std::make_shared<Held<data::HierarchyBatch>>(data::BuildHierarchyBatch(documents, config().smash.input));
+  }
+  torch::Tensor EmbedBatch(const HostBatch& batch, const torch::Device& device) override {
+    return pair_->encoder(ToTensors(Get<data::HierarchyBatch>(batch), device));
   }
   // The union of what the chosen depths read (SmashConfig::depths): the
   // paragraph grid, the first sentences, the first words.
@@ -131,9 +152,12 @@ class SdrModel : public DocumentModel {
   explicit SdrModel(const ModelConfig& config) : DocumentModel(config), encoder_(config.sdr) {}
   torch::nn::Module& module() override { return *encoder_; }
   int64_t dimension() const override { return config().sdr.hidden; }
-  torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) override {
+  std::shared_ptr<const HostBatch> Batch(const std::vector<const data::Document*>& documents) const override {
+    return std::make_shared<Held<SentenceRows>>(Rows(documents));
+  }
+  torch::Tensor EmbedBatch(const HostBatch& batch, const torch::Device& device) override {
     std::vector<torch::Tensor> means;
-    for (const DocumentSentences& d : EmbedSentences(documents, device)) means.push_back(MeanSentenceVector(d));
+    for (const DocumentSentences& d : Sentences(Get<SentenceRows>(batch), device)) means.push_back(MeanSentenceVector(d));
     return torch::stack(means);
   }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return CosineLogits(a, b, 1.0); }
@@ -152,35 +176,52 @@ class SdrModel : public DocumentModel {
 
   std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,
                                                 const torch::Device& device) override {
-    // All sentences of all documents in one padded batch, each read as
-    // training reads it (data::SdrSentenceRow); an empty row reads as one
-    // <unk> so that every row has a token.
+    return Sentences(Rows(documents), device);
+  }
+
+ private:
+  // All sentences of all documents in one padded batch (rows x T), each read
+  // as training reads it (data::SdrSentenceRow); an empty row reads as one
+  // <unk> so that every row has a token.
+  struct SentenceRows {
+    std::vector<int32_t> tokens;  // (rows, T)
+    int64_t rows = 0, T = 1;
+    std::vector<int64_t> sentences;                      // per document
+    std::vector<std::vector<int64_t>> paragraph_offsets;  // per document
+  };
+  SentenceRows Rows(const std::vector<const data::Document*>& documents) const {
+    SentenceRows out;
     std::vector<std::vector<int32_t>> sentence_rows;
-    int64_t T = 1;
     for (const data::Document* d : documents) {
       TORCH_CHECK(d->num_sentences() > 0, "[embed] document '", d->id, "' has no sentences");
       for (int64_t s = 0; s < d->num_sentences(); ++s) {
         sentence_rows.push_back(data::SdrSentenceRow(*d, s, config().sdr.max_tokens, config().sdr.separator));
         if (sentence_rows.back().empty()) sentence_rows.back().push_back(data::kUnkId);
-        T = std::max<int64_t>(T, sentence_rows.back().size());
+        out.T = std::max<int64_t>(out.T, sentence_rows.back().size());
       }
+      out.sentences.push_back(d->num_sentences());
+      out.paragraph_offsets.push_back(d->paragraph_offsets);
     }
-    const int64_t rows = static_cast<int64_t>(sentence_rows.size());
-    std::vector<int32_t> tokens(rows * T, data::kPadId);
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy(sentence_rows[r].begin(), sentence_rows[r].end(), tokens.begin() + r * T);
-    const torch::Tensor ids = torch::from_blob(tokens.data(), {rows, T}, torch::kInt32).to(device, torch::kLong);
+    out.rows = static_cast<int64_t>(sentence_rows.size());
+    out.tokens.assign(out.rows * out.T, data::kPadId);
+    for (int64_t r = 0; r < out.rows; ++r)
+      std::copy(sentence_rows[r].begin(), sentence_rows[r].end(), out.tokens.begin() + r * out.T);
+    return out;
+  }
+  std::vector<DocumentSentences> Sentences(const SentenceRows& batch, const torch::Device& device) {
+    const torch::Tensor ids =
+        torch::from_blob(const_cast<int32_t*>(batch.tokens.data()), {batch.rows, batch.T}, torch::kInt32)
+            .to(device, torch::kLong);
     const torch::Tensor vectors = Normalize(encoder_(ids));
     std::vector<DocumentSentences> out;
     int64_t row = 0;
-    for (const data::Document* d : documents) {
-      out.push_back({vectors.slice(0, row, row + d->num_sentences()), d->paragraph_offsets});
-      row += d->num_sentences();
+    for (size_t d = 0; d < batch.sentences.size(); ++d) {
+      out.push_back({vectors.slice(0, row, row + batch.sentences[d]), batch.paragraph_offsets[d]});
+      row += batch.sentences[d];
     }
     return out;
   }
 
- private:
   SentenceEncoder encoder_;
 };
 

@@ -44,8 +44,21 @@ class DocumentModel {
   virtual torch::nn::Module& module() = 0;
   // The size of a document vector.
   virtual int64_t dimension() const = 0;
-  // Vectors (B, dimension()) of these documents, unmasked, on `device`.
-  virtual torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) = 0;
+  // Embed's host half: the documents' batch (tokens, masks, offsets), built
+  // from the documents alone, without the parameters or a device, so any
+  // thread may build it (finetune's loader builds the next step's while the
+  // device runs this one, and gradient caching's re-run uses it again).
+  class HostBatch {
+   public:
+    virtual ~HostBatch() = default;
+  };
+  virtual std::shared_ptr<const HostBatch> Batch(const std::vector<const data::Document*>& documents) const = 0;
+  // Embed's device half: vectors (B, dimension()) of a batch from Batch(), on `device`.
+  virtual torch::Tensor EmbedBatch(const HostBatch& batch, const torch::Device& device) = 0;
+  // Vectors (B, dimension()) of these documents, unmasked, on `device`: both halves.
+  torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) {
+    return EmbedBatch(*Batch(documents), device);
+  }
   // Logits (B,) that pairs (a[i], b[i]) are related; a, b (B, dimension()).
   virtual torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) = 0;
   // Logits (Q, N) of every query (Q, D) against every candidate (N, D);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
@@ -57,25 +58,46 @@ std::vector<int64_t> EpochOrder(size_t pairs, uint64_t seed, int64_t epoch) {
 }
 
 // Pair logits for pairs [begin, end) of `pairs` taken in `order`.
-torch::Tensor Logits(model::DocumentModel& model, const data::Corpus& corpus,
-                     const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order, int64_t begin,
-                     int64_t end, const torch::Device& device, torch::Tensor* labels, std::vector<int64_t>* documents) {
+// Pairs [begin, end) of `pairs` taken in `order`, read and batched on the
+// host (any thread): the sources' batch, the targets', the labels.
+struct PreparedPairs {
+  std::shared_ptr<const model::DocumentModel::HostBatch> sources, targets;
+  std::vector<float> labels;
+  std::vector<int64_t> documents;  // corpus indices, source and target of each pair
+};
+PreparedPairs PreparePairs(const model::DocumentModel& model, const data::Corpus& corpus,
+                           const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order,
+                           int64_t begin, int64_t end) {
+  PreparedPairs prepared;
   std::vector<data::Document> sources, targets;
-  std::vector<float> y;
   for (int64_t i = begin; i < end; ++i) {
     const data::LabelledPair& p = pairs[order[i]];
     sources.push_back(corpus.Get(p.source));
     targets.push_back(corpus.Get(p.target));
-    y.push_back(p.label);
-    if (documents) documents->insert(documents->end(), {p.source, p.target});
+    prepared.labels.push_back(p.label);
+    prepared.documents.insert(prepared.documents.end(), {p.source, p.target});
   }
   std::vector<const data::Document*> a, b;
   for (size_t i = 0; i < sources.size(); ++i) {
     a.push_back(&sources[i]);
     b.push_back(&targets[i]);
   }
-  *labels = torch::tensor(y).to(device);
-  return model.PairLogits(model.Embed(a, device), model.Embed(b, device));
+  prepared.sources = model.Batch(a);
+  prepared.targets = model.Batch(b);
+  return prepared;
+}
+
+// Their pair logits (B,), and the labels on `device`.
+torch::Tensor PairLogitsOf(model::DocumentModel& model, const PreparedPairs& prepared, const torch::Device& device,
+                           torch::Tensor* labels) {
+  *labels = torch::tensor(prepared.labels).to(device);
+  return model.PairLogits(model.EmbedBatch(*prepared.sources, device), model.EmbedBatch(*prepared.targets, device));
+}
+
+torch::Tensor Logits(model::DocumentModel& model, const data::Corpus& corpus,
+                     const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order, int64_t begin,
+                     int64_t end, const torch::Device& device, torch::Tensor* labels) {
+  return PairLogitsOf(model, PreparePairs(model, corpus, pairs, order, begin, end), device, labels);
 }
 
 // The labelled negatives of each source, for contrastive fine-tuning, and
@@ -158,10 +180,26 @@ PairDocuments DrawPairs(const std::vector<data::LabelledPair>& pairs, const std:
   return drawn;
 }
 
+// A chunk's documents read and batched on the host (any thread), once: the
+// gradient cache's re-run embeds the same batch again.
+struct PreparedChunk {
+  PairDocuments documents;
+  std::shared_ptr<const model::DocumentModel::HostBatch> batch;  // sources, targets, negatives
+};
+PreparedChunk PrepareChunk(const model::DocumentModel& model, const data::Corpus& corpus, PairDocuments documents) {
+  std::vector<data::Document> read;
+  for (int64_t id : documents.All()) read.push_back(corpus.Get(id));
+  std::vector<const data::Document*> pointers;
+  for (const data::Document& d : read) pointers.push_back(&d);
+  std::shared_ptr<const model::DocumentModel::HostBatch> batch = model.Batch(pointers);
+  return {std::move(documents), std::move(batch)};
+}
+
 // Their vectors, from one pass of the encoder over all of them.
-train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const data::Corpus& corpus,
-                                   const PairDocuments& documents, const torch::Device& device) {
-  const torch::Tensor vectors = EmbedDocuments(model, corpus, documents.All(), device);
+train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const PreparedChunk& chunk,
+                                   const torch::Device& device) {
+  const PairDocuments& documents = chunk.documents;
+  const torch::Tensor vectors = model.EmbedBatch(*chunk.batch, device).to(torch::kFloat);
   const int64_t b = static_cast<int64_t>(documents.sources.size());
   const int64_t h = static_cast<int64_t>(documents.negatives.size());
   // Corpus indices stay on the host: they cross ranks on the control plane
@@ -174,16 +212,13 @@ train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const data::Corp
 // Contrastive fine-tuning over this rank's pairs drawn in chunks
 // (ChunkedContrastive, grad_cache.h), each chunk's sources, targets and hard
 // negatives embedded in one pass.
-Objective ContrastiveOverChunks(model::DocumentModel& model, const data::Corpus& corpus,
-                                std::vector<PairDocuments> chunks, const model::Temperature& temperature,
-                                dist::ProcessGroup& group) {
+Objective ContrastiveOverChunks(model::DocumentModel& model, std::vector<PreparedChunk> chunks,
+                                const model::Temperature& temperature, dist::ProcessGroup& group) {
   // Owned by the chunk function: Backward() re-runs the chunks after this returns.
-  auto drawn = std::make_shared<const std::vector<PairDocuments>>(std::move(chunks));
+  auto prepared = std::make_shared<const std::vector<PreparedChunk>>(std::move(chunks));
   return ChunkedContrastive(
-      static_cast<int64_t>(drawn->size()),
-      [&model, &corpus, drawn, device = group.device()](int64_t i) {
-        return EmbedPairs(model, corpus, (*drawn)[i], device);
-      },
+      static_cast<int64_t>(prepared->size()),
+      [&model, prepared, device = group.device()](int64_t i) { return EmbedPairs(model, (*prepared)[i], device); },
       temperature, group);
 }
 
@@ -233,7 +268,9 @@ Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& 
   for (size_t begin = 0; begin < order.size(); begin += options.batch_size) {
     const int64_t end = std::min(order.size(), begin + options.batch_size);
     chunks.push_back(EmbedPairs(
-        model, corpus, DrawPairs(related, order, begin, end, hard, options.hard_negatives, options.seed, /*epoch=*/0),
+        model,
+        PrepareChunk(model, corpus,
+                     DrawPairs(related, order, begin, end, hard, options.hard_negatives, options.seed, /*epoch=*/0)),
         device));
   }
   model.module().train();
@@ -264,7 +301,7 @@ Validation Validate(model::DocumentModel& model, const data::Corpus& corpus,
   for (size_t begin = 0; begin < mine.size(); begin += batch_size) {
     const int64_t end = std::min(mine.size(), begin + batch_size);
     torch::Tensor labels;
-    const torch::Tensor logits = Logits(model, corpus, pairs, mine, begin, end, device, &labels, nullptr);
+    const torch::Tensor logits = Logits(model, corpus, pairs, mine, begin, end, device, &labels);
     const auto [bce, right] = PairSums(logits, labels);
     sums += torch::stack({bce.to(torch::kFloat64), right.to(torch::kFloat64)});
   }
@@ -450,41 +487,90 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
               << ", " << options.loss << " loss on " << training.size() << " of " << train_pairs.size()
               << " training pairs, " << valid_pairs.size() << " validation pairs";
   }
-  std::vector<int64_t> order = EpochOrder(training.size(), options.seed, epoch);
+  auto order = std::make_shared<const std::vector<int64_t>>(EpochOrder(training.size(), options.seed, epoch));
+  // The mined-negative lists' version: a micro-batch drawn before a refresh is drawn again.
+  uint64_t mined_version = 0;
+  // What one micro-step trains on, drawn, read and batched on the host. The
+  // loader thread builds the next one while the device runs this one (the
+  // draws are pure functions of the epoch, the position and the lists, so the
+  // batches are the same as built in place); the main thread only embeds.
+  struct MicroBatch {
+    int64_t epoch = 0, position = 0;  // where it was drawn
+    uint64_t mined = 0;               // from which lists
+    std::vector<PreparedChunk> chunks;  // contrastive
+    PreparedPairs pairs;                // bce
+    std::vector<int64_t> documents;     // corpus indices, for the non-finite report
+  };
+  const auto build = [&, chunk](int64_t at_epoch, int64_t at, std::shared_ptr<const std::vector<int64_t>> in_order,
+                                uint64_t mined) {
+    MicroBatch b{at_epoch, at, mined, {}, {}, {}};
+    const int64_t begin = at + rank * options.batch_size, end = begin + options.batch_size;
+    if (contrastive) {
+      for (int64_t from = begin; from < end; from += chunk) {
+        b.chunks.push_back(PrepareChunk(*model, corpus,
+                                        DrawPairs(training, *in_order, from, std::min(end, from + chunk), hard,
+                                                  options.hard_negatives, options.seed, at_epoch)));
+        const std::vector<int64_t> drawn = b.chunks.back().documents.All();
+        b.documents.insert(b.documents.end(), drawn.begin(), drawn.end());
+      }
+    } else {
+      b.pairs = PreparePairs(*model, corpus, training, *in_order, begin, end);
+      b.documents = b.pairs.documents;
+    }
+    return b;
+  };
+  std::future<MicroBatch> ahead;  // the loader thread's next micro-batch
 
   console::ProgressBar bar("[finetune] step", options.steps, "steps", "pairs", rank == 0 && options.progress);
   bar.Resume(step);
   model->module().train();
-  PhaseTimer timer(options.time_split, device);  // pair batches are built inside "forward"
+  PhaseTimer timer(options.time_split, device);  // "data": the wait for the loader thread's batch
   int64_t timed_from = step;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
     double loss = 0;
     bool finite = true;
     std::map<std::string, double> parts;
     for (int64_t micro = 0; micro < options.accumulation; ++micro) {
-      if (position + global_batch > static_cast<int64_t>(order.size())) {
-        order = EpochOrder(training.size(), options.seed, ++epoch);
+      if (position + global_batch > static_cast<int64_t>(order->size())) {
+        order = std::make_shared<const std::vector<int64_t>>(EpochOrder(training.size(), options.seed, ++epoch));
         position = 0;
       }
-      const int64_t begin = position + rank * options.batch_size;
+      const int64_t at = position;
       position += global_batch;
+      std::optional<MicroBatch> taken;
+      if (ahead.valid()) taken = ahead.get();  // rethrows what the loader thread threw
+      if (!taken || taken->epoch != epoch || taken->position != at || taken->mined != mined_version) {
+        taken = build(epoch, at, order, mined_version);  // the first, or one drawn before a refresh
+      }
+      MicroBatch& batch = *taken;
+      timer.Mark("data");
+      {
+        // The next micro-step's, on the loader thread, while this one runs.
+        int64_t next_epoch = epoch, next_at = position;
+        std::shared_ptr<const std::vector<int64_t>> next_order = order;
+        if (next_at + global_batch > static_cast<int64_t>(order->size())) {
+          ++next_epoch;
+          next_at = 0;
+          next_order = nullptr;  // that epoch's order, made on the thread
+        }
+        ahead = std::async(std::launch::async, [&build, &training, &options, next_epoch, next_at, next_order,
+                                                mined = mined_version]() {
+          return build(next_epoch, next_at,
+                       next_order ? next_order
+                                  : std::make_shared<const std::vector<int64_t>>(
+                                        EpochOrder(training.size(), options.seed, next_epoch)),
+                       mined);
+        });
+      }
       torch::Tensor labels;
-      std::vector<int64_t> documents;
+      const std::vector<int64_t>& documents = batch.documents;
       std::optional<Objective> computed;
       {
         const Autocast autocast(device, options.precision);
-        const int64_t end = begin + options.batch_size;
         if (contrastive) {
-          std::vector<PairDocuments> chunks;
-          for (int64_t from = begin; from < end; from += chunk) {
-            chunks.push_back(DrawPairs(training, order, from, std::min(end, from + chunk), hard, options.hard_negatives,
-                                       options.seed, epoch));
-            const std::vector<int64_t> drawn = chunks.back().All();
-            documents.insert(documents.end(), drawn.begin(), drawn.end());
-          }
-          computed = ContrastiveOverChunks(*model, corpus, std::move(chunks), temperature, group);
+          computed = ContrastiveOverChunks(*model, std::move(batch.chunks), temperature, group);
         } else {
-          const torch::Tensor logits = Logits(*model, corpus, training, order, begin, end, device, &labels, &documents);
+          const torch::Tensor logits = PairLogitsOf(*model, batch.pairs, device, &labels);
           computed = Siamese(logits.to(torch::kFloat), labels, group);
         }
       }
@@ -506,10 +592,13 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
       optimizer->zero_grad();
     }
     ++step;
+    // The loader thread done before anything else reads the corpus or the lists.
+    if (ahead.valid()) ahead.wait();
     // At every multiple, the last step too: a run stopped there resumes with the lists it would have used.
     if (options.refresh_negatives > 0 && step % options.refresh_negatives == 0) {
       const MinedNegatives mined = MineFromTheModel(*model, corpus, train_pairs, options, group);
       hard.SetMined(mined.by_source);
+      ++mined_version;
       if (rank == 0) {
         LOG(INFO) << "[finetune] step " << step << ": negatives mined again from the model's vectors of "
                   << corpus.num_documents() << " documents (left out: " << mined.dropped_related
