@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run ON the lent GPU machine (device tool, carry [".device"]):
-#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large
+#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune
 # (default all; a device call runs at most 10 minutes, so the stages can also
 # go a few per call, e.g. `build test train`, then `bench large`.)
 # The build: where scripts/device/pack-build.sh left .device/build.tar.xz
@@ -32,16 +32,19 @@
 #   large.txt      (stage large) configs/models/smith-h768.yaml: the largest
 #                  batch of 256..16 whose bf16 step fits, then the train-step
 #                  benchmark and the peer comparison at that batch
+#   finetune.txt   (stage finetune) contrastive fine-tuning, paper config, bf16,
+#                  batch 32, plain and --grad-cache 8: the step's time split,
+#                  "data" being the wait for the loader thread
 # (a call returns at most 8 files: the logs and JSON lines come back packed
 # in logs-<stages>.tar.gz, the .txt summaries as they are)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
-[ "${stages[*]}" = all ] && stages=(build test train bench large)
+[ "${stages[*]}" = all ] && stages=(build test train bench large finetune)
 for stage in "${stages[@]}"; do
-  case "$stage" in build|test|train|bench|large) ;;
-    *) echo "usage: $0 [all | build|test|train|bench|large ...]" >&2; exit 2 ;; esac
+  case "$stage" in build|test|train|bench|large|finetune) ;;
+    *) echo "usage: $0 [all | build|test|train|bench|large|finetune ...]" >&2; exit 2 ;; esac
 done
 OUT="${OUT:-/tmp/gpu-checks}"
 mkdir -p "$OUT"
@@ -264,6 +267,25 @@ large() {
     smith-h768=$batch 2>&1 | tee -a "$OUT/large.txt" | tail -n 5
 }
 
+finetune() {
+  # Issue 37, item 11: contrastive fine-tuning on the GPU with the loader
+  # thread; "data" is the wait for its batch. Pairs: .device/pairs.jsonl
+  # (prepare.sh: the training pairs among the 1,500 articles).
+  local variant
+  for variant in plain grad-cache; do
+    echo "[gpu-checks] finetune, SMITH paper config from scratch, bf16, batch 32, $variant"
+    "${mpi[@]}" -np 1 $bin finetune --corpus $corpus --train-pairs .device/pairs.jsonl \
+      --model-config configs/models/smith-paper.yaml --loss contrastive --batch-size 32 --hard-negatives 2 \
+      --mine-negatives 2 --steps 40 --log-every 20 --time-split --device cuda --precision bf16 \
+      $([ $variant = grad-cache ] && echo --grad-cache 8) --run /tmp/gpu-ft-$variant --fresh --no-progress \
+      > "$OUT/finetune-$variant.log" 2>&1
+    echo "exit $?"
+    tail -n 1 /tmp/gpu-ft-$variant/metrics.jsonl | python3 -c 'import json, sys; m = json.loads(sys.stdin.read())
+print({k.split("/")[-1]: round(v, 2) for k, v in m.items() if "time/" in k or k in ("step", "train/loss")})' |
+      tee -a "$OUT/finetune.txt"
+  done
+}
+
 build
 for stage in "${stages[@]}"; do
   case "$stage" in
@@ -271,6 +293,7 @@ for stage in "${stages[@]}"; do
     train) train ;;
     bench) bench ;;
     large) large ;;
+    finetune) finetune ;;
   esac
 done
 # A device call returns at most 8 files from $OUT: the logs go back as one

@@ -34,6 +34,19 @@ if [ ! -f .device/corpus.tar.xz ]; then
   tar -C "$work/corpus" -cJf .device/corpus.tar.xz.tmp .  # the corpus's files at the archive's top
   mv .device/corpus.tar.xz.tmp .device/corpus.tar.xz
 fi
+# The training pairs among those articles, for gpu-checks.sh's finetune stage.
+python3 - <<'PYEOF'
+import json
+ids = set()
+with open("data/wikispeedia/articles.jsonl") as f:
+    for i, line in zip(range(1500), f):
+        ids.add(json.loads(line)["id"])
+with open(".device/pairs.jsonl", "w") as out:
+    for line in open("data/wikispeedia/pairs.train.jsonl"):
+        p = json.loads(line)
+        if p["source"] in ids and p["target"] in ids:
+            out.write(line)
+PYEOF
 # What a call carries: the tracked and untracked-but-not-ignored files, and .device.
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2> /dev/null |
        awk '{ s += $1 } END { print s + 0 }')
