@@ -298,6 +298,6 @@ for stage in "${stages[@]}"; do
 done
 # A device call returns at most 8 files from $OUT: the logs go back as one
 # archive, the short summaries beside it.
-(cd "$OUT" && logs=$(ls | grep -vE '^(gpu|epoch|info|large|backends|syncs)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
+(cd "$OUT" && logs=$(ls | grep -vE '^(epoch|large|backends|syncs|finetune)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
   [ -n "$logs" ] && tar -czf "logs-$(IFS=-; echo "${stages[*]}").tar.gz" $logs && rm -f $logs)
 ls "$OUT"
