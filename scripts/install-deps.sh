@@ -35,7 +35,7 @@ apt_packages=(
   libgoogle-glog-dev libgtest-dev libgmock-dev
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libhnswlib-dev
   libicu-dev libsentencepiece-dev sentencepiece
-  groff-base man-db manpages manpages-dev
+  groff-base man-db manpages manpages-dev perl
   slurmctld slurmd slurm-client munge
 )
 
