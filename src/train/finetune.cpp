@@ -520,6 +520,9 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
     return b;
   };
   std::future<MicroBatch> ahead;  // the loader thread's next micro-batch
+  // Whether the pairs left in this epoch's order hold no more global batch:
+  // the next micro-step then starts the next epoch at position 0.
+  const auto epoch_ends = [&](int64_t at) { return at + global_batch > static_cast<int64_t>(training.size()); };
 
   console::ProgressBar bar("[finetune] step", options.steps, "steps", "pairs", rank == 0 && options.progress);
   bar.Resume(step);
@@ -531,7 +534,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
     bool finite = true;
     std::map<std::string, double> parts;
     for (int64_t micro = 0; micro < options.accumulation; ++micro) {
-      if (position + global_batch > static_cast<int64_t>(order->size())) {
+      if (epoch_ends(position)) {
         order = std::make_shared<const std::vector<int64_t>>(EpochOrder(training.size(), options.seed, ++epoch));
         position = 0;
       }
@@ -548,7 +551,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
         // The next micro-step's, on the loader thread, while this one runs.
         int64_t next_epoch = epoch, next_at = position;
         std::shared_ptr<const std::vector<int64_t>> next_order = order;
-        if (next_at + global_batch > static_cast<int64_t>(order->size())) {
+        if (epoch_ends(next_at)) {
           ++next_epoch;
           next_at = 0;
           next_order = nullptr;  // that epoch's order, made on the thread
