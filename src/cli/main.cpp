@@ -47,10 +47,12 @@ std::string ConfigPath(int argc, char** argv) {
   return "";
 }
 
-// --dump-config prints a configuration, it does not run one: the paths it
-// names need not exist yet, nor every required option be given. Checks go
-// off; transforms (e.g. "auto" -> -1) stay, as the values still parse.
-void RelaxForDump(CLI::App* app) {
+// Checks go off for options whose values are not used: --dump-config prints a
+// configuration and runs nothing, so the paths it names need not exist yet nor
+// every required option be given; and a --config file's sections for the
+// commands not run (eval --config before finetune's --init has been made).
+// Transforms (e.g. "auto" -> -1) stay, as the values still parse.
+void RelaxChecks(CLI::App* app) {
   for (CLI::Option* option : app->get_options()) {
     option->required(false);
     for (int i = 0;; ++i) {
@@ -62,7 +64,7 @@ void RelaxForDump(CLI::App* app) {
       }
     }
   }
-  for (CLI::App* sub : app->get_subcommands({})) RelaxForDump(sub);
+  for (CLI::App* sub : app->get_subcommands({})) RelaxChecks(sub);
 }
 
 // Exit status of a mistake on the command line (an unknown command or
@@ -215,7 +217,10 @@ int main(int argc, char** argv) {
     const std::string config = ConfigPath(argc, argv);
     if (!config.empty() && std::filesystem::is_regular_file(config)) docmatch::cli::CheckConfigKeys(config, app);
     if (std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--dump-config"; })) {
-      RelaxForDump(&app);
+      RelaxChecks(&app);
+    }
+    for (const auto& command : commands) {
+      if (command.app->get_name() != word) RelaxChecks(command.app);
     }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

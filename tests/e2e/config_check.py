@@ -6,7 +6,8 @@
   given twice (in a --config file or a model config) names both lines;
 - --model is a model folder everywhere: a YAML given to it names
   --model-config, a folder given to --model-config names --model;
-- --dump-config prints a config whose paths do not exist yet;
+- --dump-config prints a config whose paths do not exist yet, and a command
+  run with --config checks its own section's paths, not the other sections';
 - the learning-rate schedule follows --steps (warm-up 10% of it, zero at
   the last step), as the logged lr shows;
 - the run keeps its resolved options in <run>/config.yaml, and a resume
@@ -106,6 +107,21 @@ def main():
     check("exists; pass --overwrite" in err, err)
     run("export", "--model", os.path.join(run_dir, "latest"), "--corpus", corpus, "--output", path("export"),
         "--overwrite")
+
+    # One config for a whole job: the sections of the commands not run are
+    # not checked (eval before finetune's --init exists), the run one's are.
+    job = (f"finetune:\n  init: {path('import-not-made-yet')}\n  corpus: {corpus}\n"
+           f"eval:\n  corpus: {corpus}\n  test-pairs: {os.path.join(fixture, 'pairs.test.jsonl')}\n")
+    with open(path("job.yaml"), "w") as f:
+        f.write(job)
+    run("eval", "--config", path("job.yaml"), "--model", os.path.join(run_dir, "latest"), "--output", path("eval"),
+        "--no-progress")
+    check(os.path.exists(path("eval", "metrics.json")), "eval --config wrote no metrics.json")
+    with open(path("job-missing.yaml"), "w") as f:
+        f.write(job.replace(f"eval:\n  corpus: {corpus}", f"eval:\n  corpus: {path('corpus-not-made-yet')}"))
+    err = run("eval", "--config", path("job-missing.yaml"), "--model", os.path.join(run_dir, "latest"), "--output",
+              path("eval-missing"), fail=True).stderr
+    check("--corpus" in err and "corpus-not-made-yet" in err, err)
 
     # Command-line mistakes: one line, the nearest option, exit 2.
     codes = {}
