@@ -15,6 +15,11 @@ A row whose score is not one cosine (a hybrid, `eval --lexical-weight`) is
 read from the rankings.jsonl that `eval --max-queries 0 --write-rankings 1`
 writes: each line carries its query's first relevant rank.
 
+With --by-length ARTICLES.jsonl the same lines follow for each quarter of the
+queries by the query document's length in words ("group": "1/4" the shortest,
+with its word range), bootstrapped within the group: whether reading a long
+document whole pays more the longer it is.
+
   python scripts/compare-rankings.py --relevance data/wikispeedia/relevance.jsonl \\
       contrastive=runs/wikispeedia/match-bert-minilm-contrastive/embeddings.h5 \\
       tfidf=runs/wikispeedia/tfidf/vectors.h5 hybrid=runs/all-queries/hybrid/rankings.jsonl
@@ -74,6 +79,9 @@ def main():
     parser.add_argument("--relevance", required=True, help="JSONL {query, relevant: [ids]} (make-wikispeedia.py)")
     parser.add_argument("--resamples", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--by-length", metavar="ARTICLES.jsonl",
+                        help="also report each quarter of the queries by the query's length in words")
+    parser.add_argument("--groups", type=int, default=4, help="with --by-length: how many length groups")
     parser.add_argument("rows", nargs="+", metavar="NAME=VECTORS.h5|RANKINGS.jsonl")
     args = parser.parse_args()
     relevance = []
@@ -90,17 +98,44 @@ def main():
         else:
             rows[name] = reciprocal_ranks(*load(path), relevance)
     rng = np.random.default_rng(args.seed)
-    samples = rng.integers(0, len(relevance), size=(args.resamples, len(relevance)))
+    report(rows, np.arange(len(relevance)), rng, args.resamples, {})
+    if args.by_length:
+        words = document_words(args.by_length)
+        missing = [query for query, _ in relevance if query not in words]
+        if missing:
+            raise SystemExit(f"{args.by_length}: {len(missing)} queries are not among its documents "
+                             f"(first: {missing[0]})")
+        lengths = np.array([words[query] for query, _ in relevance])
+        order = np.argsort(lengths, kind="stable")
+        for g, part in enumerate(np.array_split(order, args.groups)):
+            if len(part):
+                report(rows, part, rng, args.resamples, {"group": f"{g + 1}/{args.groups}",
+                                                         "words": [int(lengths[part].min()), int(lengths[part].max())]})
+
+
+def document_words(path):
+    """Words of each document of an articles.jsonl ({"id", "text"} a line)."""
+    words = {}
+    for line in open(path, encoding="utf-8"):
+        if line.strip():
+            record = json.loads(line)
+            words[record["id"]] = len(record["text"].split())
+    return words
+
+
+def report(rows, queries, rng, resamples, label):
+    """One line per row and per pair of rows over the queries numbered `queries`."""
+    samples = queries[rng.integers(0, len(queries), size=(resamples, len(queries)))]
     for name, rr in rows.items():
         means = rr[samples].mean(axis=1)
-        print(json.dumps({"row": name, "queries": len(rr), "mrr": round(float(rr.mean()), 4),
+        print(json.dumps({**label, "row": name, "queries": len(queries), "mrr": round(float(rr[queries].mean()), 4),
                           "ci95": [round(float(np.percentile(means, q)), 4) for q in (2.5, 97.5)]}))
     names = list(rows)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             diff = rows[a] - rows[b]
             means = diff[samples].mean(axis=1)
-            print(json.dumps({"difference": f"{a} - {b}", "mrr": round(float(diff.mean()), 4),
+            print(json.dumps({**label, "difference": f"{a} - {b}", "mrr": round(float(diff[queries].mean()), 4),
                               "ci95": [round(float(np.percentile(means, q)), 4) for q in (2.5, 97.5)],
                               "share_of_resamples_above_0": round(float((means > 0).mean()), 4)}))
 

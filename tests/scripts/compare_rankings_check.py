@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """scripts/compare-rankings.py on vectors whose ranks are known by hand: MRR
-per row, the paired difference, and pessimistic ties.
+per row, the paired difference, pessimistic ties, and the groups of queries
+by length (--by-length).
 
 usage: compare_rankings_check.py SCRATCH_DIR
 """
@@ -72,6 +73,23 @@ def main():
                           f"tie={scratch}/tie.h5"], check=True, capture_output=True, text=True).stdout
     relevant_tie = json.loads(out.splitlines()[0])
     assert abs(relevant_tie["mrr"] - round((1 / 1 + 1 / 2) / 2, 4)) < 1e-9, relevant_tie
+    # --by-length: c (1 word) is the shorter query, a (3 words) the longer; b's
+    # length does not matter (no query). Each group holds one query, so its
+    # MRR is that query's reciprocal rank from above.
+    articles = os.path.join(scratch, "articles.jsonl")
+    with open(articles, "w") as f:
+        for doc_id, text in (("a", "one two three"), ("b", "x y z w v"), ("c", "single"), ("d", "p q")):
+            f.write(json.dumps({"id": doc_id, "text": text}) + "\n")
+    out = subprocess.run([sys.executable, SCRIPT, "--relevance", relevance, "--resamples", "50", "--by-length",
+                          articles, "--groups", "2", f"good={scratch}/good.h5", f"bad={scratch}/bad.h5"],
+                         check=True, capture_output=True, text=True).stdout
+    grouped = [json.loads(l) for l in out.splitlines() if "group" in json.loads(l)]
+    by = {(g["group"], g.get("row", g.get("difference"))): g for g in grouped}
+    assert len(grouped) == 6, grouped
+    assert by[("1/2", "good")]["words"] == [1, 1] and by[("2/2", "good")]["words"] == [3, 3], grouped
+    assert by[("1/2", "good")]["mrr"] == 1.0 and by[("1/2", "bad")]["mrr"] == 0.5, grouped
+    assert by[("2/2", "good")]["mrr"] == 1.0 and by[("2/2", "bad")]["mrr"] == round(1 / 3, 4), grouped
+    assert by[("2/2", "good - bad")]["mrr"] == round(1 - 1 / 3, 4) and by[("1/2", "bad")]["queries"] == 1, grouped
     print(f"compare-rankings: good {good['mrr']}, bad {bad['mrr']}, tie {tie['mrr']}, "
           f"relevant tie {relevant_tie['mrr']} as computed by hand")
 
