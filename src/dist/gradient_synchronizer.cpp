@@ -66,8 +66,13 @@ void GradientSynchronizer::RebuildFromArrivalOrder() {
     rebuilt.push_back(p);
     seen[p] = true;
   }
+  // Unused so far: last. Every parameter with a hook keeps its slot, one whose
+  // requires_grad is off just now too (finetune --freeze-sentence-steps turns
+  // it off for the first steps): its gradients come once it is on again.
+  std::vector<bool> hooked(parameters_.size(), false);
+  for (const auto& [p, hook] : hooks_) hooked[p] = true;
   for (int p = static_cast<int>(parameters_.size()) - 1; p >= 0; --p) {
-    if (!seen[p] && parameters_[p].requires_grad()) rebuilt.push_back(p);  // unused so far: last
+    if (!seen[p] && hooked[p]) rebuilt.push_back(p);
   }
   BuildBuckets(rebuilt);
   rebuilt_ = true;

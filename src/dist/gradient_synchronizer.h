@@ -33,6 +33,10 @@
 // in that order, with parameters that got no gradient last: a bucket that
 // waits on an unused parameter (a head the objective does not touch) would
 // otherwise hold back every bucket after it until Finalize().
+//
+// The parameters that require gradients at construction are the synced ones;
+// turning requires_grad off for some steps (a frozen level: no graph through
+// it, no gradient) and on again is allowed: they count as unused meanwhile.
 #pragma once
 
 #include <torch/torch.h>

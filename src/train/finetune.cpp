@@ -530,6 +530,9 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
   PhaseTimer timer(options.time_split, device);  // "data": the wait for the loader thread's batch
   int64_t timed_from = step;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
+    // A frozen sentence level needs no graph: its forward runs without
+    // autograd, so neither its activations are kept nor its backward run.
+    for (torch::Tensor& p : sentence_level) p.requires_grad_(step >= options.freeze_sentence_steps);
     double loss = 0;
     bool finite = true;
     std::map<std::string, double> parts;

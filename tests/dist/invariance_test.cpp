@@ -557,6 +557,55 @@ TEST(GradientSynchronizer, AccumulationOverMicroStepsEqualsOneLargerStep) {
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::allclose(pa[i].grad(), pw[i].grad(), 1e-8, 1e-11)) << i;
 }
 
+TEST(GradientSynchronizer, ALevelFrozenOnTheFirstStepIsSyncedOnceUnfrozen) {
+  // finetune --freeze-sentence-steps turns requires_grad off for SMITH's
+  // sentence level during the first steps (no graph through it). The first
+  // synced step also rebuilds the buckets from the gradients that came; the
+  // frozen parameters must keep their slots, so that once unfrozen their
+  // gradients are the same as a synchronizer that never froze them.
+  dist::ProcessGroup world;
+  const int64_t begin = world.rank() * kPerRank, end = begin + kPerRank;
+  auto make = [] {
+    torch::manual_seed(0);
+    model::SmithEncoder e(SmithTiny());
+    e->to(torch::kFloat64);
+    return e;
+  };
+  auto objective = [&](model::SmithEncoder& e) {
+    const auto a = data::BuildBlockBatch(Range(begin, end), {8, 12}, nullptr, 0);
+    const auto b = data::BuildBlockBatch(Range(begin, end, 32), {8, 12}, nullptr, 0);
+    std::vector<double> labels;
+    for (int64_t i = begin; i < end; ++i) labels.push_back(i % 2);
+    return train::Siamese(PairLogits(e, a, b), torch::tensor(labels, torch::kFloat64), world);
+  };
+  model::SmithEncoder frozen = make(), plain = make();
+  dist::GradientSynchronizer sync_frozen(frozen->parameters(), world), sync_plain(plain->parameters(), world);
+  std::vector<torch::Tensor> lower;
+  for (const auto& p : frozen->named_parameters()) {
+    if (model::SmithSentenceLevel(p.key())) lower.push_back(p.value());
+  }
+  ASSERT_GT(lower.size(), 4u);
+  for (torch::Tensor& p : lower) p.requires_grad_(false);
+  sync_frozen.Prepare(/*sync=*/true);
+  objective(frozen).loss.backward();
+  sync_frozen.Finalize();
+  for (const auto& p : frozen->named_parameters()) {
+    EXPECT_EQ(p.value().grad().defined(), !model::SmithSentenceLevel(p.key())) << p.key();
+  }
+  for (torch::Tensor& p : frozen->parameters()) p.mutable_grad() = torch::Tensor();
+  for (torch::Tensor& p : lower) p.requires_grad_(true);
+  for (auto* sync : {&sync_frozen, &sync_plain}) sync->Prepare(/*sync=*/true);
+  objective(frozen).loss.backward();
+  objective(plain).loss.backward();
+  sync_frozen.Finalize();
+  sync_plain.Finalize();
+  const auto pf = frozen->named_parameters(), pp = plain->named_parameters();
+  for (size_t i = 0; i < pf.size(); ++i) {
+    ASSERT_TRUE(pf[i].value().grad().defined()) << pf[i].key();
+    EXPECT_TRUE(torch::allclose(pf[i].value().grad(), pp[i].value().grad(), 1e-10, 1e-12)) << pf[i].key();
+  }
+}
+
 TEST(GradientSynchronizer, Bf16CommunicationStaysCloseToFp32) {
   dist::ProcessGroup world;
   torch::manual_seed(world.rank());
