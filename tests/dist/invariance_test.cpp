@@ -525,25 +525,29 @@ TEST(GradientCache, RerunOnCudaDrawsTheFirstPassDropout) {
   ExpectRerunDrawsTheFirstPassDropout(torch::kCUDA, torch::kFloat32, 1e-5, 1e-3, 1e-5);
 }
 
+// A float64 tiny SMITH, the same weights every call, and the Siamese loss
+// over pairs [from, to) against the documents 32 further on.
+model::SmithEncoder Float64Tiny() {
+  torch::manual_seed(0);
+  model::SmithEncoder e(SmithTiny());
+  e->to(torch::kFloat64);
+  return e;
+}
+train::Objective TinyPairs(model::SmithEncoder& e, int64_t from, int64_t to, dist::ProcessGroup& world) {
+  const auto a = data::BuildBlockBatch(Range(from, to), {8, 12}, nullptr, 0);
+  const auto b = data::BuildBlockBatch(Range(from, to, 32), {8, 12}, nullptr, 0);
+  std::vector<double> labels;
+  for (int64_t i = from; i < to; ++i) labels.push_back(i % 2);
+  return train::Siamese(PairLogits(e, a, b), torch::tensor(labels, torch::kFloat64), world);
+}
+
 TEST(GradientSynchronizer, AccumulationOverMicroStepsEqualsOneLargerStep) {
   // Two micro-steps of (b - 1) and 1 pairs, each loss over its own pairs,
   // weighted by its share, equal one step over all b pairs.
   dist::ProcessGroup world;
   const int64_t begin = world.rank() * kPerRank, end = begin + kPerRank;
-  auto make = [] {
-    torch::manual_seed(0);
-    model::SmithEncoder e(SmithTiny());
-    e->to(torch::kFloat64);
-    return e;
-  };
-  auto objective = [&](model::SmithEncoder& e, int64_t from, int64_t to) {
-    const auto a = data::BuildBlockBatch(Range(from, to), {8, 12}, nullptr, 0);
-    const auto b = data::BuildBlockBatch(Range(from, to, 32), {8, 12}, nullptr, 0);
-    std::vector<double> labels;
-    for (int64_t i = from; i < to; ++i) labels.push_back(i % 2);
-    return train::Siamese(PairLogits(e, a, b), torch::tensor(labels, torch::kFloat64), world);
-  };
-  model::SmithEncoder accumulated = make(), whole = make();
+  auto objective = [&](model::SmithEncoder& e, int64_t from, int64_t to) { return TinyPairs(e, from, to, world); };
+  model::SmithEncoder accumulated = Float64Tiny(), whole = Float64Tiny();
   dist::GradientSynchronizer sync_accumulated(accumulated->parameters(), world), sync_whole(whole->parameters(), world);
   sync_accumulated.Prepare(/*sync=*/false);
   (objective(accumulated, begin, end - 1).loss * (double(kPerRank - 1) / kPerRank)).backward();
@@ -565,20 +569,8 @@ TEST(GradientSynchronizer, ALevelFrozenOnTheFirstStepIsSyncedOnceUnfrozen) {
   // gradients are the same as a synchronizer that never froze them.
   dist::ProcessGroup world;
   const int64_t begin = world.rank() * kPerRank, end = begin + kPerRank;
-  auto make = [] {
-    torch::manual_seed(0);
-    model::SmithEncoder e(SmithTiny());
-    e->to(torch::kFloat64);
-    return e;
-  };
-  auto objective = [&](model::SmithEncoder& e) {
-    const auto a = data::BuildBlockBatch(Range(begin, end), {8, 12}, nullptr, 0);
-    const auto b = data::BuildBlockBatch(Range(begin, end, 32), {8, 12}, nullptr, 0);
-    std::vector<double> labels;
-    for (int64_t i = begin; i < end; ++i) labels.push_back(i % 2);
-    return train::Siamese(PairLogits(e, a, b), torch::tensor(labels, torch::kFloat64), world);
-  };
-  model::SmithEncoder frozen = make(), plain = make();
+  auto objective = [&](model::SmithEncoder& e) { return TinyPairs(e, begin, end, world); };
+  model::SmithEncoder frozen = Float64Tiny(), plain = Float64Tiny();
   dist::GradientSynchronizer sync_frozen(frozen->parameters(), world), sync_plain(plain->parameters(), world);
   std::vector<torch::Tensor> lower;
   for (const auto& p : frozen->named_parameters()) {
