@@ -70,17 +70,7 @@ Command AddFinetuneCommand(CLI::App* app) {
                   "whole corpus (ANCE), with the same filters; the first come from TF-IDF (0 = never)")
       ->check(NonNegative())
       ->capture_default_str();
-  sub->add_option("--sentence-lr-scale", o->sentence_lr_scale,
-                  "smith: learning rate of the sentence-block encoder (token embeddings and sentence layers) "
-                  "as a multiple of --lr's schedule; the document layers keep --lr (e.g. 0.1 for an imported "
-                  "MiniLM under fresh document layers)")
-      ->check(NonNegative())
-      ->capture_default_str();
-  sub->add_option("--freeze-sentence-steps", o->freeze_sentence_steps,
-                  "smith: the sentence-block encoder is not updated for this many first steps (the document "
-                  "layers adapt to it first)")
-      ->check(NonNegative())
-      ->capture_default_str();
+  AddSentenceLevelFlags(sub, o.get());
   AddGradCacheFlag(sub, &o->grad_cache, "contrastive", "pairs");
   AddLoopFlags(sub, o.get(), "pairs");
   AddDistributedFlags(sub, flags.get());

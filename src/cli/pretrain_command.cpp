@@ -23,9 +23,13 @@ Command AddPretrainCommand(CLI::App* app) {
       "--init continues from any model folder instead of random weights (an import-hf\n"
       "output, a checkpoint, an export): DocSplit on your own corpus, no labels needed,\n"
       "from a pretrained encoder. Prepare the corpus with that folder's tokenizer.\n"
+      "SMITH from an import (import-hf --kind smith) can continue its document layers\n"
+      "alone: --freeze-sentence-steps = --steps keeps the sentence encoder as imported.\n"
       "  docmatch pretrain --corpus corpora/manpages --model-config configs/models/smith-tiny.yaml\n"
       "  docmatch pretrain --corpus corpora/wiki-minilm --init checkpoints/minilm-import \\\n"
       "      --objective docsplit --lm-weight 0 --lr 2e-5 --batch-size 256 --grad-cache 16\n"
+      "  docmatch pretrain --corpus corpora/manpages-minilm --init models/smith16 --objective docsplit \\\n"
+      "      --lm-weight 0 --steps 30 --freeze-sentence-steps 30\n"
       "  mpirun -np 2 docmatch pretrain --config configs/pretrain-smith-tiny.yaml");
   auto o = std::make_shared<train::PretrainOptions>();
   auto flags = std::make_shared<DistributedFlags>();
@@ -56,6 +60,7 @@ Command AddPretrainCommand(CLI::App* app) {
                 "(stop-gradient; the paper and the official code train them). For continuing from an imported "
                 "encoder: there the paper's form flattens the block vectors and stays at chance, this one learns "
                 "(docs/RESULTS.md, SMITH)");
+  AddSentenceLevelFlags(sub, o.get());
   AddGradCacheFlag(sub, &o->grad_cache, "DocSplit", "documents");
   sub->add_option("--valid-corpus", o->valid_corpus,
                   "prepared corpus for the validation loss (prepare --tokenizer <corpus>)")

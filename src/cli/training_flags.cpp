@@ -143,6 +143,21 @@ void AddGradCacheFlag(CLI::App* app, int64_t* grad_cache, const std::string& obj
       ->capture_default_str();
 }
 
+void AddSentenceLevelFlags(CLI::App* app, train::LoopOptions* o) {
+  app->add_option("--sentence-lr-scale", o->sentence_lr_scale,
+                  "smith: learning rate of the sentence-block encoder (token embeddings and sentence layers) "
+                  "as a multiple of --lr's schedule; the document layers keep --lr (e.g. 0.1 for an imported "
+                  "MiniLM under fresh document layers)")
+      ->check(NonNegative())
+      ->capture_default_str();
+  app->add_option("--freeze-sentence-steps", o->freeze_sentence_steps,
+                  "smith: the sentence-block encoder is not updated for this many first steps, and runs without "
+                  "a graph, so those steps train the document layers alone at a fraction of the time and "
+                  "memory (= --steps: they alone are trained)")
+      ->check(NonNegative())
+      ->capture_default_str();
+}
+
 void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item) {
   app->add_option("--run", o->run, "checkpoint folder of this run")->capture_default_str();
   app->add_option("--batch-size", o->batch_size, item + " per rank per micro-step")

@@ -54,6 +54,10 @@ int WithMemoryAdvice(const std::string& stage, int64_t batch_size, const std::st
 // last two inverted into resume / progress).
 void AddLoopFlags(CLI::App* app, train::LoopOptions* options, const std::string& item);
 
+// --sentence-lr-scale and --freeze-sentence-steps: SMITH's sentence-block
+// encoder trained apart from its document layers (train::SentenceLevel).
+void AddSentenceLevelFlags(CLI::App* app, train::LoopOptions* options);
+
 // --grad-cache N for a contrastive objective (`objective`) over `item`s:
 // gradient caching, N items a chunk, 0 = off (train/grad_cache.h).
 void AddGradCacheFlag(CLI::App* app, int64_t* grad_cache, const std::string& objective, const std::string& item);

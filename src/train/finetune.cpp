@@ -42,8 +42,6 @@ nlohmann::json OptionsJson(const FinetuneOptions& o) {
                {"mine_negatives", o.mine_negatives},
                {"mine_margin", o.mine_margin},
                {"refresh_negatives", o.refresh_negatives},
-               {"sentence_lr_scale", o.sentence_lr_scale},
-               {"freeze_sentence_steps", o.freeze_sentence_steps},
                {"grad_cache", o.grad_cache}});
   return json;
 }
@@ -404,10 +402,6 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
   // has one group more when it does, so its saved state fits only the same
   // choice. Said before the optimizer is built, instead of libtorch's failure
   // to load it.
-  // Likewise SMITH's sentence level: a run that began with groups of its own
-  // for it keeps them (resumed without the flags, their factors are 1); one
-  // that began without cannot gain them.
-  bool two_levels = options.sentence_lr_scale != 1.0 || options.freeze_sentence_steps > 0;
   if (const nlohmann::json trainer = options.resume ? TrainingRun::LatestTrainerState(options.run) : nullptr;
       trainer.is_object()) {
     const bool learned = trainer.contains("log_scale");
@@ -415,12 +409,9 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
                 learned ? " learns its temperature: resume with --learn-temperature"
                         : " was trained at a fixed temperature: resume without --learn-temperature",
                 ", or start over with --fresh");
-    const bool had_levels = trainer.value("sentence_level_groups", false);
-    TORCH_CHECK(had_levels || !two_levels, "[finetune] ", options.run,
-                " was trained with one learning rate for the whole model: resume without --sentence-lr-scale and "
-                "--freeze-sentence-steps, or start over with --fresh");
-    two_levels = two_levels || had_levels;
   }
+  // Likewise SMITH's sentence level, when it has groups of its own.
+  SentenceLevel levels(options, model->config().kind, "finetune");
   torch::Tensor log_scale;
   std::vector<torch::Tensor> parameters = model->module().parameters();
   if (options.learn_temperature) {
@@ -431,29 +422,11 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
       log_scale.defined() ? model::Temperature::Learned(log_scale) : model::Temperature(options.temperature);
   dist::GradientSynchronizer synchronizer(parameters, group, TrainingRun::Synchronizer(options));
   synchronizer.BroadcastParameters();
-  if (two_levels && model->config().kind != "smith") {
-    throw std::runtime_error(
-        "[finetune] --sentence-lr-scale and --freeze-sentence-steps set SMITH's sentence-block "
-        "encoder apart from its document layers; this model is " +
-        model->config().kind);
-  }
-  std::vector<bool> lower_groups;
-  std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(
-      model->module(), options.optimizer,
-      two_levels ? std::function<bool(const std::string&)>(model::SmithSentenceLevel) : nullptr, &lower_groups);
-  std::vector<torch::Tensor> sentence_level;  // held while step < --freeze-sentence-steps
-  if (two_levels) {
-    for (const auto& p : model->module().named_parameters()) {
-      if (model::SmithSentenceLevel(p.key())) sentence_level.push_back(p.value());
-    }
-  }
-  // Per optimizer group, times the scheduled lr: the sentence level's own
-  // rate (0 while frozen), then the temperature's.
+  std::unique_ptr<torch::optim::AdamW> optimizer = levels.MakeOptimizer(model->module(), options.optimizer);
+  // Per optimizer group, times the scheduled lr: the two levels', then the
+  // temperature's.
   auto lr_factors = [&](int64_t step) {
-    std::vector<double> factors;
-    for (bool lower : lower_groups) {
-      factors.push_back(!lower ? 1.0 : step < options.freeze_sentence_steps ? 0.0 : options.sentence_lr_scale);
-    }
+    std::vector<double> factors = levels.LrFactors(step);
     if (log_scale.defined()) factors.push_back(options.temperature_lr / options.optimizer.lr);
     return factors;
   };
@@ -530,9 +503,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
   PhaseTimer timer(options.time_split, device);  // "data": the wait for the loader thread's batch
   int64_t timed_from = step;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
-    // A frozen sentence level needs no graph: its forward runs without
-    // autograd, so neither its activations are kept nor its backward run.
-    for (torch::Tensor& p : sentence_level) p.requires_grad_(step >= options.freeze_sentence_steps);
+    levels.BeginStep(step);
     double loss = 0;
     bool finite = true;
     std::map<std::string, double> parts;
@@ -592,7 +563,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
     }
     if (finite) {
       TrainingRun::Step(synchronizer, model->module(), *optimizer, options.optimizer, step, &timer, lr_factors(step),
-                        step < options.freeze_sentence_steps ? sentence_level : std::vector<torch::Tensor>{});
+                        levels.Frozen(step));
     } else {
       synchronizer.Finalize();
       optimizer->zero_grad();
@@ -638,7 +609,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
     if (step % options.checkpoint_every == 0 || last || result.stopped_early || result.interrupted) {
       nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};
       if (log_scale.defined()) trainer["log_scale"] = log_scale.item<double>();  // float32, exact in a double
-      if (two_levels) trainer["sentence_level_groups"] = true;
+      levels.Save(&trainer);
       if (options.refresh_negatives > 0) trainer["mined_negatives"] = hard.mined();
       run.Save(step, epoch, position, model->module(), *optimizer, info, trainer);
     }

@@ -50,12 +50,6 @@ struct FinetuneOptions : LoopOptions {
   double mine_margin = 0.1;    // ... leaving out those above the source's best positive by more (< 0: keep them)
   int64_t refresh_negatives = 0;  // contrastive: re-mine them from the model's own vectors every N steps (ANCE; 0 = off)
   int64_t grad_cache = 0;  // contrastive: gradient caching, this many pairs a chunk (0 = off)
-  // SMITH's two levels: the sentence-block encoder (embeddings and sentence
-  // transformer) at this multiple of the scheduled lr, and not updated at all
-  // for the first freeze_sentence_steps steps (the document layers adapt to
-  // an imported encoder before it moves).
-  double sentence_lr_scale = 1.0;
-  int64_t freeze_sentence_steps = 0;
 };
 
 LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& group);

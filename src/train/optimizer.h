@@ -37,6 +37,13 @@ struct LoopOptions {
   double bucket_mb = 25;              // MB of fp32 gradient per all-reduce bucket
   bool bf16_gradients = false;        // all-reduce gradients in bf16 (half the bytes)
   bool deterministic = false;         // torch's deterministic algorithms (UseDeterministicAlgorithms)
+  // SMITH's two levels (train/training_run.h, SentenceLevel): the
+  // sentence-block encoder (embeddings and sentence transformer) at this
+  // multiple of the scheduled lr, and not updated at all for the first
+  // freeze_sentence_steps steps (the document layers adapt to an imported
+  // encoder before it moves).
+  double sentence_lr_scale = 1.0;
+  int64_t freeze_sentence_steps = 0;
   bool resume = true;
   bool progress = true;
   std::string config_yaml;  // the command's resolved options (--dump-config's YAML), kept in <run>/config.yaml

@@ -123,7 +123,8 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   const torch::Device device = group.device();
   dist::GradientSynchronizer synchronizer(task.module.parameters(), group, TrainingRun::Synchronizer(options));
   synchronizer.BroadcastParameters();
-  std::unique_ptr<torch::optim::AdamW> optimizer = MakeAdamW(task.module, options.optimizer);
+  SentenceLevel levels(options, task.info.config.kind, "train");
+  std::unique_ptr<torch::optim::AdamW> optimizer = levels.MakeOptimizer(task.module, options.optimizer);
   TrainingRun run(options.run, options.keep_last, group);
   run.set_console_lines(!options.progress);
   std::vector<Batch> valid_batches;
@@ -169,6 +170,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   PhaseTimer timer(options.time_split, device);
   int64_t timed_from = step;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
+    levels.BeginStep(step);
     double loss = 0;
     bool finite = true;
     std::map<std::string, double> parts;
@@ -204,7 +206,8 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       if (task.flops) flops += task.flops(*batch);
     }
     if (finite) {
-      TrainingRun::Step(synchronizer, task.module, *optimizer, options.optimizer, step, &timer);
+      TrainingRun::Step(synchronizer, task.module, *optimizer, options.optimizer, step, &timer,
+                        levels.LrFactors(step), levels.Frozen(step));
     } else {  // the same on every rank, after the same collectives
       synchronizer.Finalize();
       optimizer->zero_grad();
@@ -248,8 +251,9 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
     result.interrupted = run.StopRequested(step);
     if (step % options.checkpoint_every == 0 || step == options.steps || result.stopped_early || result.interrupted) {
       const data::StreamCursor now = loader->cursor();
-      run.Save(step, now.epoch, now.position, task.module, *optimizer, task.info,
-               {{"options", OptionsJson(options)}, {"validation", best.ToJson()}});
+      nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};
+      levels.Save(&trainer);
+      run.Save(step, now.epoch, now.position, task.module, *optimizer, task.info, trainer);
     }
     timer.Mark("other");  // progress, logging, validation, checkpoints
   }

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""finetune --freeze-sentence-steps N, through the real binary: SMITH's
-sentence level (token embeddings and sentence transformer) is not updated in
-the first N steps, while the document level is; from step N on both are,
-also in a run resumed across step N. Frozen, the sentence level runs without
-autograd (no graph, no backward through it), which is what makes the flag
-cheap: the step's time split is printed beside, not asserted.
+"""finetune and pretrain --freeze-sentence-steps N, through the real binary:
+SMITH's sentence level (token embeddings and sentence transformer) is not
+updated in the first N steps, while the document level is; from step N on
+both are, also in a run resumed across step N (finetune), and pretrain's
+label-free DocSplit continues the document layers alone the same way. A
+model without two levels, or a run begun without them resumed with the flag,
+is refused with what to do. Frozen, the sentence level runs without autograd
+(no graph, no backward through it), which is what makes the flag cheap: the
+step's time split is printed beside, not asserted.
 
 The weights are read back from `docmatch export` folders (model.safetensors,
 with the safetensors package).
@@ -55,6 +58,14 @@ def main():
                    "--checkpoint-every", "1", "--keep-last", "10", "--validate-every", "0", "--log-every", "1",
                    "--time-split", "--seed", "3", "--run", os.path.join(scratch, name), "--no-progress", *extra)
 
+    def pretrain(name, steps, *extra, model=config):
+        return subprocess.run([docmatch, "pretrain", "--corpus", os.path.join(fixture, "corpus"), "--model-config",
+                               model, "--objective", "docsplit", "--lm-weight", "0", "--batch-size", "4",
+                               "--steps", str(steps), "--warmup-steps", "0", "--lr", "1e-3", "--checkpoint-every",
+                               "1", "--keep-last", "10", "--log-every", "1", "--seed", "3",
+                               "--run", os.path.join(scratch, name), "--no-progress", *extra],
+                              capture_output=True, text=True)
+
     def weights(name, step):
         out = os.path.join(scratch, f"{name}-{step}")
         run("export", "--model", os.path.join(scratch, name, f"step-{step}"), "--format", "docmatch", "--output", out)
@@ -80,6 +91,29 @@ def main():
     # Same seed, same initial weights: the plain run's first step updated its
     # sentence level, the frozen run's did not.
     check(moved(frozen[1], plain[1], lower=True), "the frozen run's step 1 equals the plain run's")
+
+    # pretrain: DocSplit over the document layers alone, then both.
+    proc = pretrain("docsplit", 3, "--freeze-sentence-steps", "2")
+    check(proc.returncode == 0, f"pretrain --freeze-sentence-steps exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    docsplit = {s: weights("docsplit", s) for s in (1, 2, 3)}
+    check(sorted(docsplit[1]) == sorted(frozen[1]), "pretrain's encoder tensors are not finetune's")
+    check(not moved(docsplit[1], docsplit[2], lower=True),
+          f"pretrain frozen, step 1 -> 2: the sentence level moved: {moved(docsplit[1], docsplit[2], True)}")
+    check(moved(docsplit[1], docsplit[2], lower=False), "pretrain frozen, step 1 -> 2: the document level did not move")
+    check(len(moved(docsplit[2], docsplit[3], lower=True)) == len(lower),
+          f"pretrain unfrozen, step 2 -> 3: only {moved(docsplit[2], docsplit[3], True)} of the sentence level moved")
+    # Refused, with what to do: a flat model has no sentence level, and a run
+    # begun with one optimizer group for everything cannot gain a second.
+    flat = os.path.join(scratch, "flat.yaml")
+    with open(flat, "w") as f:
+        f.write("model: {kind: match_bert, hidden: 32, heads: 2, intermediate: 64, layers: 1, max_tokens: 64}\n")
+    proc = pretrain("flat", 1, "--freeze-sentence-steps", "1", model=flat)
+    check(proc.returncode != 0 and "this model is match_bert" in proc.stderr,
+          f"pretrain --freeze-sentence-steps on match_bert: exit {proc.returncode}, {proc.stderr[-600:]}")
+    check(pretrain("one-group", 1).returncode == 0, "pretrain without the flag failed")
+    proc = pretrain("one-group", 2, "--freeze-sentence-steps", "2")
+    check(proc.returncode != 0 and "resume without --sentence-lr-scale" in proc.stderr,
+          f"resumed with a second group: exit {proc.returncode}, {proc.stderr[-600:]}")
 
     def split(name):
         lines = [json.loads(l) for l in open(os.path.join(scratch, name, "metrics.jsonl"))]
