@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """README command (1), scripts/quickstart.sh, end to end: import MiniLM,
 render and prepare the manual pages, fine-tune, evaluate beside TF-IDF,
-search, export and load the export in sentence-transformers. Shortened
+search, export and load the export in sentence-transformers (--recipe flat)
+or in python/'s numpy encoder (--recipe smith, MiniLM read whole). Shortened
 through the script's own variables (2 fine-tuning steps, the 300 pages
 nearest printf(3), outputs in SCRATCH, the set-up the test command has just
 done skipped); everything else is the script as users run it.
 
 Checks the exit status, that every stage printed what it should (the table's
-three rows, printf(3)'s hits, the sentence-transformers line with its
+three rows, printf(3)'s hits, the Python reader's line with its
 difference from docmatch's own vectors), and that the export needed no
---corpus (the checkpoint carries its tokenizer).
+--corpus (the checkpoint carries its tokenizer) and is the recipe's model.
 
-usage: quickstart_check.py BUILD_DIR SCRATCH
+usage: quickstart_check.py BUILD_DIR SCRATCH [flat|smith]
 """
 import json
 import os
@@ -31,31 +32,38 @@ def check(condition, message):
 
 def main():
     build, scratch = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    recipe = sys.argv[3] if len(sys.argv) > 3 else "flat"
+    if recipe == "flat":
+        rows = ("TF-IDF (reference)", "MiniLM, contrastive fine-tuning", "hybrid: fine-tuned MiniLM + TF-IDF")
+        reader, export, kind = r"SentenceTransformer\('models/manpages-minilm'\)", "manpages-minilm", "match_bert"
+    else:
+        rows = ("TF-IDF (reference)", "MiniLM read whole as SMITH, contrastive fine-tuning",
+                "hybrid: fine-tuned SMITH + TF-IDF")
+        reader, export, kind = r"Encoder\('models/manpages-smith'\)", "manpages-smith", "smith"
     shutil.rmtree(scratch, ignore_errors=True)
     env = dict(os.environ, DOCMATCH_QUICKSTART_DIR=scratch, DOCMATCH_QUICKSTART_STEPS="2",
                DOCMATCH_QUICKSTART_PAGES="300", DOCMATCH_QUICKSTART_SETUP="0", DOCMATCH_BUILD_DIR=build)
     started = time.time()
-    result = subprocess.run(["bash", os.path.join(ROOT, "scripts", "quickstart.sh")], env=env, capture_output=True,
-                            text=True)
+    result = subprocess.run(["bash", os.path.join(ROOT, "scripts", "quickstart.sh"), "--recipe", recipe], env=env,
+                            capture_output=True, text=True)
     seconds = time.time() - started
     out = result.stdout
     check(result.returncode == 0, f"quickstart.sh exited {result.returncode} after {seconds:.0f} s\n--- stdout\n"
           f"{out[-4000:]}\n--- stderr\n{result.stderr[-4000:]}")
-    for row in ("TF-IDF (reference)", "MiniLM, contrastive fine-tuning", "hybrid: fine-tuned MiniLM + TF-IDF"):
+    for row in rows:
         check(re.search(rf"^{re.escape(row)}.*\s0\.\d{{3}}\s+0\.\d{{3}}", out, re.M), f"the table has no row '{row}'")
     check("query: printf.3" in out and re.search(r"^\s+1\s+\d\.\d{4}\s+\S+\s+\S+\(\d", out, re.M),
           "printf(3)'s hits with titles are missing")
-    st = re.search(r"SentenceTransformer\('models/manpages-minilm'\): 384-d unit vectors.*largest difference from "
-                   r"docmatch encode's vectors (\S+)", out)
-    check(st and float(st.group(1)) <= 1e-4, f"the sentence-transformers line: {st and st.group(0)}")
+    st = re.search(reader + r": 384-d unit vectors.*largest difference from docmatch encode's vectors (\S+)", out)
+    check(st and float(st.group(1)) <= 1e-4, f"the Python reader's line: {st and st.group(0)}")
     check("[quickstart] done in" in out, "no closing line")
-    config = json.load(open(os.path.join(scratch, "models", "manpages-minilm", "config.json")))
-    check(config["stage"] == "export" and config["tokenizer"] == "tokenizer.wordpiece",
-          f"the export's config.json: {config.get('stage')}, {config.get('tokenizer')}")
+    config = json.load(open(os.path.join(scratch, "models", export, "config.json")))
+    got = (config.get("stage"), config.get("tokenizer"), config.get("model", {}).get("kind"))
+    check(got == ("export", "tokenizer.wordpiece", kind), f"the export's config.json (stage, tokenizer, kind): {got}")
     pages = sum(1 for _ in open(os.path.join(scratch, "data", "manpages", "articles.jsonl")))
     check(pages == 300, f"DOCMATCH_QUICKSTART_PAGES=300 kept {pages} pages")
-    print(json.dumps({"seconds": round(seconds, 1), "pages": pages,
-                      "st_max_abs_difference": float(st.group(1))}))
+    print(json.dumps({"recipe": recipe, "seconds": round(seconds, 1), "pages": pages,
+                      "python_max_abs_difference": float(st.group(1))}))
 
 
 if __name__ == "__main__":
