@@ -19,6 +19,7 @@ Command AddInfoCommand(CLI::App* app);
 Command AddPretrainCommand(CLI::App* app);
 Command AddFinetuneCommand(CLI::App* app);
 Command AddEmbedCommand(CLI::App* app);
+Command AddFuseCommand(CLI::App* app);
 Command AddEvalCommand(CLI::App* app);
 Command AddExportCommand(CLI::App* app);
 Command AddImportCommand(CLI::App* app);

@@ -1,4 +1,5 @@
-// `docmatch embed`: every document's vector to HDF5 (eval/embeddings.h).
+// `docmatch embed`: every document's vector to HDF5, and `docmatch fuse`:
+// several such files as one (eval/embeddings.h).
 #include <filesystem>
 #include <iostream>
 
@@ -42,6 +43,42 @@ Command AddEmbedCommand(CLI::App* app) {
               if (group.rank() == 0) std::cout << "[embed] " << n << " documents -> " << o->output << std::endl;
               return 0;
             });
+          }};
+}
+
+Command AddFuseCommand(CLI::App* app) {
+  CLI::App* sub = app->add_subcommand(
+      "fuse",
+      "Fuse the vectors of two or more models into one embeddings file, in which\n"
+      "the cosine of two documents is the weighted mean of their cosines under the\n"
+      "inputs: e.g. a flat model's first 256 tokens with SMITH's whole document. Each\n"
+      "file's rows are scaled to unit length and by sqrt(weight / sum of weights),\n"
+      "side by side. The inputs must hold the same documents (rows follow the first\n"
+      "file). eval reads the result without --model (--lexical-weight adds TF-IDF);\n"
+      "search reads it by --id. Weights are a choice per corpus: measure on held-out\n"
+      "queries (docs/RESULTS.md: it pays on Wikipedia, not on the manual pages).\n"
+      "  docmatch fuse --embeddings runs/flat/embeddings.h5 --embeddings runs/smith/embeddings.h5 \\\n"
+      "      --output runs/flat+smith.h5\n"
+      "  docmatch eval --embeddings runs/flat+smith.h5 --corpus corpora/wiki --relevance relevance.jsonl \\\n"
+      "      --lexical-weight 0.5 --output runs/eval-flat+smith-hybrid");
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto weights = std::make_shared<std::vector<double>>();
+  auto output = std::make_shared<std::string>();
+  auto overwrite = std::make_shared<bool>(false);
+  sub->add_option("--embeddings", *inputs, "an embeddings file (embed, eval); two or more, repeated")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--weight", *weights, "one weight per --embeddings file, in order (default: 1 each)");
+  sub->add_option("--output", *output, "HDF5 file to write")->required();
+  sub->add_flag("--overwrite", *overwrite, "replace an existing --output");
+  return {sub, [inputs, weights, output, overwrite] {
+            RefuseProtectedOutput("fuse", *output, *inputs);
+            if (std::filesystem::exists(*output) && !*overwrite) {
+              throw std::invalid_argument("[fuse] '" + *output + "' exists; pass --overwrite to replace it");
+            }
+            const int64_t n = eval::FuseEmbeddings(*inputs, *weights, *output);
+            std::cout << "[fuse] " << n << " documents, " << inputs->size() << " files -> " << *output << std::endl;
+            return 0;
           }};
 }
 

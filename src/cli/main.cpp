@@ -151,10 +151,11 @@ int main(int argc, char** argv) {
       "(SMITH, DocSplit, SMASH RNN / HAN, SDR, MatchBERT).\n\n"
       "A run goes: prepare a corpus into shards, then pretrain, finetune, embed\n"
       "and eval; search finds the documents nearest a document or a text (index\n"
-      "builds an approximate index for search --ann on large files), and\n"
-      "encode turns raw text into vectors. Every command reads an optional YAML\n"
-      "config (--config) whose section for the command holds its long options;\n"
-      "flags override it, and --dump-config prints the result.\n\n"
+      "builds an approximate index for search --ann on large files), fuse\n"
+      "joins several models' vectors into one file, and encode turns raw text\n"
+      "into vectors. Every command reads an optional YAML config (--config)\n"
+      "whose section for the command holds its long options; flags override it,\n"
+      "and --dump-config prints the result.\n\n"
       "  docmatch prepare --input articles.jsonl --output corpora/wiki\n"
       "  docmatch inspect corpora/wiki --doc Absolute_zero\n"
       "  docmatch prepare --config configs/prepare-wikispeedia.yaml --dump-config\n"
@@ -179,7 +180,7 @@ int main(int argc, char** argv) {
       docmatch::cli::AddEvalCommand(&app),     docmatch::cli::AddExportCommand(&app),
       docmatch::cli::AddImportCommand(&app),   docmatch::cli::AddTokenizeCommand(&app),
       docmatch::cli::AddEncodeCommand(&app),   docmatch::cli::AddSearchCommand(&app),
-      docmatch::cli::AddIndexCommand(&app),
+      docmatch::cli::AddIndexCommand(&app),    docmatch::cli::AddFuseCommand(&app),
   };
   for (const auto& command : commands) {
     command.app->fallthrough();

@@ -266,8 +266,17 @@ void EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<cons
   }
   std::vector<std::string> ids;
   for (const data::Document* d : documents) ids.push_back(d->id);
+  AppendVectors(ids, vectors);
+}
+
+void EmbeddingWriter::AppendVectors(const std::vector<std::string>& ids, const torch::Tensor& vectors) {
+  const torch::Tensor rows = vectors.to(torch::kCPU, torch::kFloat).contiguous();
+  TORCH_CHECK(rows.dim() == 2 && rows.size(0) == static_cast<int64_t>(ids.size()) && rows.size(1) == dimension_,
+              "[embed] ", ids.size(), " ids for vectors of shape ", rows.sizes(), " in a ", dimension_, "-d file");
+  const hid_t f = file_->get();
+  const std::string where = Where(path_);
   AppendStrings(f, where, "document_ids", ids);
-  hdf5::AppendRows(f, where, "vectors", H5T_NATIVE_FLOAT, vectors.size(0), vectors.data_ptr<float>());
+  hdf5::AppendRows(f, where, "vectors", H5T_NATIVE_FLOAT, rows.size(0), rows.data_ptr<float>());
 }
 
 void EmbeddingWriter::WriteAttributes(const std::map<std::string, std::string>& attributes) {
@@ -337,6 +346,86 @@ int64_t RunEmbedding(const EmbedOptions& options, dist::ProcessGroup& group) {
   io::CheckTokenizer(info, corpus, options.model);
   model->module().to(group.device());
   return EmbedCorpus(*model, options.model, corpus, options.output, options.batch_size, options.progress, group);
+}
+
+int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<double> weights, const std::string& output) {
+  if (inputs.size() < 2) {
+    throw std::invalid_argument("[fuse] needs two or more --embeddings files, got " + std::to_string(inputs.size()));
+  }
+  if (weights.empty()) weights.assign(inputs.size(), 1.0);
+  if (weights.size() != inputs.size()) {
+    throw std::invalid_argument("[fuse] " + std::to_string(weights.size()) + " --weight values for " +
+                                std::to_string(inputs.size()) + " --embeddings files: one each, in the same order");
+  }
+  double total = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!(weights[i] > 0) || !std::isfinite(weights[i])) {
+      throw std::invalid_argument("[fuse] the weight of '" + inputs[i] + "' is " + std::to_string(weights[i]) +
+                                  ": weights are positive (leave a file out instead of weighting it 0)");
+    }
+    total += weights[i];
+  }
+  std::vector<std::unique_ptr<EmbeddingFile>> files;
+  int64_t dimension = 0;
+  for (const std::string& path : inputs) {
+    files.push_back(std::make_unique<EmbeddingFile>(path));
+    if (files.back()->kind() == "smash") {
+      throw std::invalid_argument("[fuse] '" + path + "' holds SMASH vectors, which its pair head scores, not a " +
+                                  "cosine: fuse files whose score is the cosine of their vectors");
+    }
+    dimension += files.back()->dimension();
+  }
+  const EmbeddingFile& first = *files[0];
+  const int64_t N = first.size();
+  // A file whose rows are in another order is read whole and reordered to
+  // the first file's (its N x D floats in memory); the others a block at a time.
+  std::vector<torch::Tensor> reordered(files.size());
+  for (size_t k = 1; k < files.size(); ++k) {
+    const EmbeddingFile& file = *files[k];
+    if (file.size() != N) {
+      throw std::invalid_argument("[fuse] '" + first.path() + "' holds " + std::to_string(N) + " documents and '" +
+                                  file.path() + "' " + std::to_string(file.size()) +
+                                  ": fuse files embedded from the same corpus");
+    }
+    if (file.ids() == first.ids()) continue;
+    std::vector<int64_t> rows;
+    rows.reserve(N);
+    for (const std::string& id : first.ids()) {
+      const std::optional<int64_t> row = file.Row(id);
+      if (!row) {
+        throw std::invalid_argument("[fuse] document '" + id + "' of '" + first.path() + "' is not in '" +
+                                    file.path() + "': fuse files embedded from the same corpus");
+      }
+      rows.push_back(*row);
+    }
+    reordered[k] = file.Vectors(0, N).index_select(0, torch::tensor(rows, torch::kLong));
+  }
+  const std::string tmp = output + ".tmp";
+  if (!fs::path(output).parent_path().empty()) fs::create_directories(fs::path(output).parent_path());
+  {
+    EmbeddingWriter writer(tmp, dimension, /*sentences=*/false);
+    for (int64_t begin = 0; begin < N; begin += kCopyRows) {
+      const int64_t end = std::min(N, begin + kCopyRows);
+      std::vector<torch::Tensor> columns;
+      for (size_t k = 0; k < files.size(); ++k) {
+        const torch::Tensor rows =
+            reordered[k].defined() ? reordered[k].slice(0, begin, end) : files[k]->Vectors(begin, end);
+        const torch::Tensor norms = rows.norm(2, {1}, /*keepdim=*/true).clamp_min(1e-12);
+        columns.push_back(rows / norms * std::sqrt(weights[k] / total));
+      }
+      const std::vector<std::string> ids(first.ids().begin() + begin, first.ids().begin() + end);
+      writer.AppendVectors(ids, torch::cat(columns, /*dim=*/1));
+    }
+    std::string from;
+    for (size_t k = 0; k < files.size(); ++k) {
+      from += (k ? "; " : "") + std::to_string(weights[k] / total) + " " +
+              fs::weakly_canonical(fs::absolute(files[k]->path())).string();
+    }
+    writer.WriteAttributes({{"kind", "fused"}, {"model", ""}, {"corpus", first.corpus()}, {"fused_from", from}});
+    writer.Close();
+  }
+  fs::rename(tmp, output);
+  return N;
 }
 
 EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {

@@ -64,6 +64,9 @@ class EmbeddingWriter {
   // them) and appends them.
   void Append(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
               const torch::Device& device);
+  // Appends rows that are vectors already (`docmatch fuse`): a file without
+  // sentence vectors only.
+  void AppendVectors(const std::vector<std::string>& ids, const torch::Tensor& vectors);
   // The format attributes plus `attributes` (kind, model, corpus, tokenizer_hash).
   void WriteAttributes(const std::map<std::string, std::string>& attributes);
   // Flushes and closes the file, checked; throws naming the path and the OS's
@@ -86,6 +89,16 @@ int64_t RunEmbedding(const EmbedOptions& options, dist::ProcessGroup& group);
 // The same, with a model already loaded (eval embeds before scoring).
 int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder, const data::Corpus& corpus,
                     const std::string& output, int64_t batch_size, bool progress, dist::ProcessGroup& group);
+
+// `docmatch fuse`: one embeddings file in which the cosine of two documents
+// is the weighted mean of their cosines in the inputs (weights: one each when
+// empty). Each input's rows are scaled to unit length and by sqrt(w / sum of
+// the weights), and set side by side (the dimension is the inputs' sum). The
+// rows follow the first input's order; every input must hold the same
+// documents. The file's kind is "fused" and it names no model: eval reads it
+// without --model (--lexical-weight included), search by --id. Written under
+// a temporary name and renamed when complete. Returns the number of rows.
+int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<double> weights, const std::string& output);
 
 // A read-only embeddings file; throws naming the file when it is not one.
 class EmbeddingFile {
