@@ -74,11 +74,11 @@ fi
 if [ "$recipe" = flat ]; then
   import=checkpoints/quickstart/minilm-import
   import_flags=(--kind match_bert --max-tokens 256 --pooling mean)
-  name=minilm-contrastive reads="MiniLM" short=MiniLM export=models/manpages-minilm
+  name=minilm-contrastive reads="MiniLM" short=MiniLM export_dir=models/manpages-minilm
 else
   import=checkpoints/quickstart/smith-import
   import_flags=(--kind smith --block-length 128 --max-blocks 16)
-  name=smith-contrastive reads="MiniLM read whole as SMITH" short=SMITH export=models/manpages-smith
+  name=smith-contrastive reads="MiniLM read whole as SMITH" short=SMITH export_dir=models/manpages-smith
 fi
 trained=checkpoints/quickstart/$name
 "$docmatch" import-hf "$models/all-minilm-l6-v2" "${import_flags[@]}" --output "$import" --overwrite
@@ -122,18 +122,18 @@ echo "[quickstart] the pages nearest to printf(3), by the fine-tuned model fused
 
 # The export, read back outside docmatch: three texts encoded by `docmatch
 # encode` and by the Python stack a user would serve it with.
-"$docmatch" export --model "$trained/best" --output "$export" --overwrite
+"$docmatch" export --model "$trained/best" --output "$export_dir" --overwrite
 printf '%s\n' '{"id": "a", "text": "format and print data"}' '{"id": "b", "text": "formatted output conversion"}' \
   '{"id": "c", "text": "change file owner and group"}' > runs/quickstart/texts.jsonl
-"$docmatch" encode --model "$export" --input runs/quickstart/texts.jsonl > runs/quickstart/texts.vectors.jsonl
+"$docmatch" encode --model "$export_dir" --input runs/quickstart/texts.jsonl > runs/quickstart/texts.vectors.jsonl
 if [ "$recipe" = flat ]; then
-  echo "[quickstart] the fine-tuned model for the Python stack: $export loads in"
+  echo "[quickstart] the fine-tuned model for the Python stack: $export_dir loads in"
   echo "            sentence-transformers and transformers with docmatch's vectors:"
 else
-  echo "[quickstart] the fine-tuned model for serving: $export (docmatch's layout) reads raw"
+  echo "[quickstart] the fine-tuned model for serving: $export_dir (docmatch's layout) reads raw"
   echo "            text in python/'s numpy encoder (docmatch_encoder) with docmatch's vectors:"
 fi
-PYTHONPATH="$repo/python${PYTHONPATH:+:$PYTHONPATH}" "$venv_python" - "$recipe" "$export" <<'EOF'
+PYTHONPATH="$repo/python${PYTHONPATH:+:$PYTHONPATH}" "$venv_python" - "$recipe" "$export_dir" <<'EOF'
 import json, os, sys
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import numpy as np

@@ -94,8 +94,9 @@ class SearchCommand {
     if (model_) return;
     if (file_.kind() == "fused") {
       throw std::invalid_argument("[search] '" + flags_.embeddings +
-                                  "' fuses several models' vectors (docmatch fuse), and no one model embeds a text "
-                                  "into it: search it by --id, or search a text in one of the files it fuses");
+                                  "' fuses several models' vectors (docmatch fuse) and is searched without a model: "
+                                  "by --id or {\"id\"} lines of --queries, without --model. No one model embeds a "
+                                  "text into it: search a text in one of the files it fuses");
     }
     const std::string model = !flags_.model.empty() ? flags_.model : file_.model();
     if (model.empty() || !fs::is_directory(model)) {

@@ -410,7 +410,15 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
       for (size_t k = 0; k < files.size(); ++k) {
         const torch::Tensor rows =
             reordered[k].defined() ? reordered[k].slice(0, begin, end) : files[k]->Vectors(begin, end);
-        const torch::Tensor norms = rows.norm(2, {1}, /*keepdim=*/true).clamp_min(1e-12);
+        const torch::Tensor norms = rows.norm(2, {1}, /*keepdim=*/true);
+        const torch::Tensor zero = (norms.squeeze(1) == 0).nonzero();
+        if (zero.size(0) > 0) {
+          // A zero vector has no direction: its cosines are undefined, and
+          // its block would leave the fused row short of unit length.
+          const std::string id = first.ids()[begin + zero[0][0].item<int64_t>()];
+          throw std::invalid_argument("[fuse] '" + files[k]->path() + "' gives document '" + id +
+                                      "' a zero vector, which has no cosine: embed it again");
+        }
         columns.push_back(rows / norms * std::sqrt(weights[k] / total));
       }
       const std::vector<std::string> ids(first.ids().begin() + begin, first.ids().begin() + end);
@@ -424,7 +432,13 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
     writer.WriteAttributes({{"kind", "fused"}, {"model", ""}, {"corpus", first.corpus()}, {"fused_from", from}});
     writer.Close();
   }
-  fs::rename(tmp, output);
+  std::error_code renamed;
+  fs::rename(tmp, output, renamed);
+  if (renamed) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw std::runtime_error("[fuse] cannot move the fused file to '" + output + "': " + renamed.message());
+  }
   return N;
 }
 

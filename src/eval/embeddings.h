@@ -95,9 +95,11 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
 // empty). Each input's rows are scaled to unit length and by sqrt(w / sum of
 // the weights), and set side by side (the dimension is the inputs' sum). The
 // rows follow the first input's order; every input must hold the same
-// documents. The file's kind is "fused" and it names no model: eval reads it
-// without --model (--lexical-weight included), search by --id. Written under
-// a temporary name and renamed when complete. Returns the number of rows.
+// documents, and none a zero vector (it has no cosine). SDR files enter by
+// their mean sentence vectors; SMASH files (a pair head's score) are refused.
+// The file's kind is "fused" and it names no model: eval reads it without
+// --model (--lexical-weight included), search by --id. Written under a
+// temporary name and renamed when complete. Returns the number of rows.
 int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<double> weights, const std::string& output);
 
 // A read-only embeddings file; throws naming the file when it is not one.

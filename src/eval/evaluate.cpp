@@ -430,6 +430,11 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
     }
   }
   const auto check = [&](const EmbeddingFile& file, const data::Corpus& of, const std::string& name) {
+    if (file.kind() == "fused") {
+      throw std::runtime_error("[eval] " + file.path() +
+                               " holds fused vectors (docmatch fuse), scored by their cosine without a model: "
+                               "evaluate it without --model");
+    }
     if (file.size() != of.num_documents() || file.kind() != info.config.kind) {
       throw std::runtime_error("[eval] " + file.path() + " holds " + std::to_string(file.size()) + " " + file.kind() +
                                " vectors; corpus '" + name + "' has " + std::to_string(of.num_documents()) +

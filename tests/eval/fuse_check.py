@@ -12,12 +12,13 @@ with weights 1 and 3, against numpy:
   * eval reads it without --model: MRR and P@1 over every query equal
     numpy's ranking by the weighted mean cosine, and with --lexical-weight
     0.5 numpy's ranking by (mean cosine + TF-IDF cosine) / 2;
-  * search --id returns numpy's top 5 with its scores; search --text is
-    refused, naming the fused file;
+  * search --id returns numpy's top 5 with its scores; search --text and
+    --model, and eval --model, are refused, naming the fused file;
   * mistakes are named and leave no output: one file, a weight count that
     does not match, a weight of 0, files of different documents (a row
     dropped; an id renamed), SMASH vectors, an existing output without
-    --overwrite, an output that is an input.
+    --overwrite, an output that is an input, and while writing a NaN or a
+    zero row (the temporary file goes too).
 
 usage: fuse_check.py DOCMATCH FIXTURE SCRATCH
 """
@@ -96,8 +97,9 @@ def main():
           attrs["corpus"] == attrs_a["corpus"], f"attributes {attrs}")
     check(attrs["fused_from"].startswith("0.250000 ") and "; 0.750000 " in attrs["fused_from"] and
           attrs["fused_from"].endswith("vectors-48.h5"), f"fused_from {attrs['fused_from']}")
-    cosine = 0.25 * unit(a) @ unit(a).T + 0.75 * unit(b) @ unit(b).T
-    check(np.abs(v @ v.T - cosine).max() < 1e-6, "the fused cosine is not the weighted mean of the inputs'")
+    mean_cosine = 0.25 * unit(a) @ unit(a).T + 0.75 * unit(b) @ unit(b).T
+    check(np.abs(v @ v.T - mean_cosine).max() < 1e-6, "the fused cosine is not the weighted mean of the inputs'")
+    cosine = unit(v) @ unit(v).T  # what eval and search rank by: the file's float32 rows, in float64
 
     # The second file in another order fuses to the same rows.
     reversed_b = os.path.join(scratch, "reversed.h5")
@@ -150,6 +152,13 @@ def main():
     check(all(abs(h["score"] - scores[i]) < 1e-5 for h, i in zip(hits, top)), f"search scores {hits}")
     said = run(docmatch, "search", "--embeddings", fused, "--text", "format and print", fail=True).stderr
     check("fuses several models' vectors" in said and "fused.h5" in said, said)
+    said = run(docmatch, "search", "--embeddings", fused, "--id", query, "--model",
+               os.path.join(scratch, "run-32", "latest"), fail=True).stderr
+    check("is searched without a model" in said, said)
+    said = run(docmatch, "eval", "--model", os.path.join(scratch, "run-32", "latest"), "--embeddings", fused,
+               "--corpus", corpus, "--relevance", relevance_file, "--output", os.path.join(scratch, "e1"),
+               "--no-progress", fail=True).stderr
+    check("evaluate it without --model" in said, said)
 
     # Mistakes, named; no output left behind.
     def refused(args, needle):
@@ -180,7 +189,15 @@ def main():
     check("exists; pass --overwrite" in said, said)
     said = run(docmatch, "fuse", "--embeddings", files[0], "--embeddings", files[1], "--output", files[0],
                "--overwrite", fail=True).stderr
-    check("[fuse]" in said and read(files[0])[1].shape == a.shape, f"an input as the output: {said}")
+    check("[fuse] will not write" in said and read(files[0])[1].shape == a.shape, f"an input as the output: {said}")
+    # Refusals found while writing (a row past the first block would be the
+    # same): the temporary file goes too.
+    for name, value, needle in (("nan", np.nan, "holds NaN or Inf"), ("zero", 0.0, "a zero vector")):
+        bad = os.path.join(scratch, f"{name}.h5")
+        rewrite(files[1], bad)
+        with h5py.File(bad, "a") as f:
+            f["vectors"][5] = value
+        refused(["--embeddings", files[0], "--embeddings", bad], needle)
 
     print(json.dumps({"documents": len(ids), "queries": len(lists), "mrr": round(mrr, 6),
                       "hybrid_mrr": round(hybrid_mrr, 6)}))
