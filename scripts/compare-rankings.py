@@ -15,6 +15,11 @@ A row whose score is not one cosine (a hybrid, `eval --lexical-weight`) is
 read from the rankings.jsonl that `eval --max-queries 0 --write-rankings 1`
 writes: each line carries its query's first relevant rank.
 
+With --half 1 or --half 2 only one half of the queries counts (split by a
+hash of the query id, the same halves on every run): choose a setting such as
+eval's --lexical-weight on one half and report it on the other, so that the
+reported row was not tuned on its own queries.
+
 With --by-length ARTICLES.jsonl the same lines follow for each quarter of the
 queries by the query document's length in words ("group": "1/4" the shortest,
 with its word range), bootstrapped within the group: whether reading a long
@@ -25,6 +30,7 @@ document whole pays more the longer it is.
       tfidf=runs/wikispeedia/tfidf/vectors.h5 hybrid=runs/all-queries/hybrid/rankings.jsonl
 """
 import argparse
+import hashlib
 import json
 
 import h5py
@@ -82,13 +88,15 @@ def main():
     parser.add_argument("--by-length", metavar="ARTICLES.jsonl",
                         help="also report each quarter of the queries by the query's length in words")
     parser.add_argument("--groups", type=int, default=4, help="with --by-length: how many length groups")
+    parser.add_argument("--half", type=int, choices=(1, 2),
+                        help="only the queries of this half (1: the first byte of the query id's SHA-256 is even)")
     parser.add_argument("rows", nargs="+", metavar="NAME=VECTORS.h5|RANKINGS.jsonl")
     args = parser.parse_args()
     relevance = []
     for line in open(args.relevance, encoding="utf-8"):
         if line.strip():
             record = json.loads(line)
-            if record["relevant"]:
+            if record["relevant"] and (args.half is None or query_half(record["query"]) == args.half):
                 relevance.append((record["query"], record["relevant"]))
     rows = {}
     for spec in args.rows:
@@ -111,6 +119,11 @@ def main():
             if len(part):
                 report(rows, part, rng, args.resamples, {"group": f"{g + 1}/{args.groups}",
                                                          "words": [int(lengths[part].min()), int(lengths[part].max())]})
+
+
+def query_half(query):
+    """1 or 2: which half of the queries `--half` puts this query id in."""
+    return 1 + hashlib.sha256(query.encode("utf-8")).digest()[0] % 2
 
 
 def document_words(path):

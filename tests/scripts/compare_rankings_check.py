@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/compare-rankings.py on vectors whose ranks are known by hand: MRR
 per row, the paired difference, pessimistic ties, and the groups of queries
-by length (--by-length).
+by length (--by-length), and the two halves of the queries (--half).
 
 usage: compare_rankings_check.py SCRATCH_DIR
 """
@@ -90,6 +90,21 @@ def main():
     assert by[("1/2", "good")]["mrr"] == 1.0 and by[("1/2", "bad")]["mrr"] == 0.5, grouped
     assert by[("2/2", "good")]["mrr"] == 1.0 and by[("2/2", "bad")]["mrr"] == round(1 / 3, 4), grouped
     assert by[("2/2", "good - bad")]["mrr"] == round(1 - 1 / 3, 4) and by[("1/2", "bad")]["queries"] == 1, grouped
+    # --half: the same "bad" vectors with c renamed e. sha256("a") starts with
+    # 0xca (even: half 1), sha256("e") with 0x3f (odd: half 2). Each half
+    # holds one query, so its MRR is that query's reciprocal rank from above.
+    write(os.path.join(scratch, "bad-e.h5"), ["a", "b", "e", "d"], [[1, 0], [-1, 0], [1, 0.2], [1, -0.1]])
+    halves = os.path.join(scratch, "halves.jsonl")
+    with open(halves, "w") as f:
+        f.write(json.dumps({"query": "a", "relevant": ["b"]}) + "\n")
+        f.write(json.dumps({"query": "e", "relevant": ["d"]}) + "\n")
+    by_half = {}
+    for half in ("1", "2"):
+        out = subprocess.run([sys.executable, SCRIPT, "--relevance", halves, "--resamples", "10", "--half", half,
+                              f"bad={scratch}/bad-e.h5"], check=True, capture_output=True, text=True).stdout
+        by_half[half] = json.loads(out.splitlines()[0])
+    assert by_half["1"]["queries"] == 1 and by_half["1"]["mrr"] == round(1 / 3, 4), by_half
+    assert by_half["2"]["queries"] == 1 and by_half["2"]["mrr"] == 0.5, by_half
     print(f"compare-rankings: good {good['mrr']}, bad {bad['mrr']}, tie {tie['mrr']}, "
           f"relevant tie {relevant_tie['mrr']} as computed by hand")
 
