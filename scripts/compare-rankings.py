@@ -98,6 +98,9 @@ def main():
             record = json.loads(line)
             if record["relevant"] and (args.half is None or query_half(record["query"]) == args.half):
                 relevance.append((record["query"], record["relevant"]))
+    if not relevance:
+        raise SystemExit(f"{args.relevance}: no query with a relevant document"
+                         + (f" in half {args.half}" if args.half else ""))
     rows = {}
     for spec in args.rows:
         name, path = spec.split("=", 1)

@@ -105,6 +105,13 @@ def main():
         by_half[half] = json.loads(out.splitlines()[0])
     assert by_half["1"]["queries"] == 1 and by_half["1"]["mrr"] == round(1 / 3, 4), by_half
     assert by_half["2"]["queries"] == 1 and by_half["2"]["mrr"] == 0.5, by_half
+    # A half with no query is refused by name, not reported as an empty row.
+    only_a = os.path.join(scratch, "only-a.jsonl")
+    with open(only_a, "w") as f:
+        f.write(json.dumps({"query": "a", "relevant": ["b"]}) + "\n")
+    empty = subprocess.run([sys.executable, SCRIPT, "--relevance", only_a, "--half", "2", f"bad={scratch}/bad-e.h5"],
+                           capture_output=True, text=True)
+    assert empty.returncode != 0 and "no query with a relevant document in half 2" in empty.stderr, empty
     print(f"compare-rankings: good {good['mrr']}, bad {bad['mrr']}, tie {tie['mrr']}, "
           f"relevant tie {relevant_tie['mrr']} as computed by hand")
 
