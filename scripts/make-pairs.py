@@ -9,8 +9,14 @@ lines (e.g. data/manpages/related.jsonl: SEE ALSO references), and writes into
   * positives: every related pair, once per unordered pair;
   * negatives: one per positive, the same source with a document drawn
     uniformly among those it is not related to (either direction);
-  * the split goes by source document (a stable hash of its id), so no source
-    of a test pair is a source in training: 80 / 10 / 10 by default;
+  * the split goes by source document (a stable hash of its id, a bucket in
+    [0, 1)), so no source of a test pair is a source in training:
+    80 / 10 / 10 by default; test takes the buckets from --test-from
+    (default 0) on, valid the next ones, wrapping at 1;
+  * cross-validation: the same --seed gives the same pairs and negatives for
+    any --test-from, so runs at --test 0.3 with --test-from 0, 0.3 and 0.6
+    (--test 0.4 for the last, to reach 1) hold out disjoint query sets that
+    together cover every source, each never a source in its own training;
   * relevance.{valid,test}.jsonl: each source of that split with the targets
     of its positive pairs ({"query", "relevant"}, what `eval --relevance`
     reads): ranking lists whose links are not training pairs.
@@ -24,8 +30,9 @@ import os
 import random
 
 
-def split_of(doc_id, valid, test):
+def split_of(doc_id, valid, test, test_from=0.0):
     bucket = int(hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
+    bucket = (bucket - test_from) % 1.0
     if bucket < test:
         return "test"
     if bucket < test + valid:
@@ -40,8 +47,14 @@ def main():
     parser.add_argument("--output", required=True)
     parser.add_argument("--valid", type=float, default=0.1)
     parser.add_argument("--test", type=float, default=0.1)
+    parser.add_argument("--test-from", type=float, default=0.0,
+                        help="where the test buckets start in [0, 1): one fold of a cross-validation")
     parser.add_argument("--seed", type=int, default=1234)
     args = parser.parse_args()
+    if not 0.0 <= args.test_from < 1.0:
+        parser.error(f"--test-from {args.test_from} is outside [0, 1)")
+    if args.valid < 0 or args.test < 0 or args.valid + args.test > 1.0:
+        parser.error(f"--valid {args.valid} and --test {args.test} must be at least 0 and sum to at most 1")
 
     with open(args.articles, encoding="utf-8") as f:
         ids = [json.loads(line)["id"] for line in f if line.strip()]
@@ -66,8 +79,11 @@ def main():
     splits = {"train": [], "valid": [], "test": []}
     for a, b in sorted(related):
         source, target = (a, b) if rng.random() < 0.5 else (b, a)
-        split = splits[split_of(source, args.valid, args.test)]
+        split = splits[split_of(source, args.valid, args.test, args.test_from)]
         split.append({"source": source, "target": target, "label": 1})
+        if len(neighbours[source]) >= len(known) - 1:
+            raise SystemExit(f"{args.related}: {source!r} is related to every other document: "
+                             "no negative can be drawn for it")
         while True:
             other = ids[rng.randrange(len(ids))]
             if other != source and other not in neighbours[source]:
