@@ -9,8 +9,9 @@ lines (e.g. data/manpages/related.jsonl: SEE ALSO references), and writes into
   * positives: every related pair, once per unordered pair;
   * negatives: one per positive, the same source with a document drawn
     uniformly among those it is not related to (either direction);
-  * the split goes by source document (a stable hash of its id, a bucket in
-    [0, 1)), so no source of a test pair is a source in training:
+  * the split goes by source document (a stable hash of its id: the first
+    32 bits of its SHA-1, a fraction of 2^32), so no source of a test pair is
+    a source in training:
     80 / 10 / 10 by default; test takes the buckets from --test-from
     (default 0) on, valid the next ones, wrapping at 1;
   * cross-validation: the same --seed gives the same pairs and negatives for
@@ -30,14 +31,28 @@ import os
 import random
 
 
-def split_of(doc_id, valid, test, test_from=0.0):
-    bucket = int(hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
-    bucket = (bucket - test_from) % 1.0
-    if bucket < test:
+HASH_RANGE = 1 << 32  # a document's bucket: the first 32 bits of SHA-1 of its id
+
+
+def split_of_prefix(prefix, valid, test, test_from=0.0):
+    """The split of a bucket in [0, 2^32). Each fraction becomes a boundary on
+    the buckets, rounded once from where it lies (test_from + test, not
+    test_from's boundary plus test's width), so one fold's end and the next
+    fold's start are the same bucket and no bucket falls in two folds or none."""
+    start = round(test_from * HASH_RANGE)
+    test_end = round((test_from + test) * HASH_RANGE)
+    valid_end = round((test_from + test + valid) * HASH_RANGE)
+    offset = (prefix - start) % HASH_RANGE
+    if offset < test_end - start:
         return "test"
-    if bucket < test + valid:
+    if offset < valid_end - start:
         return "valid"
     return "train"
+
+
+def split_of(doc_id, valid, test, test_from=0.0):
+    prefix = int(hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:8], 16)
+    return split_of_prefix(prefix, valid, test, test_from)
 
 
 def main():
@@ -53,7 +68,7 @@ def main():
     args = parser.parse_args()
     if not 0.0 <= args.test_from < 1.0:
         parser.error(f"--test-from {args.test_from} is outside [0, 1)")
-    if args.valid < 0 or args.test < 0 or args.valid + args.test > 1.0:
+    if not (args.valid >= 0 and args.test >= 0 and args.valid + args.test <= 1.0):  # NaN fails too
         parser.error(f"--valid {args.valid} and --test {args.test} must be at least 0 and sum to at most 1")
 
     with open(args.articles, encoding="utf-8") as f:

@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
 """scripts/make-pairs.py's split by source, and its cross-validation folds
 (--test-from): which source lands in which split is worked out by hand from
-each id's bucket, the first 8 hex digits of SHA-1(id) over 0xFFFFFFFF:
+each id's bucket, the first 8 hex digits of SHA-1(id) over 2^32:
 
   i 0.016  l 0.030  k 0.078  h 0.156  d 0.235  f 0.289
   g 0.332  e 0.347  j 0.360  c 0.518  a 0.527  b 0.913
 
+With --seed 1 every one of the 12 ids is the source of some pair, so each
+fold's sources are compared with the hand-worked sets for equality. The
+boundaries are checked on buckets written by hand (split_of_prefix): the
+last bucket 0xFFFFFFFF, and five folds of 0.2 given as a user types them,
+whose float sums (0.4 + 0.2 = 0.6000000000000001) must still share each
+boundary bucket with the next fold.
+
 usage: make_pairs_check.py SCRATCH_DIR
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -26,7 +34,33 @@ FOLDS = {
 
 
 def run(*args, check=True):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, check=check)
+    return subprocess.run([sys.executable, SCRIPT, "--seed", "1", *args], capture_output=True, text=True,
+                          check=check)
+
+
+def boundary_failures():
+    spec = importlib.util.spec_from_file_location("make_pairs", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    split = module.split_of_prefix
+    failures = []
+    last = 0xFFFFFFFF
+    for args, expected in (((last, 0.1, 0.3, 0.0), "train"), ((last, 0.1, 0.4, 0.6), "test"),
+                           ((0, 0.1, 0.3, 0.0), "test"), ((0, 0.1, 0.4, 0.6), "valid"),
+                           ((0, 0.0, 1.0, 0.0), "test")):
+        if split(*args) != expected:
+            failures.append(f"split_of_prefix{args} = {split(*args)!r}, expected {expected!r}")
+    # Five folds of 0.2: 0.2 * 2^32 = 858993459.2, so the boundaries are the
+    # buckets 858993459, 1717986918, 2576980378 (0.6 * 2^32 = ...377.6) and
+    # 3435973837 (...836.8); each bucket next to one must be test in one fold.
+    starts = ["0", "0.2", "0.4", "0.6", "0.8"]
+    for boundary in (0, 858993459, 1717986918, 2576980378, 3435973837):
+        for prefix in (boundary - 1, boundary, boundary + 1):
+            prefix %= 1 << 32
+            tested = [s for s in starts if split(prefix, 0.0, 0.2, float(s)) == "test"]
+            if len(tested) != 1:
+                failures.append(f"bucket {prefix} is test in the folds starting at {tested}, not in exactly one")
+    return failures
 
 
 def read(path):
@@ -52,10 +86,8 @@ def main():
         outputs[name] = os.path.join(scratch, name)
         run("--articles", articles, "--related", related, "--output", outputs[name], "--valid", "0.1",
             "--test", str(test), "--test-from", str(start))
-    default = os.path.join(scratch, "default")
-    run("--articles", articles, "--related", related, "--output", default, "--valid", "0.1", "--test", "0.3")
 
-    failures = []
+    failures = boundary_failures()
     every_fold = []
     tested = []
     for name, (_, _, test_sources, valid_sources) in FOLDS.items():
@@ -63,9 +95,9 @@ def main():
         expected = {"test": test_sources, "valid": valid_sources,
                     "train": set(IDS) - test_sources - valid_sources}
         for s, pairs in split.items():
-            wrong = {p["source"] for p in pairs} - expected[s]
-            if wrong:
-                failures.append(f"{name}: sources {sorted(wrong)} in {s}, expected only {sorted(expected[s])}")
+            found = {p["source"] for p in pairs}
+            if found != expected[s]:
+                failures.append(f"{name}: sources {sorted(found)} in {s}, expected {sorted(expected[s])}")
         every_fold.append(sorted(json.dumps(p, sort_keys=True) for s in split.values() for p in s))
         queries = [r["query"] for r in read(os.path.join(outputs[name], "relevance.test.jsonl"))]
         positives = {p["source"] for p in split["test"] if p["label"] == 1}
@@ -74,18 +106,16 @@ def main():
         tested += queries
     if len(set(map(tuple, every_fold))) != 1 or len(every_fold[0]) != 48:
         failures.append("the folds do not hold the same 24 positive and 24 negative pairs")
-    all_sources = {p["source"] for p in map(json.loads, every_fold[0]) if p["label"] == 1}
-    if len(tested) != len(set(tested)) or set(tested) != all_sources:
-        failures.append(f"held-out queries over the folds {sorted(tested)} are not each source once "
-                        f"({sorted(all_sources)})")
-    for f in ("pairs.train", "pairs.valid", "pairs.test", "relevance.test", "relevance.valid"):
-        with open(os.path.join(default, f + ".jsonl")) as a, open(os.path.join(outputs["fold1"], f + ".jsonl")) as b:
-            if a.read() != b.read():
-                failures.append(f"{f}: no --test-from differs from --test-from 0")
+    if sorted(tested) != IDS:
+        failures.append(f"held-out queries over the folds {sorted(tested)} are not each of the 12 ids once")
 
     refused = [
         (["--test-from", "1.0"], "--test-from 1.0 is outside [0, 1)"),
+        (["--test-from", "-0.1"], "--test-from -0.1 is outside [0, 1)"),
+        (["--test-from", "nan"], "--test-from nan is outside [0, 1)"),
         (["--valid", "0.7", "--test", "0.4"], "must be at least 0 and sum to at most 1"),
+        (["--valid", "-0.1"], "must be at least 0 and sum to at most 1"),
+        (["--test", "nan"], "must be at least 0 and sum to at most 1"),
     ]
     for extra, message in refused:
         r = run("--articles", articles, "--related", related, "--output", os.path.join(scratch, "bad"), *extra,
@@ -106,7 +136,7 @@ def main():
         print("FAIL:", f)
     if failures:
         sys.exit(1)
-    print(f"make-pairs: 3 folds, {len(tested)} held-out queries, each source once; refusals named")
+    print(f"make-pairs: 3 folds, {len(tested)} held-out queries, each id once; boundaries shared; refusals named")
 
 
 if __name__ == "__main__":
