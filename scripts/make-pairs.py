@@ -11,9 +11,8 @@ lines (e.g. data/manpages/related.jsonl: SEE ALSO references), and writes into
     uniformly among those it is not related to (either direction);
   * the split goes by source document (a stable hash of its id: the first
     32 bits of its SHA-1, a fraction of 2^32), so no source of a test pair is
-    a source in training:
-    80 / 10 / 10 by default; test takes the buckets from --test-from
-    (default 0) on, valid the next ones, wrapping at 1;
+    a source in training: 80 / 10 / 10 by default; test takes the buckets
+    from --test-from (default 0) on, valid the next ones, wrapping at 1;
   * cross-validation: the same --seed gives the same pairs and negatives for
     any --test-from, so runs at --test 0.3 with --test-from 0, 0.3 and 0.6
     (--test 0.4 for the last, to reach 1) hold out disjoint query sets that
