@@ -144,7 +144,8 @@ def flat_windows(tokens, max_tokens, separator, chunks):
     return [[CLS] + [int(t) for t in tokens[i * window:(i + 1) * window]] + end for i in range(count)]
 
 
-def match_bert_vector(tokens, c, w):
+def match_bert_rows(tokens, c, w):
+    """Unit vectors (windows, C) of a document's windows: what window_pooling pools, or keeps (maxsim)."""
     ids = _pad(flat_windows(tokens, c["max_tokens"], c.get("separator", False), c.get("chunks", 1)))
     states = encoder(embed_tokens(ids, w), ids != PAD, w, "encoder", c["layers"], c["heads"])
     if c.get("pooling", "cls") == "mean":
@@ -152,7 +153,12 @@ def match_bert_vector(tokens, c, w):
         rows = (states * real).sum(1) / np.maximum(real.sum(1), 1.0)
     else:
         rows = linear(states[:, 0], w, "dense")
-    rows = np.stack([normalize(r) for r in rows])
+    return np.stack([normalize(r) for r in rows])
+
+
+def match_bert_vector(tokens, c, w):
+    """The document vector; window_pooling maxsim's one vector is the windows' mean."""
+    rows = match_bert_rows(tokens, c, w)
     if len(rows) == 1:
         return rows[0]
     pooling = c.get("window_pooling", "mean")

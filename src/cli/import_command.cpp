@@ -53,9 +53,12 @@ Command AddImportCommand(CLI::App* app) {
       ->check(Positive())
       ->capture_default_str();
   sub->add_option("--window-pooling", o->window_pooling,
-                  "match_bert with --chunks > 1: how the windows' vectors become one: mean, max, or attention\n"
-                  "(a learned layer that starts as the mean and learns which windows count)")
-      ->check(CLI::IsMember({"mean", "max", "attention"}))
+                  "match_bert with --chunks > 1: how the windows' vectors become one: mean, max, attention\n"
+                  "(a learned layer that starts as the mean and learns which windows count), or maxsim (every\n"
+                  "window's vector kept; eval and search score two documents by late interaction: each query\n"
+                  "window's best cosine with the candidate's windows, averaged; one vector where one is needed:\n"
+                  "the mean). For a whole long document give --chunks its windows, e.g. 512 (130,000 tokens)")
+      ->check(CLI::IsMember({"mean", "max", "attention", "maxsim"}))
       ->capture_default_str();
   sub->add_option("--block-length", o->block_length, "smith: tokens per block, [CLS] included")->capture_default_str();
   sub->add_option("--max-blocks", o->max_blocks, "smith: blocks per document")->capture_default_str();

@@ -238,7 +238,8 @@ Command AddSearchCommand(CLI::App* app) {
       "file (--id), a text (--text, '-' reads standard input) or a JSONL of queries (--queries:\n"
       "{\"id\"} lines are documents, {\"text\"} lines texts). Exact search: every query against\n"
       "every vector, a block at a time, with the score `eval` ranks by (cosine; SMASH's pair\n"
-      "head; SDR re-ranks the best --rerank by its hierarchical score). Titles come from the\n"
+      "head; SDR re-ranks the best --rerank by its hierarchical score, a maxsim model's file\n"
+      "by MaxSim over its windows). Titles come from the\n"
       "corpus the file was embedded from; texts are tokenized as `prepare` does, with the\n"
       "model's tokenizer.\n"
       "  docmatch search --embeddings runs/wiki/embeddings.h5 --id Absolute_zero\n"
@@ -264,7 +265,7 @@ Command AddSearchCommand(CLI::App* app) {
                   "hybrid: (1 - w) x cosine + w x TF-IDF cosine over the corpus's tokens, as in `eval`")
       ->capture_default_str()
       ->check(InRange(0.0, 1.0));
-  sub->add_option("--rerank", flags->options.rerank, "SDR: candidates its hierarchical score re-orders")
+  sub->add_option("--rerank", flags->options.rerank, "SDR and maxsim: candidates their score re-orders")
       ->capture_default_str()
       ->check(Positive());
   sub->add_flag("--sdr-normalize,!--no-sdr-normalize", flags->options.sdr_normalize,

@@ -241,8 +241,6 @@ torch::Tensor DocumentVectors(model::DocumentModel& model, const std::vector<con
 
 void EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<const data::Document*>& documents,
                              const torch::Device& device) {
-  const hid_t f = file_->get();
-  const std::string where = Where(path_);
   std::vector<model::DocumentSentences> all;
   const torch::Tensor vectors = DocumentVectors(model, documents, device, sentences_ ? &all : nullptr);
   const torch::Tensor bad = torch::logical_not(torch::isfinite(vectors)).any(/*dim=*/1);
@@ -250,7 +248,22 @@ void EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<cons
     throw std::runtime_error("[embed] the model gives document '" + documents[bad.nonzero()[0][0].item<int64_t>()]->id +
                              "' a vector with NaN or Inf: nothing written (are the model's weights sound?)");
   }
+  std::vector<std::string> ids;
+  for (const data::Document* d : documents) ids.push_back(d->id);
   if (sentences_) {
+    AppendDocuments(ids, vectors, all);
+  } else {
+    AppendVectors(ids, vectors);
+  }
+}
+
+void EmbeddingWriter::AppendDocuments(const std::vector<std::string>& ids, const torch::Tensor& vectors,
+                                      const std::vector<model::DocumentSentences>& all) {
+  TORCH_CHECK(sentences_, "[embed] '", path_, "' holds no sentence vectors");
+  TORCH_CHECK(all.size() == ids.size(), "[embed] ", all.size(), " documents' sentence vectors for ", ids.size(), " ids");
+  const hid_t f = file_->get();
+  const std::string where = Where(path_);
+  {
     std::vector<int64_t> paragraph_offsets, document_offsets;
     for (const model::DocumentSentences& s : all) {
       hdf5::AppendRows(f, where, "sentence_vectors", H5T_NATIVE_FLOAT, s.vectors.size(0), s.vectors.data_ptr<float>());
@@ -264,8 +277,6 @@ void EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<cons
                      paragraph_offsets.data());
     hdf5::AppendRows(f, where, "document_offsets", H5T_NATIVE_INT64, document_offsets.size(), document_offsets.data());
   }
-  std::vector<std::string> ids;
-  for (const data::Document* d : documents) ids.push_back(d->id);
   AppendVectors(ids, vectors);
 }
 
@@ -375,6 +386,16 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
     }
     dimension += files.back()->dimension();
   }
+  // The one input whose windows are kept (MaxSim), if any.
+  std::optional<size_t> windows;
+  for (size_t k = 0; k < files.size(); ++k) {
+    if (files[k]->score() != "maxsim") continue;
+    if (windows) {
+      throw std::invalid_argument("[fuse] '" + files[*windows]->path() + "' and '" + files[k]->path() +
+                                  "' both score by MaxSim over their windows; fuse keeps the windows of one input");
+    }
+    windows = k;
+  }
   const EmbeddingFile& first = *files[0];
   const int64_t N = first.size();
   // A file whose rows are in another order is read whole and reordered to
@@ -400,13 +421,16 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
     }
     reordered[k] = file.Vectors(0, N).index_select(0, torch::tensor(rows, torch::kLong));
   }
+  // Row `i` (in the first file's order) of input k.
+  const auto row_of = [&](size_t k, int64_t i) { return k == 0 ? i : *files[k]->Row(first.ids()[i]); };
   const std::string tmp = output + ".tmp";
   if (!fs::path(output).parent_path().empty()) fs::create_directories(fs::path(output).parent_path());
   {
-    EmbeddingWriter writer(tmp, dimension, /*sentences=*/false);
+    EmbeddingWriter writer(tmp, dimension, /*sentences=*/windows.has_value());
     for (int64_t begin = 0; begin < N; begin += kCopyRows) {
       const int64_t end = std::min(N, begin + kCopyRows);
       std::vector<torch::Tensor> columns;
+      std::vector<double> scale(files.size());
       for (size_t k = 0; k < files.size(); ++k) {
         const torch::Tensor rows =
             reordered[k].defined() ? reordered[k].slice(0, begin, end) : files[k]->Vectors(begin, end);
@@ -419,10 +443,32 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
           throw std::invalid_argument("[fuse] '" + files[k]->path() + "' gives document '" + id +
                                       "' a zero vector, which has no cosine: embed it again");
         }
-        columns.push_back(rows / norms * std::sqrt(weights[k] / total));
+        scale[k] = std::sqrt(weights[k] / total);
+        columns.push_back(rows / norms * scale[k]);
       }
       const std::vector<std::string> ids(first.ids().begin() + begin, first.ids().begin() + end);
-      writer.AppendVectors(ids, torch::cat(columns, /*dim=*/1));
+      if (!windows) {
+        writer.AppendVectors(ids, torch::cat(columns, /*dim=*/1));
+        continue;
+      }
+      // Each document's windows, scaled, with the other inputs' columns of
+      // its row repeated beside every window.
+      std::vector<model::DocumentSentences> documents;
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t row = row_of(*windows, i);
+        model::DocumentSentences d = files[*windows]->Sentences(row, row + 1)[0];
+        TORCH_CHECK(d.paragraph_offsets.size() == 2, "[fuse] '", files[*windows]->path(), "' gives document '",
+                    first.ids()[i], "' ", d.paragraph_offsets.size() - 1, " paragraphs of windows, not one");
+        const int64_t W = d.vectors.size(0);
+        std::vector<torch::Tensor> parts;
+        for (size_t k = 0; k < files.size(); ++k) {
+          parts.push_back(k == *windows ? d.vectors / d.vectors.norm(2, {1}, true).clamp_min(1e-12) * scale[k]
+                                        : columns[k][i - begin].unsqueeze(0).expand({W, -1}));
+        }
+        d.vectors = torch::cat(parts, /*dim=*/1).to(torch::kFloat).contiguous();
+        documents.push_back(std::move(d));
+      }
+      writer.AppendDocuments(ids, torch::cat(columns, /*dim=*/1).to(torch::kFloat).contiguous(), documents);
     }
     std::string from;
     for (size_t k = 0; k < files.size(); ++k) {

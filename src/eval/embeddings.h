@@ -1,12 +1,22 @@
 // `docmatch embed` and the file it writes: every document's vector (and, for
-// SDR, its sentence vectors with their paragraph structure), keyed by id.
+// SDR, its sentence vectors with their paragraph structure; for MatchBERT
+// with window_pooling maxsim, its window vectors as one paragraph), keyed by
+// id.
 //
 //   document_ids       strings (N,), corpus order
 //   vectors            float32 (N, D)
-//   SDR only:
-//   sentence_vectors   float32 (sentences, D) unit vectors
+//   SDR and maxsim only:
+//   sentence_vectors   float32 (sentences, D) unit vectors (maxsim: windows)
 //   paragraph_offsets  int64 (paragraphs + 1,) into sentence_vectors
 //   document_offsets   int64 (N + 1,) into paragraphs
+//
+// How two documents of a file score (EmbeddingFile::score): SDR's
+// hierarchical score where the kind is sdr; late interaction (MaxSim: each
+// query window's best cosine among the candidate's windows, averaged over
+// the query's windows; sdr_scoring.h with one paragraph and no z-score)
+// where another kind (match_bert maxsim, or a fused file made from one)
+// holds sentence vectors; else the cosine of the vectors (SMASH: its pair
+// head).
 //   attributes: docmatch_format = "docmatch-embeddings", format_version,
 //               kind, dimension, model (the folder), corpus (the folder
 //               embedded; `encode` writes none), tokenizer_hash; model and
@@ -67,6 +77,10 @@ class EmbeddingWriter {
   // Appends rows that are vectors already (`docmatch fuse`): a file without
   // sentence vectors only.
   void AppendVectors(const std::vector<std::string>& ids, const torch::Tensor& vectors);
+  // The same with each document's sentence vectors (CPU float32), for a file
+  // that holds them.
+  void AppendDocuments(const std::vector<std::string>& ids, const torch::Tensor& vectors,
+                       const std::vector<model::DocumentSentences>& sentences);
   // The format attributes plus `attributes` (kind, model, corpus, tokenizer_hash).
   void WriteAttributes(const std::map<std::string, std::string>& attributes);
   // Flushes and closes the file, checked; throws naming the path and the OS's
@@ -97,6 +111,11 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
 // rows follow the first input's order; every input must hold the same
 // documents, and none a zero vector (it has no cosine). SDR files enter by
 // their mean sentence vectors; SMASH files (a pair head's score) are refused.
+// One input may score by MaxSim (match_bert maxsim): its windows are kept,
+// each with the other inputs' scaled vectors of its document beside it, so
+// that the fused file's MaxSim is w * MaxSim + the others' weighted cosines
+// (the added term is the same for every pair of windows of two documents, so
+// it passes through the max and the mean unchanged).
 // The file's kind is "fused" and it names no model: eval reads it without
 // --model (--lexical-weight included), search by --id. Written under a
 // temporary name and renamed when complete. Returns the number of rows.
@@ -127,6 +146,8 @@ class EmbeddingFile {
   // Rows [begin, end) of the vectors, float32 (end - begin, D).
   torch::Tensor Vectors(int64_t begin, int64_t end) const;
   bool has_sentences() const { return !document_offsets_.empty(); }
+  // "sdr", "maxsim" or "cosine": how two of its documents score (above).
+  std::string score() const { return !has_sentences() ? "cosine" : kind_ == "sdr" ? "sdr" : "maxsim"; }
   // Documents [begin, end) as sentence vectors and paragraphs (SDR files).
   std::vector<model::DocumentSentences> Sentences(int64_t begin, int64_t end) const;
 

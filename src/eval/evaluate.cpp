@@ -24,9 +24,13 @@ namespace docmatch::eval {
 namespace fs = std::filesystem;
 namespace {
 
+constexpr const char* kMaxSim = "maxsim over windows";
+
 // Everything a score needs: the model (pair head) and every document's
-// vectors, or for SDR its sentence vectors. Without a model (vectors made
-// elsewhere) the score is the cosine.
+// vectors, or its sentence vectors for SDR's hierarchical score (and, with
+// one paragraph a document and no z-score, for MaxSim over a MatchBERT's
+// windows: sdr_scoring.h). Without a model (vectors made elsewhere) the score
+// is the cosine, or MaxSim where the file holds windows.
 struct Scorer {
   model::DocumentModel* model = nullptr;      // null: cosine
   torch::Tensor vectors;                      // (N, D)
@@ -63,9 +67,13 @@ struct Scorer {
       std::vector<model::DocumentSentences> pool;
       const auto* index = candidates.data_ptr<int64_t>();
       for (int64_t i = 0; i < candidates.numel(); ++i) pool.push_back(sdr[index[i]]);
-      return SdrScores(sdr[query], pool, normalize);
+      return Blend(SdrScores(sdr[query], pool, normalize), query, candidates);
     }
-    torch::Tensor scores = Matrix(vectors[query].unsqueeze(0), vectors.index_select(0, candidates)).squeeze(0);
+    return Blend(Matrix(vectors[query].unsqueeze(0), vectors.index_select(0, candidates)).squeeze(0), query,
+                 candidates);
+  }
+  // Dense scores (candidates,) of `query`, with TF-IDF blended in when hybrid.
+  torch::Tensor Blend(torch::Tensor scores, int64_t query, const torch::Tensor& candidates) const {
     if (lexical) {
       torch::Tensor words = torch::empty({candidates.numel()}, torch::kFloat64);
       const auto* index = candidates.data_ptr<int64_t>();
@@ -91,10 +99,13 @@ struct Scorer {
       for (int64_t d = 0; d < N; ++d) pool.push_back(sdr[d]);
       std::vector<torch::Tensor> rows;
       for (int64_t q : queries) rows.push_back(SdrScores(query_sdr[q], pool, normalize));
-      return torch::stack(rows);
+      return BlendQueries(torch::stack(rows), queries);
     }
     const torch::Tensor index = torch::tensor(queries, torch::kLong);
-    torch::Tensor scores = Matrix(query_vectors.index_select(0, index), vectors);  // (Q, N)
+    return BlendQueries(Matrix(query_vectors.index_select(0, index), vectors), queries);  // (Q, N)
+  }
+  // Dense scores (Q, N) of --queries' documents, with TF-IDF blended in when hybrid.
+  torch::Tensor BlendQueries(torch::Tensor scores, const std::vector<int64_t>& queries) const {
     if (lexical) {
       std::vector<std::vector<int32_t>> texts;
       for (int64_t q : queries) texts.push_back(query_corpus->Get(q).tokens);
@@ -109,7 +120,7 @@ struct Scorer {
     const torch::Tensor all = torch::arange(N, torch::kLong);
     if (hierarchical()) {  // the z-score pool must not hold the query itself
       std::vector<torch::Tensor> rows;
-      for (int64_t q : queries) rows.push_back(Scores(q, all.index({all.ne(q)})));
+      for (int64_t q : queries) rows.push_back(Scores(q, all.index({all.ne(q)})).to(torch::kFloat64));
       return torch::stack(rows);
     }
     const torch::Tensor index = torch::tensor(queries, torch::kLong);
@@ -126,15 +137,18 @@ std::unique_ptr<LexicalIndex> AddLexical(Scorer* scorer, const EvalOptions& opti
   const double w = options.lexical_weight;
   TORCH_CHECK(w >= 0 && w <= 1, "[eval] --lexical-weight is a share in [0, 1], not ", w);
   if (w == 0) return nullptr;
-  TORCH_CHECK(!scorer->hierarchical() && (!scorer->model || scorer->model->cosine()),
-              "[eval] --lexical-weight fuses a TF-IDF cosine with the cosine of document vectors; ",
-              scorer->hierarchical() ? "SDR's hierarchical score over sentence vectors" : "this model's pair head",
+  TORCH_CHECK(!(scorer->hierarchical() && scorer->normalize) && (!scorer->model || scorer->model->cosine()),
+              "[eval] --lexical-weight fuses a TF-IDF cosine with the cosine of document vectors (or MaxSim's mean "
+              "of cosines); ",
+              scorer->hierarchical() ? "SDR's z-scored hierarchical score (--no-sdr-normalize: its cosines unscaled)"
+                                     : "this model's pair head",
               " is not one");
   auto index = std::make_unique<LexicalIndex>(corpus, options.progress && rank == 0);
   scorer->lexical = index.get();
   scorer->lexical_weight = w;
   std::ostringstream name;
-  name << "hybrid: " << (1 - w) << " x dense cosine + " << w << " x TF-IDF cosine";
+  name << "hybrid: " << (1 - w) << " x " << (scorer->hierarchical() ? *score : "dense cosine") << " + " << w
+       << " x TF-IDF cosine";
   *score = name.str();
   return index;
 }
@@ -362,6 +376,11 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
   Scorer scorer;
   scorer.model = nullptr;
   scorer.vectors = file.Vectors(0, file.size()).to(torch::kFloat64);
+  std::string score = "cosine";
+  if (file.score() == "maxsim") {  // a fused file that kept a MatchBERT's windows
+    scorer.sdr = file.Sentences(0, file.size());
+    score = kMaxSim;
+  }
   if (queries) {
     if (options.query_embeddings.empty()) {
       throw std::runtime_error(
@@ -371,9 +390,15 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
     const EmbeddingFile query_file(options.query_embeddings);
     query_file.CheckCorpusOrder(*queries, "eval", "write the query vectors in the order of the --queries corpus");
     scorer.query_vectors = query_file.Vectors(0, query_file.size()).to(torch::kFloat64);
+    if (scorer.hierarchical()) {
+      if (query_file.score() != "maxsim") {
+        throw std::runtime_error("[eval] " + options.embeddings + " scores by MaxSim over windows, but " +
+                                 options.query_embeddings + " holds no windows: make both files alike");
+      }
+      scorer.query_sdr = query_file.Sentences(0, query_file.size());
+    }
     scorer.query_corpus = queries;
   }
-  std::string score = "cosine";
   const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, control.rank(), &score);
   nlohmann::json metrics = {{"model", file.model()},
                             {"kind", file.kind()},
@@ -452,7 +477,7 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
   Scorer scorer;
   scorer.model = model.get();
   scorer.vectors = vectors;
-  scorer.normalize = options.sdr_normalize;
+  scorer.normalize = options.sdr_normalize && info.config.kind == "sdr";  // MaxSim's cosines are never z-scored
   if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
   if (queries) {
     const EmbeddingFile query_file(query_embeddings);
@@ -462,8 +487,8 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
     if (query_file.has_sentences()) scorer.query_sdr = query_file.Sentences(0, query_file.size());
     scorer.query_corpus = queries.get();
   }
-  std::string score = scorer.hierarchical() ? "sdr hierarchical" : "pair logit";
-  if (scorer.hierarchical() && options.sdr_normalize) {
+  std::string score = !scorer.hierarchical() ? "pair logit" : info.config.kind == "sdr" ? "sdr hierarchical" : kMaxSim;
+  if (scorer.hierarchical() && scorer.normalize) {
     score += ", z-scored";
     if (options.sdr_pair_pool > 0) {
       // One seeded sample for every pair: two more than the pool, so that

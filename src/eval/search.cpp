@@ -49,7 +49,9 @@ Searcher::Searcher(const EmbeddingFile& file, model::DocumentModel* model, const
     if (!lexical_) throw std::invalid_argument("[search] --lexical-weight needs the corpus's TF-IDF index");
     if (!cosine_ || file_.has_sentences()) {
       throw std::invalid_argument(
-          "[search] --lexical-weight fuses TF-IDF with a cosine of document vectors; this model's score is not one");
+          std::string("[search] --lexical-weight fuses TF-IDF with a cosine of document vectors; ") +
+          (file_.has_sentences() ? "this file's score reranks by " + file_.score() + " (eval fuses TF-IDF with it)"
+                                 : "this model's score is not one"));
     }
     if (lexical_->size() != file_.size()) {
       throw std::invalid_argument("[search] the corpus holds " + std::to_string(lexical_->size()) + " documents and '" +
@@ -209,7 +211,9 @@ std::vector<std::vector<SearchHit>> Searcher::Search(const std::vector<SearchQue
         std::vector<model::DocumentSentences> documents;
         for (const SearchHit& hit : hits) documents.push_back(file_.Sentences(hit.row, hit.row + 1)[0]);
         const torch::Tensor hierarchical =
-            SdrScores(sentences[q], documents, options_.sdr_normalize).to(torch::kFloat64).contiguous();
+            SdrScores(sentences[q], documents, options_.sdr_normalize && file_.score() == "sdr")
+                .to(torch::kFloat64)
+                .contiguous();
         for (size_t i = 0; i < hits.size(); ++i) hits[i].score = hierarchical.data_ptr<double>()[i];
       }
       // Best first; exact ties (duplicate documents) in file order, as a

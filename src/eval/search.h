@@ -8,6 +8,9 @@
 //   SMASH / HAN                                              the pair head
 //   SDR   the cosine of the mean sentence vectors picks `rerank` candidates,
 //         SDR's hierarchical score (eval/sdr_scoring.h) orders them
+//   MatchBERT maxsim (and files fused from one): the cosine of the mean
+//         window vectors picks `rerank` candidates, MaxSim over the windows
+//         (never z-scored) orders them
 // and with a lexical index, (1 - w) * cosine + w * TF-IDF cosine (hybrid, as
 // eval --lexical-weight).
 //

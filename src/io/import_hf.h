@@ -51,7 +51,7 @@ struct ImportOptions {
   int64_t max_tokens = 0;        // 0: sentence_bert_config's max_seq_length, else 512
   std::string pooling = "auto";  // auto (1_Pooling: mean or cls) | cls | mean; smith: of each block
   int64_t chunks = 1;
-  std::string window_pooling = "mean";  // mean | max | attention (match_bert.h)
+  std::string window_pooling = "mean";  // mean | max | attention | maxsim (match_bert.h)
   // smith
   int64_t block_length = 128;
   int64_t max_blocks = 4;

@@ -88,6 +88,25 @@ class MatchBertModel : public DocumentModel {
   torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {
     return CosineMatrix(q, c, config().match_bert.amplifier);
   }
+  // window_pooling maxsim: each document's window vectors, as one paragraph.
+  bool has_sentences() const override { return config().match_bert.window_pooling == "maxsim"; }
+  std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,
+                                                const torch::Device& device) override {
+    TORCH_CHECK(has_sentences(), "[model] MatchBERT keeps its windows' vectors only with window_pooling maxsim");
+    const data::FlatBatch batch = data::BuildFlatBatch(documents, config().match_bert.Flat());
+    const torch::Tensor rows = encoder_->RowsWithoutGraph(batch, device);  // (B, C), a document's windows in a run
+    std::vector<DocumentSentences> out(documents.size());
+    for (int64_t first = 0; first < batch.B;) {
+      const int64_t document = batch.row_document[first];
+      int64_t end = first + 1;
+      while (end < batch.B && batch.row_document[end] == document) ++end;
+      TORCH_CHECK(!out[document].vectors.defined(), "[model] the windows of a document are not consecutive rows");
+      out[document].vectors = rows.slice(0, first, end);
+      out[document].paragraph_offsets = {0, end - first};
+      first = end;
+    }
+    return out;
+  }
 
  private:
   FlatEncoder encoder_;

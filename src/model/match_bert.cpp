@@ -18,8 +18,9 @@ FlatEncoderImpl::FlatEncoderImpl(const MatchBertConfig& config) : config_(config
   TORCH_CHECK(config.pooling == "cls" || config.pooling == "mean", "MatchBERT pooling '", config.pooling,
               "' is not cls or mean");
   TORCH_CHECK(config.chunks >= 1, "MatchBERT chunks must be at least 1, not ", config.chunks);
-  TORCH_CHECK(config.window_pooling == "mean" || config.window_pooling == "max" || config.window_pooling == "attention",
-              "MatchBERT window_pooling '", config.window_pooling, "' is not mean, max or attention");
+  TORCH_CHECK(config.window_pooling == "mean" || config.window_pooling == "max" ||
+                  config.window_pooling == "attention" || config.window_pooling == "maxsim",
+              "MatchBERT window_pooling '", config.window_pooling, "' is not mean, max, attention or maxsim");
   if (config.pooling == "cls") dense_ = register_module("dense", torch::nn::Linear(config.hidden, config.hidden));
   if (config.window_pooling == "attention") {
     window_projection_ = register_module("window_projection", torch::nn::Linear(config.hidden, config.hidden));
@@ -71,12 +72,27 @@ torch::Tensor FlatEncoderImpl::PoolWindows(const torch::Tensor& rows, const data
     const torch::Tensor totals = torch::zeros({batch.documents}, scores.options()).index_add(0, owner, weights);
     pooled = zeros.index_add(0, owner, rows * (weights / totals.index_select(0, owner)).unsqueeze(1));
   } else {
-    pooled = zeros.index_add(0, owner, rows);  // the mean, up to scale
+    pooled = zeros.index_add(0, owner, rows);  // the mean, up to scale (mean, and maxsim's one vector)
   }
   return F::normalize(pooled, F::NormalizeFuncOptions().dim(-1));
 }
 
+torch::Tensor FlatEncoderImpl::RowsWithoutGraph(const data::FlatBatch& batch, const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = ToTensor(batch, device);
+  if (batch.B <= kRowsPerPass) return forward(tokens);
+  std::vector<torch::Tensor> parts;
+  for (int64_t begin = 0; begin < batch.B; begin += kRowsPerPass) {
+    // Each pass trimmed to its own longest row: padding changes no vector.
+    const torch::Tensor part = tokens.slice(0, begin, std::min(batch.B, begin + kRowsPerPass));
+    const int64_t T = part.ne(data::kPadId).sum(0).nonzero().max().item<int64_t>() + 1;
+    parts.push_back(forward(part.slice(1, 0, T)));
+  }
+  return torch::cat(parts);
+}
+
 torch::Tensor FlatEncoderImpl::Documents(const data::FlatBatch& batch, const torch::Device& device) {
+  if (!torch::GradMode::is_enabled()) return PoolWindows(RowsWithoutGraph(batch, device), batch);
   return PoolWindows(forward(ToTensor(batch, device)), batch);
 }
 

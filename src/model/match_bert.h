@@ -9,7 +9,13 @@
 // normalised again: mean (averaged), max (their elementwise maximum), or
 // attention (a learned layer weighs them: softmax over the document's
 // windows of context . tanh(W v), the context starting at zero, so that it
-// starts as the mean and learns which windows count).
+// starts as the mean and learns which windows count). With maxsim the
+// windows' vectors are kept: two documents score by late interaction
+// (ColBERT's MaxSim, Khattab & Zaharia 2020, over windows instead of tokens):
+// each window of the query meets its most similar window of the candidate,
+// and the cosines are averaged over the query's windows (eval/sdr_scoring.h
+// with one paragraph a document). Where one vector is needed (fine-tuning's
+// loss, fuse's vectors, search's first pass) it is the windows' mean.
 #pragma once
 
 #include <torch/torch.h>
@@ -33,7 +39,7 @@ struct MatchBertConfig {
   std::string pooling = "cls";  // cls: [CLS] -> dense; mean: mean of real tokens
   bool separator = false;       // end each window with [SEP]
   int64_t chunks = 1;           // windows of max_tokens per document
-  std::string window_pooling = "mean";  // mean | max | attention: the windows' unit vectors -> one
+  std::string window_pooling = "mean";  // mean | max | attention | maxsim: the windows' unit vectors -> one
 
   data::FlatOptions Flat() const { return {max_tokens, separator, chunks}; }
   TransformerConfig Transformer() const { return {hidden, heads, intermediate, layers, dropout}; }
@@ -53,8 +59,14 @@ class FlatEncoderImpl : public torch::nn::Module {
   torch::Tensor Encode(const torch::Tensor& tokens);
   // Token states (B, T, C) of `tokens` -> unit row vectors (B, C): the pooling.
   torch::Tensor Pool(const torch::Tensor& states, const torch::Tensor& tokens);
+  // Unit row vectors (B, C) of a batch, without a graph: at most
+  // kRowsPerPass windows through the transformer at a time, so a document of
+  // hundreds of windows embeds in bounded memory.
+  torch::Tensor RowsWithoutGraph(const data::FlatBatch& batch, const torch::Device& device);
+  static constexpr int64_t kRowsPerPass = 64;
   // Unit row vectors (B, C) of a batch -> unit document vectors
-  // (batch.documents, C): the windows of each document pooled.
+  // (batch.documents, C): the windows of each document pooled (maxsim: their
+  // mean).
   torch::Tensor PoolWindows(const torch::Tensor& rows, const data::FlatBatch& batch);
   void set_kernel(AttentionKernel kernel) { encoder_->set_kernel(kernel); }
   const MatchBertConfig& config() const { return config_; }

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""MatchBERT with window_pooling maxsim (late interaction over windows) on
+the tiny real corpus (tiny_manpages.py), against float64 numpy:
+
+  * `embed` keeps every window's vector: per page min(chunks, windows)
+    unit rows, equal within 2e-5 to the python/ package's float64 forward
+    of the exported model (a second formulation of the encoder), with more
+    than 64 windows for many pages (the transformer then runs in slices);
+    the file's one vector per page is the windows' normalised mean;
+  * eval --model ranks by MaxSim (each query window's best cosine among the
+    candidate's windows, averaged over the query's windows): MRR and P@1
+    equal numpy's, which differ from the mean vectors' cosine; with
+    --lexical-weight 0.5, numpy's (MaxSim + TF-IDF cosine) / 2;
+  * fuse with a cosine file (weights 1 and 3) keeps the windows, each with
+    the other file's scaled vector beside it, so the fused MaxSim is
+    0.25 MaxSim + 0.75 cosine (checked on every pair); eval reads it without
+    --model and ranks by that, dense and hybrid;
+  * search --id re-ranks by MaxSim: numpy's top 5 and scores;
+  * two maxsim files are not fused (named), and search refuses TF-IDF on a
+    MaxSim file, saying eval fuses it.
+
+usage: maxsim_check.py DOCMATCH FIXTURE SCRATCH
+"""
+import json
+import os
+import shutil
+import sys
+from collections import Counter
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+from queries_check import check, documents, ranking, run, tfidf_rows  # noqa: E402
+from docmatch_encoder.model import Model, match_bert_rows  # noqa: E402
+
+MAXSIM = """model: {kind: match_bert, hidden: 32, heads: 2, intermediate: 64, layers: 1, max_tokens: 16,
+        pooling: mean, chunks: 80, window_pooling: maxsim, dropout: 0.1}
+"""
+PLAIN = """model: {kind: match_bert, hidden: 24, heads: 2, intermediate: 48, layers: 1, max_tokens: 64,
+        dropout: 0.1}
+"""
+
+
+def unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def read(path):
+    """ids, vectors (N, D), windows: a list of (W, D) arrays or None."""
+    with h5py.File(path, "r") as f:
+        ids = [i.decode() if isinstance(i, bytes) else i for i in f["document_ids"][:]]
+        vectors = f["vectors"][:].astype(np.float64)
+        if "sentence_vectors" not in f:
+            return ids, vectors, None
+        rows = f["sentence_vectors"][:].astype(np.float64)
+        paragraphs, offsets = f["paragraph_offsets"][:], f["document_offsets"][:]
+        check(list(offsets) == list(range(len(ids) + 1)), "a maxsim document is not one paragraph of windows")
+        return ids, vectors, [rows[paragraphs[d]:paragraphs[d + 1]] for d in range(len(ids))]
+
+
+def maxsim(windows):
+    """(N, N) float64: mean over a's windows of the best cosine among b's."""
+    n = len(windows)
+    out = np.empty((n, n))
+    for a in range(n):
+        for b in range(n):
+            out[a, b] = (windows[a] @ windows[b].T).max(1).mean()
+    return out
+
+
+def train(docmatch, corpus, scratch, name, config, seed):
+    path = os.path.join(scratch, name + ".yaml")
+    with open(path, "w") as f:
+        f.write(config)
+    run_dir = os.path.join(scratch, name + "-run")
+    run(docmatch, "pretrain", "--corpus", corpus, "--model-config", path, "--objective", "wp", "--run", run_dir,
+        "--steps", "2", "--batch-size", "4", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "2", "--seed",
+        str(seed), "--no-progress", "--device", "cpu")
+    return os.path.join(run_dir, "latest")
+
+
+def evaluate(docmatch, scratch, name, *args):
+    out = os.path.join(scratch, name)
+    run(docmatch, "eval", *args, "--max-queries", "0", "--output", out, "--no-progress")
+    return json.load(open(os.path.join(out, "metrics.json")))
+
+
+def main():
+    docmatch, fixture, scratch = sys.argv[1:4]
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch)
+    corpus = os.path.join(fixture, "corpus")
+    relevance_file = os.path.join(fixture, "relevance.test.jsonl")
+    model = train(docmatch, corpus, scratch, "maxsim", MAXSIM, 1)
+    vectors_file = os.path.join(scratch, "maxsim.h5")
+    run(docmatch, "embed", "--model", model, "--corpus", corpus, "--output", vectors_file, "--no-progress")
+    ids, vectors, windows = read(vectors_file)
+    check(windows is not None, "embed kept no windows for a maxsim model")
+    docs = documents(corpus)
+    expected_counts = [max(1, min(80, -(-len(d) // 15))) for d in docs]
+    check([len(w) for w in windows] == expected_counts, "windows per page differ from min(chunks, ceil(n / 15))")
+    sliced = sum(c > 64 for c in expected_counts)
+    check(sliced >= 10, f"only {sliced} pages have more than 64 windows: the slicing is not exercised")
+    check(max(np.abs(np.linalg.norm(w, axis=1) - 1).max() for w in windows) < 1e-5, "windows are not unit vectors")
+    means = np.stack([unit(w.sum(0)) for w in windows])
+    check(np.abs(vectors - means).max() < 1e-5, "the file's vector is not the windows' normalised mean")
+
+    # The python/ package's float64 forward of the exported model: the same windows.
+    export = os.path.join(scratch, "export")
+    run(docmatch, "export", "--model", model, "--corpus", corpus, "--output", export, "--format", "docmatch")
+    reference = Model(export)
+    worst = 0.0
+    for d in range(0, len(docs), 7):
+        rows = match_bert_rows(np.array(docs[d]), reference.config, reference.weights)
+        check(rows.shape == windows[d].shape, f"page {ids[d]}: {rows.shape} windows against {windows[d].shape}")
+        worst = max(worst, np.abs(rows - windows[d]).max())
+    check(worst < 2e-5, f"windows differ from the float64 reference by {worst:.2e}")
+
+    # eval --model: MaxSim, not the mean vectors' cosine; then with TF-IDF.
+    lists = [json.loads(line) for line in open(relevance_file)]
+    row = {i: n for n, i in enumerate(ids)}
+    rows = [row[r["query"]] for r in lists]
+    relevant = [{row[t] for t in r["relevant"]} for r in lists]
+    late = maxsim(windows)
+
+    def ranked(scores):
+        scores = scores[rows].copy()
+        scores[np.arange(len(rows)), rows] = -np.inf  # a query is not its own candidate
+        return ranking(scores, relevant)
+
+    mrr, p1 = ranked(late)
+    cosine_mrr, _ = ranked(means @ means.T)
+    check(abs(mrr - cosine_mrr) > 1e-6, "MaxSim and the mean cosine rank alike: the check could not fail")
+    metrics = evaluate(docmatch, scratch, "eval", "--model", model, "--embeddings", vectors_file, "--corpus", corpus,
+                       "--relevance", relevance_file)
+    got = metrics["ranking"]
+    check(metrics["score"] == "maxsim over windows", f"score {metrics['score']}")
+    check(abs(got["mrr"] - mrr) < 1e-9 and abs(got["p@1"] - p1) < 1e-9,
+          f"MRR {got['mrr']} / P@1 {got['p@1']} against numpy's MaxSim {mrr} / {p1} (mean cosine: {cosine_mrr})")
+    df = Counter(t for d in docs for t in set(d))
+    weights = tfidf_rows(docs, df, len(docs))
+    lexical = np.array([[sum(w * c.get(t, 0.0) for t, w in q.items()) for c in weights] for q in weights])
+    hybrid_mrr, _ = ranked(0.5 * late + 0.5 * lexical)
+    metrics = evaluate(docmatch, scratch, "eval-hybrid", "--model", model, "--embeddings", vectors_file, "--corpus",
+                       corpus, "--relevance", relevance_file, "--lexical-weight", "0.5")
+    check(abs(metrics["ranking"]["mrr"] - hybrid_mrr) < 1e-9,
+          f"hybrid MRR {metrics['ranking']['mrr']} against numpy {hybrid_mrr}")
+    check(abs(hybrid_mrr - mrr) > 1e-6, "TF-IDF changed no ranking: the hybrid check could not fail")
+
+    # fuse with a cosine file: the windows kept, MaxSim = 0.25 MaxSim + 0.75 cosine.
+    plain_file = os.path.join(scratch, "plain.h5")
+    run(docmatch, "embed", "--model", train(docmatch, corpus, scratch, "plain", PLAIN, 2), "--corpus", corpus,
+        "--output", plain_file, "--no-progress")
+    plain_ids, plain, plain_windows = read(plain_file)
+    check(plain_ids == ids and plain_windows is None, "the plain model's file")
+    fused_file = os.path.join(scratch, "fused.h5")
+    run(docmatch, "fuse", "--embeddings", vectors_file, "--embeddings", plain_file, "--weight", "1", "--weight", "3",
+        "--output", fused_file)
+    fused_ids, fused, fused_windows = read(fused_file)
+    check(fused_ids == ids and fused_windows is not None, "the fused file kept no windows")
+    p = unit(plain)
+    for d in range(len(ids)):
+        want = np.concatenate([windows[d] * 0.5, np.repeat(p[d:d + 1] * np.sqrt(0.75), len(windows[d]), 0)], 1)
+        check(np.abs(fused_windows[d] - want).max() < 1e-6, f"page {ids[d]}: fused windows differ from numpy's")
+    combined = 0.25 * late + 0.75 * (p @ p.T)
+    identity = np.abs(maxsim(fused_windows) - combined).max()
+    check(identity < 1e-5, f"the fused MaxSim differs from 0.25 MaxSim + 0.75 cosine by {identity:.2e}")
+    fused_mrr, _ = ranked(combined)
+    metrics = evaluate(docmatch, scratch, "eval-fused", "--embeddings", fused_file, "--corpus", corpus,
+                       "--relevance", relevance_file, "--write-rankings", "10")
+    check(abs(metrics["ranking"]["mrr"] - fused_mrr) < 1e-9,
+          f"fused MRR {metrics['ranking']['mrr']} against numpy {fused_mrr}")
+    # The top 10 of every query, too: they differ from MaxSim's alone, so the
+    # cosine's share is seen even where the MRR does not move.
+    # (eval's MaxSim runs in float32: near-ties within 2e-6 may swap.)
+    written = {r["query"]: r["hits"]
+               for r in map(json.loads, open(os.path.join(scratch, "eval-fused", "rankings.jsonl")))}
+
+    def top10(scores, q):
+        s = scores[q].copy()
+        s[q] = -np.inf
+        return [ids[i] for i in np.argsort(-s, kind="stable")[:10]]
+
+    for q in rows:
+        hits = written[ids[q]]
+        best = np.sort(np.delete(combined[q], q))[::-1][:10]
+        theirs = np.array([combined[q, row[h["id"]]] for h in hits])
+        check(len(hits) == 10 and np.abs(theirs - best).max() < 2e-6 and
+              max(abs(h["score"] - combined[q, row[h["id"]]]) for h in hits) < 2e-6,
+              f"query {ids[q]}: the fused top 10 {[h['id'] for h in hits]} is not numpy's {top10(combined, q)}")
+    check(any(top10(combined, q) != top10(late, q) for q in rows), "the cosine's share moved no top 10")
+    fused_hybrid_mrr, _ = ranked(0.5 * combined + 0.5 * lexical)
+    metrics = evaluate(docmatch, scratch, "eval-fused-hybrid", "--embeddings", fused_file, "--corpus", corpus,
+                       "--relevance", relevance_file, "--lexical-weight", "0.5")
+    check(abs(metrics["ranking"]["mrr"] - fused_hybrid_mrr) < 1e-9,
+          f"fused hybrid MRR {metrics['ranking']['mrr']} against numpy {fused_hybrid_mrr}")
+
+    # search --id: the mean cosine picks --rerank candidates, MaxSim orders them.
+    query = ids[rows[0]]
+    hits = run(docmatch, "search", "--embeddings", vectors_file, "--id", query, "--top", "5", "--exclude-self",
+               "--rerank", str(len(ids)), "--format", "jsonl").stdout
+    hits = [json.loads(line) for line in hits.splitlines() if line.strip()]
+    hits = hits[0]["hits"] if len(hits) == 1 and "hits" in hits[0] else hits
+    scores = late[rows[0]].copy()
+    scores[rows[0]] = -np.inf
+    top = np.argsort(-scores, kind="stable")[:5]
+    check([h["id"] for h in hits] == [ids[i] for i in top], f"search --id {query}: {hits}")
+    check(all(abs(h["score"] - scores[i]) < 1e-5 for h, i in zip(hits, top)), f"search scores {hits}")
+
+    said = run(docmatch, "fuse", "--embeddings", vectors_file, "--embeddings", fused_file, "--output",
+               os.path.join(scratch, "twice.h5"), fail=True).stderr
+    check("both score by MaxSim" in said and not os.path.exists(os.path.join(scratch, "twice.h5")), said)
+    said = run(docmatch, "search", "--embeddings", vectors_file, "--id", query, "--lexical-weight", "0.5", "--corpus",
+               corpus, fail=True).stderr
+    check("reranks by maxsim" in said and "eval fuses" in said, said)
+    print(json.dumps({"documents": len(ids), "windows": int(sum(expected_counts)), "over_64": int(sliced),
+                      "reference_error": float(worst), "mrr_maxsim": round(mrr, 6), "mrr_mean_cosine":
+                      round(cosine_mrr, 6), "mrr_hybrid": round(hybrid_mrr, 6), "mrr_fused": round(fused_mrr, 6)}))
+
+
+if __name__ == "__main__":
+    main()
