@@ -11,8 +11,8 @@ eval does (a relevant document ties pessimistically: it ranks below every
 irrelevant document of equal score), and prints one JSON line per row and per
 pair of rows.
 
-A row whose score is not one cosine (a hybrid, `eval --lexical-weight`) is
-read from the rankings.jsonl that `eval --max-queries 0 --write-rankings 1`
+A row whose score is not one cosine (a hybrid, `eval --lexical-weight`; a
+maxsim model's windows, whose file this refuses) is read from the rankings.jsonl that `eval --max-queries 0 --write-rankings 1`
 writes: each line carries its query's first relevant rank.
 
 With --half 1 or --half 2 only one half of the queries counts (split by a
@@ -39,6 +39,11 @@ import numpy as np
 
 def load(path):
     with h5py.File(path, "r") as h:
+        kind = h.attrs.get("kind", b"")
+        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        if "sentence_vectors" in h and kind != "sdr":
+            raise SystemExit(f"{path}: holds windows that eval scores by MaxSim, not by the cosine of its vectors; "
+                             "give this row as the rankings.jsonl of eval --max-queries 0 --write-rankings 1")
         ids = [i.decode() if isinstance(i, bytes) else i for i in h["document_ids"][:]]
         vectors = h["vectors"][:].astype(np.float64)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

@@ -112,6 +112,15 @@ def main():
     empty = subprocess.run([sys.executable, SCRIPT, "--relevance", only_a, "--half", "2", f"bad={scratch}/bad-e.h5"],
                            capture_output=True, text=True)
     assert empty.returncode != 0 and "no query with a relevant document in half 2" in empty.stderr, empty
+    # A file of windows (a maxsim model's) is not ranked by its mean vectors' cosine.
+    windows = os.path.join(scratch, "windows.h5")
+    write(windows, ["a", "b", "e", "d"], [[1, 0], [-1, 0], [1, 0.2], [1, -0.1]])
+    with h5py.File(windows, "a") as h:
+        h.attrs["kind"] = "match_bert"
+        h["sentence_vectors"] = np.zeros((4, 2), dtype=np.float32)
+    refused = subprocess.run([sys.executable, SCRIPT, "--relevance", halves, f"maxsim={windows}"],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "scores by MaxSim" in refused.stderr, refused
     print(f"compare-rankings: good {good['mrr']}, bad {bad['mrr']}, tie {tie['mrr']}, "
           f"relevant tie {relevant_tie['mrr']} as computed by hand")
 
