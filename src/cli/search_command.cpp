@@ -238,10 +238,9 @@ Command AddSearchCommand(CLI::App* app) {
       "file (--id), a text (--text, '-' reads standard input) or a JSONL of queries (--queries:\n"
       "{\"id\"} lines are documents, {\"text\"} lines texts). Exact search: every query against\n"
       "every vector, a block at a time, with the score `eval` ranks by (cosine; SMASH's pair\n"
-      "head; SDR re-ranks the best --rerank by its hierarchical score, a maxsim model's file\n"
-      "by MaxSim over its windows). Titles come from the\n"
-      "corpus the file was embedded from; texts are tokenized as `prepare` does, with the\n"
-      "model's tokenizer.\n"
+      "head; SDR re-ranks the best --rerank by its hierarchical score, a maxsim model's\n"
+      "file by MaxSim over its windows). Titles come from the corpus the file was embedded\n"
+      "from; texts are tokenized as `prepare` does, with the model's tokenizer.\n"
       "  docmatch search --embeddings runs/wiki/embeddings.h5 --id Absolute_zero\n"
       "  docmatch search --embeddings runs/wiki/embeddings.h5 --text 'glaciers of the last ice age' --top 5\n"
       "  docmatch search --embeddings vectors.h5 --queries queries.jsonl --format jsonl > hits.jsonl");
