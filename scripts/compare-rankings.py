@@ -41,6 +41,9 @@ def load(path):
     with h5py.File(path, "r") as h:
         kind = h.attrs.get("kind", b"")
         kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        # An SDR file's vectors are its mean sentence vectors, a row of their
+        # own ("cosine of the mean sentence vector"); a maxsim file's would be
+        # a mean pooling under the maxsim model's name.
         if "sentence_vectors" in h and kind != "sdr":
             raise SystemExit(f"{path}: holds windows that eval scores by MaxSim, not by the cosine of its vectors; "
                              "give this row as the rankings.jsonl of eval --max-queries 0 --write-rankings 1")

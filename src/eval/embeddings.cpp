@@ -261,6 +261,11 @@ void EmbeddingWriter::AppendDocuments(const std::vector<std::string>& ids, const
                                       const std::vector<model::DocumentSentences>& all) {
   TORCH_CHECK(sentences_, "[embed] '", path_, "' holds no sentence vectors");
   TORCH_CHECK(all.size() == ids.size(), "[embed] ", all.size(), " documents' sentence vectors for ", ids.size(), " ids");
+  for (const model::DocumentSentences& s : all) {
+    TORCH_CHECK(s.vectors.device().is_cpu() && s.vectors.scalar_type() == torch::kFloat && s.vectors.is_contiguous() &&
+                    s.vectors.dim() == 2 && s.vectors.size(1) == dimension_,
+                "[embed] sentence vectors for '", path_, "' must be contiguous CPU float32 rows of ", dimension_);
+  }
   const hid_t f = file_->get();
   const std::string where = Where(path_);
   {

@@ -466,6 +466,14 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
                                " documents and the model is " + info.config.kind +
                                ": embed this corpus with this model first");
     }
+    if (file.has_sentences() != model->has_sentences()) {
+      // A maxsim model's file holds its windows; a mean model's does not,
+      // though both are match_bert: scoring one by the other's rule is wrong.
+      throw std::runtime_error("[eval] " + file.path() + (file.has_sentences() ? " holds" : " holds no") +
+                               " window or sentence vectors, and the model " +
+                               (model->has_sentences() ? "scores by them" : "scores by one vector a document") +
+                               ": embed this corpus with this model first");
+    }
   };
   const EmbeddingFile file(embeddings);
   check(file, corpus, options.corpus);

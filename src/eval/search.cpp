@@ -50,8 +50,9 @@ Searcher::Searcher(const EmbeddingFile& file, model::DocumentModel* model, const
     if (!cosine_ || file_.has_sentences()) {
       throw std::invalid_argument(
           std::string("[search] --lexical-weight fuses TF-IDF with a cosine of document vectors; ") +
-          (file_.has_sentences() ? "this file's score reranks by " + file_.score() + " (eval fuses TF-IDF with it)"
-                                 : "this model's score is not one"));
+          (file_.score() == "maxsim" ? "this file re-ranks by MaxSim over windows (eval --lexical-weight fuses "
+                                       "TF-IDF with MaxSim)"
+                                     : "this model's score is not one"));
     }
     if (lexical_->size() != file_.size()) {
       throw std::invalid_argument("[search] the corpus holds " + std::to_string(lexical_->size()) + " documents and '" +

@@ -459,6 +459,10 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
     LOG(INFO) << "[finetune] " << info.config.kind << (options.init.empty() ? " from scratch" : " from " + pretrained)
               << ", " << options.loss << " loss on " << training.size() << " of " << train_pairs.size()
               << " training pairs, " << valid_pairs.size() << " validation pairs";
+    if (info.config.kind == "match_bert" && info.config.match_bert.window_pooling == "maxsim") {
+      LOG(INFO) << "[finetune] window_pooling maxsim: the loss reads each document's mean window vector (up to "
+                << info.config.match_bert.chunks << " windows, all in one graph); eval and search score by MaxSim";
+    }
   }
   auto order = std::make_shared<const std::vector<int64_t>>(EpochOrder(training.size(), options.seed, epoch));
   // The mined-negative lists' version: a micro-batch drawn before a refresh is drawn again.

@@ -215,7 +215,30 @@ def main():
     check("both score by MaxSim" in said and not os.path.exists(os.path.join(scratch, "twice.h5")), said)
     said = run(docmatch, "search", "--embeddings", vectors_file, "--id", query, "--lexical-weight", "0.5", "--corpus",
                corpus, fail=True).stderr
-    check("reranks by maxsim" in said and "eval fuses" in said, said)
+    check("re-ranks by MaxSim" in said and "eval --lexical-weight fuses" in said, said)
+    # A maxsim model does not score a file without windows (nor a mean model one with them).
+    said = run(docmatch, "eval", "--model", model, "--embeddings", plain_file, "--corpus", corpus, "--relevance",
+               relevance_file, "--output", os.path.join(scratch, "e-mismatch"), "--no-progress", fail=True).stderr
+    check("holds no window or sentence vectors" in said, said)
+    # The MaxSim file second, its rows in another order: the same fused file.
+    shuffled = os.path.join(scratch, "maxsim-shuffled.h5")
+    order = list(range(len(ids)))[::-1]
+    with h5py.File(vectors_file, "r") as f, h5py.File(shuffled, "w") as g:
+        g["document_ids"] = np.array([ids[i] for i in order], dtype=h5py.string_dtype())
+        g["vectors"] = f["vectors"][:][order]
+        g["sentence_vectors"] = np.concatenate([windows[i] for i in order]).astype(np.float32)
+        g["paragraph_offsets"] = np.cumsum([0] + [len(windows[i]) for i in order]).astype(np.int64)
+        g["document_offsets"] = np.arange(len(ids) + 1, dtype=np.int64)
+        for k, v in f.attrs.items():
+            g.attrs[k] = v
+    second = os.path.join(scratch, "fused-second.h5")
+    run(docmatch, "fuse", "--embeddings", plain_file, "--embeddings", shuffled, "--weight", "3", "--weight", "1",
+        "--output", second)
+    second_ids, _, second_windows = read(second)
+    check(second_ids == ids, "the fused file does not follow the first input's order")
+    moved = max(np.abs(second_windows[d] - np.concatenate([fused_windows[d][:, 32:], fused_windows[d][:, :32]], 1))
+                .max() for d in range(len(ids)))
+    check(moved < 1e-6, f"the MaxSim file second and reordered fuses differently: {moved:.2e}")
     print(json.dumps({"documents": len(ids), "windows": int(sum(expected_counts)), "over_64": int(sliced),
                       "reference_error": float(worst), "mrr_maxsim": round(mrr, 6), "mrr_mean_cosine":
                       round(cosine_mrr, 6), "mrr_hybrid": round(hybrid_mrr, 6), "mrr_fused": round(fused_mrr, 6)}))
