@@ -15,9 +15,12 @@ the tiny real corpus (tiny_manpages.py), against float64 numpy:
     the other file's scaled vector beside it, so the fused MaxSim is
     0.25 MaxSim + 0.75 cosine (checked on every pair); eval reads it without
     --model and ranks by that, dense and hybrid;
-  * search --id re-ranks by MaxSim: numpy's top 5 and scores;
-  * two maxsim files are not fused (named), and search refuses TF-IDF on a
-    MaxSim file, saying eval fuses it.
+  * search --id re-ranks by MaxSim: numpy's top 5 and scores, over every
+    page, and over the mean vectors' 10 best with --rerank 10;
+  * two maxsim files are not fused (named), search refuses TF-IDF on a
+    MaxSim file, saying eval fuses it, and eval refuses a file without
+    windows for a maxsim model; the MaxSim file fused second, its rows
+    reversed, gives the same fused windows.
 
 usage: maxsim_check.py DOCMATCH FIXTURE SCRATCH
 """
@@ -209,6 +212,16 @@ def main():
     top = np.argsort(-scores, kind="stable")[:5]
     check([h["id"] for h in hits] == [ids[i] for i in top], f"search --id {query}: {hits}")
     check(all(abs(h["score"] - scores[i]) < 1e-5 for h, i in zip(hits, top)), f"search scores {hits}")
+    # With --rerank 10 only the mean vectors' 10 best are re-ordered by MaxSim.
+    hits = run(docmatch, "search", "--embeddings", vectors_file, "--id", query, "--top", "5", "--exclude-self",
+               "--rerank", "10", "--format", "jsonl").stdout
+    hits = [json.loads(line) for line in hits.splitlines() if line.strip()]
+    hits = hits[0]["hits"] if len(hits) == 1 and "hits" in hits[0] else hits
+    first = (means @ means[rows[0]]).copy()
+    first[rows[0]] = -np.inf
+    pool = np.argsort(-first, kind="stable")[:10]
+    reranked = sorted(pool, key=lambda i: (-scores[i], i))[:5]
+    check([h["id"] for h in hits] == [ids[i] for i in reranked], f"search --rerank 10 --id {query}: {hits}")
 
     said = run(docmatch, "fuse", "--embeddings", vectors_file, "--embeddings", fused_file, "--output",
                os.path.join(scratch, "twice.h5"), fail=True).stderr
