@@ -10,7 +10,9 @@ the tiny real corpus (tiny_manpages.py), against float64 numpy:
   * eval --model ranks by MaxSim (each query window's best cosine among the
     candidate's windows, averaged over the query's windows): MRR and P@1
     equal numpy's, which differ from the mean vectors' cosine; with
-    --lexical-weight 0.5, numpy's (MaxSim + TF-IDF cosine) / 2;
+    --lexical-weight 0.5, numpy's (MaxSim + TF-IDF cosine) / 2; and with
+    --queries (query pages apart from the candidates) the same, dense and
+    hybrid;
   * fuse with a cosine file (weights 1 and 3) keeps the windows, each with
     the other file's scaled vector beside it, so the fused MaxSim is
     0.25 MaxSim + 0.75 cosine (checked on every pair); eval reads it without
@@ -222,6 +224,51 @@ def main():
     pool = np.argsort(-first, kind="stable")[:10]
     reranked = sorted(pool, key=lambda i: (-scores[i], i))[:5]
     check([h["id"] for h in hits] == [ids[i] for i in reranked], f"search --rerank 10 --id {query}: {hits}")
+
+    # eval --queries: query pages apart from the candidates, both embedded
+    # with windows; MaxSim of the query windows against the candidates'
+    # (and the hybrid, the idf counting the candidates alone).
+    query_pages = {r["query"] for r in lists}
+    articles = [json.loads(line) for line in open(os.path.join(fixture, "articles.jsonl"))]
+    for name, keep in (("queries", lambda a: a["id"] in query_pages), ("candidates", lambda a: a["id"] not in
+                                                                            query_pages)):
+        with open(os.path.join(scratch, name + ".jsonl"), "w") as f:
+            for a in filter(keep, articles):
+                f.write(json.dumps({**a, "id": ("q:" if name == "queries" else "") + a["id"]}) + "\n")
+        run(docmatch, "prepare", "--input", os.path.join(scratch, name + ".jsonl"), "--output",
+            os.path.join(scratch, name), "--tokenizer", os.path.join(corpus, "tokenizer.model"), "--no-progress")
+    apart = [("q:" + r["query"], [t for t in r["relevant"] if t not in query_pages]) for r in lists]
+    apart = [(q, kept) for q, kept in apart if kept]
+    check(len(apart) >= 20, f"only {len(apart)} queries keep a relevant candidate")
+    with open(os.path.join(scratch, "relevance-apart.jsonl"), "w") as f:
+        for q, kept in apart:
+            f.write(json.dumps({"query": q, "relevant": kept}) + "\n")
+    for name, weight in (("eval-apart", "0"), ("eval-apart-hybrid", "0.5")):
+        out = os.path.join(scratch, name)
+        run(docmatch, "eval", "--model", model, "--corpus", os.path.join(scratch, "candidates"), "--queries",
+            os.path.join(scratch, "queries"), "--relevance", os.path.join(scratch, "relevance-apart.jsonl"),
+            "--lexical-weight", weight, "--max-queries", "0", "--output", out, "--no-progress")
+        query_ids, _, query_windows = read(os.path.join(out, "query-embeddings.h5"))
+        candidate_ids, _, candidate_windows = read(os.path.join(out, "embeddings.h5"))
+        qrows = [query_ids.index(q) for q, _ in apart]
+        scores = np.array([[(query_windows[q] @ c.T).max(1).mean() for c in candidate_windows] for q in qrows])
+        if weight == "0.5":
+            query_docs, candidate_docs = documents(os.path.join(scratch, "queries")), documents(
+                os.path.join(scratch, "candidates"))
+            cdf = Counter(t for d in candidate_docs for t in set(d))
+            crows = tfidf_rows(candidate_docs, cdf, len(candidate_docs))
+            qtf = tfidf_rows([query_docs[q] for q in qrows], cdf, len(candidate_docs))
+            scores = 0.5 * scores + 0.5 * np.array([[sum(w * c.get(t, 0.0) for t, w in q.items()) for c in crows]
+                                                     for q in qtf])
+        apart_relevant = [{candidate_ids.index(t) for t in kept} for _, kept in apart]
+        want, _ = ranking(scores, apart_relevant)
+        if weight == "0":  # the check can fail: the mean vectors' cosine ranks otherwise
+            qm = np.stack([unit(query_windows[q].sum(0)) for q in qrows])
+            cm = np.stack([unit(c.sum(0)) for c in candidate_windows])
+            check(abs(ranking(qm @ cm.T, apart_relevant)[0] - want) > 1e-6, "MaxSim and the mean cosine agree apart")
+        got = json.load(open(os.path.join(out, "metrics.json")))["ranking"]
+        check(got["queries"] == len(apart) and abs(got["mrr"] - want) < 1e-9,
+              f"{name}: MRR {got['mrr']} over {got['queries']} queries against numpy {want} over {len(apart)}")
 
     said = run(docmatch, "fuse", "--embeddings", vectors_file, "--embeddings", fused_file, "--output",
                os.path.join(scratch, "twice.h5"), fail=True).stderr
