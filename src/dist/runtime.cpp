@@ -246,7 +246,12 @@ int RunOnAllRanks(const std::function<int()>& body) {
     std::cerr << "error: " << message << std::endl;
     return 1;
   }
-  std::cerr << "[dist] rank " << rank << " failed: " << message << "\n[dist] ending every rank of the job" << std::endl;
+  // One write: std::cerr is unbuffered, so piece by piece the line could be
+  // split by mpirun's own MPI_ABORT banner on the same stream.
+  const std::string line =
+      "[dist] rank " + std::to_string(rank) + " failed: " + message + "\n[dist] ending every rank of the job\n";
+  std::cerr.write(line.data(), static_cast<std::streamsize>(line.size()));
+  std::cerr.flush();
   MPI_Abort(MPI_COMM_WORLD, 1);
   return 1;
 }
