@@ -205,20 +205,21 @@ def main():
 
     # search --id: the mean cosine picks --rerank candidates, MaxSim orders them.
     query = ids[rows[0]]
-    hits = run(docmatch, "search", "--embeddings", vectors_file, "--id", query, "--top", "5", "--exclude-self",
-               "--rerank", str(len(ids)), "--format", "jsonl").stdout
-    hits = [json.loads(line) for line in hits.splitlines() if line.strip()]
-    hits = hits[0]["hits"] if len(hits) == 1 and "hits" in hits[0] else hits
+
+    def search(rerank):
+        out = run(docmatch, "search", "--embeddings", vectors_file, "--id", query, "--top", "5", "--exclude-self",
+                  "--rerank", str(rerank), "--format", "jsonl").stdout
+        hits = [json.loads(line) for line in out.splitlines() if line.strip()]
+        return hits[0]["hits"] if len(hits) == 1 and "hits" in hits[0] else hits
+
+    hits = search(len(ids))
     scores = late[rows[0]].copy()
     scores[rows[0]] = -np.inf
     top = np.argsort(-scores, kind="stable")[:5]
     check([h["id"] for h in hits] == [ids[i] for i in top], f"search --id {query}: {hits}")
     check(all(abs(h["score"] - scores[i]) < 1e-5 for h, i in zip(hits, top)), f"search scores {hits}")
     # With --rerank 10 only the mean vectors' 10 best are re-ordered by MaxSim.
-    hits = run(docmatch, "search", "--embeddings", vectors_file, "--id", query, "--top", "5", "--exclude-self",
-               "--rerank", "10", "--format", "jsonl").stdout
-    hits = [json.loads(line) for line in hits.splitlines() if line.strip()]
-    hits = hits[0]["hits"] if len(hits) == 1 and "hits" in hits[0] else hits
+    hits = search(10)
     first = (means @ means[rows[0]]).copy()
     first[rows[0]] = -np.inf
     pool = np.argsort(-first, kind="stable")[:10]
