@@ -485,7 +485,8 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
   Scorer scorer;
   scorer.model = model.get();
   scorer.vectors = vectors;
-  scorer.normalize = options.sdr_normalize && info.config.kind == "sdr";  // MaxSim's cosines are never z-scored
+  // The file names its score, as search reads it: MaxSim's cosines are never z-scored.
+  scorer.normalize = options.sdr_normalize && file.score() == "sdr";
   if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
   if (queries) {
     const EmbeddingFile query_file(query_embeddings);
@@ -495,7 +496,7 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
     if (query_file.has_sentences()) scorer.query_sdr = query_file.Sentences(0, query_file.size());
     scorer.query_corpus = queries.get();
   }
-  std::string score = !scorer.hierarchical() ? "pair logit" : info.config.kind == "sdr" ? "sdr hierarchical" : kMaxSim;
+  std::string score = !scorer.hierarchical() ? "pair logit" : file.score() == "sdr" ? "sdr hierarchical" : kMaxSim;
   if (scorer.hierarchical() && scorer.normalize) {
     score += ", z-scored";
     if (options.sdr_pair_pool > 0) {

@@ -13,6 +13,10 @@ the tiny real corpus (tiny_manpages.py), against float64 numpy:
     --lexical-weight 0.5, numpy's (MaxSim + TF-IDF cosine) / 2; and with
     --queries (query pages apart from the candidates) the same, dense and
     hybrid;
+  * eval --valid-pairs / --test-pairs classifies each pair by its MaxSim:
+    the threshold chosen on the validation pairs, the test accuracy and
+    counts equal numpy's (which differ from the mean cosine's), for the
+    model and for the fused file below;
   * fuse with a cosine file (weights 1 and 3) keeps the windows, each with
     the other file's scaled vector beside it, so the fused MaxSim is
     0.25 MaxSim + 0.75 cosine (checked on every pair); eval reads it without
@@ -74,6 +78,38 @@ def maxsim(windows):
         for b in range(n):
             out[a, b] = (windows[a] @ windows[b].T).max(1).mean()
     return out
+
+
+def pairs(path, row):
+    """(sources, targets, labels) of a labelled pair file, as rows."""
+    records = [json.loads(line) for line in open(path)]
+    return (np.array([row[r["source"]] for r in records]), np.array([row[r["target"]] for r in records]),
+            np.array([r["label"] for r in records]))
+
+
+def classify(scores, labels, threshold):
+    predicted = scores >= threshold
+    return {"accuracy": float((predicted == (labels == 1)).mean()),
+            "true_positives": int((predicted & (labels == 1)).sum()),
+            "false_positives": int((predicted & (labels == 0)).sum())}
+
+
+def choose_threshold(scores, labels):
+    """eval's rule: the first of (below all, midpoints, above all) with the best accuracy."""
+    distinct = np.unique(scores)
+    candidates = [distinct[0] - 1.0] + list((distinct[:-1] + distinct[1:]) / 2) + [distinct[-1] + 1.0]
+    accuracy = [classify(scores, labels, t)["accuracy"] for t in candidates]
+    return candidates[int(np.argmax(accuracy))]
+
+
+def check_classification(got, score, valid, test, name):
+    """eval's metrics["classification"] against numpy's, pairs scored by score[source, target]."""
+    threshold = choose_threshold(score[valid[0], valid[1]], valid[2])
+    want = classify(score[test[0], test[1]], test[2], threshold)
+    test_got = got["classification"]["test"]
+    check(abs(test_got["threshold"] - threshold) < 1e-5 and all(test_got[k] == want[k] for k in want),
+          f"{name}: test {test_got} against numpy's threshold {threshold} and {want}")
+    return want["accuracy"], threshold
 
 
 def train(docmatch, corpus, scratch, name, config, seed):
@@ -155,6 +191,19 @@ def main():
           f"hybrid MRR {metrics['ranking']['mrr']} against numpy {hybrid_mrr}")
     check(abs(hybrid_mrr - mrr) > 1e-6, "TF-IDF changed no ranking: the hybrid check could not fail")
 
+    # Pair classification: each pair scored by its MaxSim, the threshold
+    # chosen on the validation pairs.
+    valid = pairs(os.path.join(fixture, "pairs.valid.jsonl"), row)
+    test = pairs(os.path.join(fixture, "pairs.test.jsonl"), row)
+    pair_args = ("--valid-pairs", os.path.join(fixture, "pairs.valid.jsonl"), "--test-pairs",
+                 os.path.join(fixture, "pairs.test.jsonl"))
+    metrics = evaluate(docmatch, scratch, "eval-pairs", "--model", model, "--embeddings", vectors_file, "--corpus",
+                       corpus, *pair_args)
+    accuracy, threshold = check_classification(metrics, late, valid, test, "eval --test-pairs (maxsim)")
+    cosine_threshold = choose_threshold((means @ means.T)[valid[0], valid[1]], valid[2])
+    check(abs(cosine_threshold - threshold) > 1e-4, "MaxSim and the mean cosine choose one threshold: the check "
+          "could not fail")
+
     # fuse with a cosine file: the windows kept, MaxSim = 0.25 MaxSim + 0.75 cosine.
     plain_file = os.path.join(scratch, "plain.h5")
     run(docmatch, "embed", "--model", train(docmatch, corpus, scratch, "plain", PLAIN, 2), "--corpus", corpus,
@@ -178,6 +227,9 @@ def main():
                        "--relevance", relevance_file, "--write-rankings", "10")
     check(abs(metrics["ranking"]["mrr"] - fused_mrr) < 1e-9,
           f"fused MRR {metrics['ranking']['mrr']} against numpy {fused_mrr}")
+    fused_accuracy, _ = check_classification(
+        evaluate(docmatch, scratch, "eval-fused-pairs", "--embeddings", fused_file, "--corpus", corpus, *pair_args),
+        combined, valid, test, "eval --test-pairs (fused file)")
     # The top 10 of every query, too: they differ from MaxSim's alone, so the
     # cosine's share is seen even where the MRR does not move.
     # (eval's MaxSim runs in float32: near-ties within 2e-6 may swap.)
@@ -302,7 +354,8 @@ def main():
     check(moved < 1e-6, f"the MaxSim file second and reordered fuses differently: {moved:.2e}")
     print(json.dumps({"documents": len(ids), "windows": int(sum(expected_counts)), "over_64": int(sliced),
                       "reference_error": float(worst), "mrr_maxsim": round(mrr, 6), "mrr_mean_cosine":
-                      round(cosine_mrr, 6), "mrr_hybrid": round(hybrid_mrr, 6), "mrr_fused": round(fused_mrr, 6)}))
+                      round(cosine_mrr, 6), "mrr_hybrid": round(hybrid_mrr, 6), "mrr_fused": round(fused_mrr, 6),
+                      "test_accuracy_maxsim": accuracy, "test_accuracy_fused": fused_accuracy}))
 
 
 if __name__ == "__main__":
