@@ -70,6 +70,11 @@ Command AddFinetuneCommand(CLI::App* app) {
                   "whole corpus (ANCE), with the same filters; the first come from TF-IDF (0 = never)")
       ->check(NonNegative())
       ->capture_default_str();
+  sub->add_flag("--drop-related", o->drop_related,
+                "contrastive: leave out of a query's negatives every in-batch candidate that a training pair "
+                "labels related to it (either direction); without it only copies of the pair's own documents "
+                "and the other pairs of the same source are left out. Pays where related pairs crowd together "
+                "(a link graph's hubs), and more the larger the global batch");
   AddSentenceLevelFlags(sub, o.get());
   AddGradCacheFlag(sub, &o->grad_cache, "contrastive", "pairs");
   AddLoopFlags(sub, o.get(), "pairs");

@@ -42,7 +42,8 @@ nlohmann::json OptionsJson(const FinetuneOptions& o) {
                {"mine_negatives", o.mine_negatives},
                {"mine_margin", o.mine_margin},
                {"refresh_negatives", o.refresh_negatives},
-               {"grad_cache", o.grad_cache}});
+               {"grad_cache", o.grad_cache},
+               {"drop_related", o.drop_related}});
   return json;
 }
 
@@ -211,13 +212,14 @@ train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const PreparedCh
 // (ChunkedContrastive, grad_cache.h), each chunk's sources, targets and hard
 // negatives embedded in one pass.
 Objective ContrastiveOverChunks(model::DocumentModel& model, std::vector<PreparedChunk> chunks,
-                                const model::Temperature& temperature, dist::ProcessGroup& group) {
+                                const model::Temperature& temperature, dist::ProcessGroup& group,
+                                const RelatedPairs* related) {
   // Owned by the chunk function: Backward() re-runs the chunks after this returns.
   auto prepared = std::make_shared<const std::vector<PreparedChunk>>(std::move(chunks));
   return ChunkedContrastive(
       static_cast<int64_t>(prepared->size()),
       [&model, prepared, device = group.device()](int64_t i) { return EmbedPairs(model, (*prepared)[i], device); },
-      temperature, group);
+      temperature, group, related);
 }
 
 // finetune --refresh-negatives (ANCE): the model's vectors of the whole
@@ -282,7 +284,9 @@ Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& 
       cat(&train::ContrastivePairs::sources),    cat(&train::ContrastivePairs::targets),
       cat(&train::ContrastivePairs::source_ids), cat(&train::ContrastivePairs::target_ids),
       cat(&train::ContrastivePairs::negatives),  cat(&train::ContrastivePairs::negative_ids)};
-  const Objective objective = ContrastiveInOneProcess(all, temperature);
+  // --drop-related: the validation pairs' own relation, as training uses the training pairs'.
+  const RelatedPairs relation(pairs);
+  const Objective objective = ContrastiveInOneProcess(all, temperature, options.drop_related ? &relation : nullptr);
   return {objective.value, objective.parts.at("top1")};
 }
 
@@ -329,6 +333,9 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
     model::SetVocabSize(&info.config, corpus.manifest().vocab_size);
   }
   const bool contrastive = options.loss == "contrastive";
+  TORCH_CHECK(contrastive || !options.drop_related,
+              "[finetune] --drop-related leaves labelled related documents out of the contrastive loss's "
+              "in-batch negatives; --loss bce has none");
   TORCH_CHECK(contrastive || options.loss == "bce", "[finetune] --loss is contrastive or bce, not '", options.loss,
               "'");
   TORCH_CHECK(contrastive || info.config.kind != "sdr",
@@ -356,6 +363,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
   // with the negatives beside them (contrastive).
   const std::vector<data::LabelledPair> training = contrastive ? Related(train_pairs) : train_pairs;
   HardNegatives hard(train_pairs);
+  const RelatedPairs relation(train_pairs);  // --drop-related
   if (options.mine_negatives > 0) {
     TORCH_CHECK(contrastive,
                 "[finetune] --mine-negatives adds negatives to the contrastive loss; bce scores the "
@@ -459,6 +467,10 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
     LOG(INFO) << "[finetune] " << info.config.kind << (options.init.empty() ? " from scratch" : " from " + pretrained)
               << ", " << options.loss << " loss on " << training.size() << " of " << train_pairs.size()
               << " training pairs, " << valid_pairs.size() << " validation pairs";
+    if (contrastive && options.drop_related) {
+      LOG(INFO) << "[finetune] --drop-related: an in-batch candidate that a training pair labels related to the "
+                   "query is left out of its negatives";
+    }
     if (info.config.kind == "match_bert" && info.config.match_bert.window_pooling == "maxsim") {
       LOG(INFO) << "[finetune] window_pooling maxsim: the loss reads each document's mean window vector (up to "
                 << info.config.match_bert.chunks << " windows, all in one graph); eval and search score by MaxSim";
@@ -549,7 +561,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
       {
         const Autocast autocast(device, options.precision);
         if (contrastive) {
-          computed = ContrastiveOverChunks(*model, std::move(batch.chunks), temperature, group);
+          computed = ContrastiveOverChunks(*model, std::move(batch.chunks), temperature, group,
+                                           options.drop_related ? &relation : nullptr);
         } else {
           const torch::Tensor logits = PairLogitsOf(*model, batch.pairs, device, &labels);
           computed = Siamese(logits.to(torch::kFloat), labels, group);

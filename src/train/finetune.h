@@ -50,6 +50,7 @@ struct FinetuneOptions : LoopOptions {
   double mine_margin = 0.1;    // ... leaving out those above the source's best positive by more (< 0: keep them)
   int64_t refresh_negatives = 0;  // contrastive: re-mine them from the model's own vectors every N steps (ANCE; 0 = off)
   int64_t grad_cache = 0;  // contrastive: gradient caching, this many pairs a chunk (0 = off)
+  bool drop_related = false;  // contrastive: in-batch candidates labelled related to the query are not negatives
 };
 
 LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& group);

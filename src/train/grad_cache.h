@@ -53,6 +53,7 @@ Objective CachedObjective(int64_t chunks, const std::function<ChunkOutputs(int64
 // along as the last part's one "sum" (the others give 0), so its cached
 // gradient reaches the parameter in the last pass, the one that syncs.
 Objective ChunkedContrastive(int64_t chunks, std::function<ContrastivePairs(int64_t)> embed,
-                             const model::Temperature& temperature, dist::ProcessGroup& group);
+                             const model::Temperature& temperature, dist::ProcessGroup& group,
+                             const RelatedPairs* related = nullptr);
 
 }  // namespace docmatch::train

@@ -62,7 +62,8 @@ class Totals {
 // ids (host tensors, or already on the device) meet the vectors' device here.
 std::pair<torch::Tensor, torch::Tensor> ContrastiveSums(const ContrastivePairs& local_pairs, const torch::Tensor& mine,
                                                         const ContrastivePairs& pool_pairs,
-                                                        const model::Temperature& temperature) {
+                                                        const model::Temperature& temperature,
+                                                        const RelatedPairs* related) {
   const torch::Device device = local_pairs.sources.device();
   const auto on_device = [&](ContrastivePairs p) {
     for (torch::Tensor* ids : {&p.source_ids, &p.target_ids, &p.negative_ids}) *ids = ToDevice(*ids, device);
@@ -74,16 +75,25 @@ std::pair<torch::Tensor, torch::Tensor> ContrastiveSums(const ContrastivePairs& 
   const torch::Tensor my_source = local.source_ids.unsqueeze(1), my_target = local.target_ids.unsqueeze(1);  // (b, 1)
   const torch::Tensor own_pair = torch::arange(B, mine.options()).unsqueeze(0) == mine.unsqueeze(1);         // (b, B)
   // source -> every target, then every hard negative
+  // --drop-related: labelled related to the query, from the host ids (the
+  // own pair's positive is related too, and stays: ~own_pair below).
+  const auto related_to = [&](const torch::Tensor& rows, const torch::Tensor& columns) {
+    return related ? ToDevice(related->Mask(rows, columns), device)
+                   : torch::zeros({rows.size(0), columns.size(0)}, torch::TensorOptions(torch::kBool).device(device));
+  };
   const torch::Tensor targets_out = ((column(pool.target_ids) == my_target) | (column(pool.target_ids) == my_source) |
-                                     (column(pool.source_ids) == my_source)) &
+                                     (column(pool.source_ids) == my_source) |
+                                     related_to(local_pairs.source_ids, pool_pairs.target_ids)) &
                                     ~own_pair;
-  const torch::Tensor negatives_out =
-      (column(pool.negative_ids) == my_target) | (column(pool.negative_ids) == my_source);  // (b, H)
+  const torch::Tensor negatives_out = (column(pool.negative_ids) == my_target) |
+                                      (column(pool.negative_ids) == my_source) |
+                                      related_to(local_pairs.source_ids, pool_pairs.negative_ids);  // (b, H)
   const torch::Tensor forward_candidates = torch::cat({pool.targets, pool.negatives});
   const torch::Tensor forward_out = torch::cat({targets_out, negatives_out}, 1);
   // target -> every source
   const torch::Tensor sources_out = ((column(pool.source_ids) == my_source) | (column(pool.source_ids) == my_target) |
-                                     (column(pool.target_ids) == my_target)) &
+                                     (column(pool.target_ids) == my_target) |
+                                     related_to(local_pairs.target_ids, pool_pairs.source_ids)) &
                                     ~own_pair;
   torch::Tensor forward_scores, backward_scores;  // the masked logits of both directions
   const torch::Tensor loss = model::ContrastivePairLoss(local.sources, forward_candidates, mine, forward_out,
@@ -122,6 +132,26 @@ Objective ContrastiveObjective(const torch::Tensor& loss, const torch::Tensor& t
 
 }  // namespace
 
+bool RelatedPairs::Related(int64_t a, int64_t b) const {
+  const auto it = related_.find(a);
+  return it != related_.end() && it->second.count(b) > 0;
+}
+
+torch::Tensor RelatedPairs::Mask(const torch::Tensor& rows, const torch::Tensor& columns) const {
+  const torch::Tensor r = rows.to(torch::kCPU, torch::kLong).contiguous();
+  const torch::Tensor c = columns.to(torch::kCPU, torch::kLong).contiguous();
+  torch::Tensor mask = torch::zeros({r.numel(), c.numel()}, torch::kBool);
+  const int64_t* row = r.data_ptr<int64_t>();
+  const int64_t* column = c.data_ptr<int64_t>();
+  bool* out = mask.data_ptr<bool>();
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    const auto it = related_.find(row[i]);
+    if (it == related_.end()) continue;
+    for (int64_t j = 0; j < c.numel(); ++j) out[i * c.numel() + j] = it->second.count(column[j]) > 0;
+  }
+  return mask;
+}
+
 void Backward(const Objective& objective, double scale, const std::function<void(bool last)>& prepare) {
   if (objective.backward) {
     objective.backward(scale, prepare);
@@ -131,7 +161,8 @@ void Backward(const Objective& objective, double scale, const std::function<void
   (objective.loss * scale).backward();
 }
 
-Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group) {
+Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group,
+                      const RelatedPairs* related) {
   const dist::Gathered sources = dist::AllGatherWithGrad(pairs.sources, group);
   const dist::Gathered targets = dist::AllGatherWithGrad(pairs.targets, group);
   const dist::Gathered negatives = dist::AllGatherWithGrad(pairs.negatives, group);
@@ -144,15 +175,16 @@ Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& t
   const torch::Tensor mine =
       torch::arange(pairs.sources.size(0), torch::TensorOptions(torch::kLong).device(pairs.sources.device())) +
       sources.offset;
-  const auto [loss, top1] = ContrastiveSums(pairs, mine, pool, temperature);
+  const auto [loss, top1] = ContrastiveSums(pairs, mine, pool, temperature, related);
   Totals totals(group);
   return ContrastiveObjective(loss, top1, 2 * pairs.sources.size(0), totals, temperature);
 }
 
-Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature) {
+Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                                  const RelatedPairs* related) {
   const torch::Tensor mine =
       torch::arange(pairs.sources.size(0), torch::TensorOptions(torch::kLong).device(pairs.sources.device()));
-  const auto [loss, top1] = ContrastiveSums(pairs, mine, pairs, temperature);
+  const auto [loss, top1] = ContrastiveSums(pairs, mine, pairs, temperature, related);
   const double queries = 2.0 * static_cast<double>(pairs.sources.size(0));
   Objective objective;
   objective.loss = loss / queries;

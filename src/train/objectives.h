@@ -16,6 +16,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "dist/process_group.h"
@@ -106,19 +108,46 @@ struct ContrastivePairs {
   torch::Tensor negatives;               // (h, C) labelled negatives of this rank's sources (hard negatives)
   torch::Tensor negative_ids;            // (h,) int64
 };
+// The labelled relation of the training pairs, both directions, over corpus
+// indices (finetune --drop-related): an in-batch candidate related to the
+// query is another positive, not a negative.
+class RelatedPairs {
+ public:
+  RelatedPairs() = default;
+  // Every (source, target) with label 1, and its reverse.
+  template <typename Pairs>
+  explicit RelatedPairs(const Pairs& pairs) {
+    for (const auto& p : pairs) {
+      if (p.label != 1) continue;
+      related_[p.source].insert(p.target);
+      related_[p.target].insert(p.source);
+    }
+  }
+  bool Related(int64_t a, int64_t b) const;
+  // (R, C) bool host tensor: whether rows[r] and columns[c] are related
+  // (int64 ids, on the host or the device).
+  torch::Tensor Mask(const torch::Tensor& rows, const torch::Tensor& columns) const;
+
+ private:
+  std::unordered_map<int64_t, std::unordered_set<int64_t>> related_;
+};
+
 // Symmetric InfoNCE over the global batch (ContrastivePairLoss, model/losses.h):
 // each source scores every rank's targets and hard negatives, each target every
 // rank's sources, its own partner the positive. A candidate is left out when it
 // is the query's own document or its positive again (the same corpus index,
 // on any rank), or when its pair shares the query's document (then it is
-// another known positive). Mean over 2 x global pairs; parts "infonce" and
+// another known positive); with `related`, also when the relation calls it
+// related to the query (its own pair's positive excepted). Mean over 2 x global pairs; parts "infonce" and
 // "top1" (share of queries whose positive scores highest). A learned
 // temperature gets its gradient like any parameter (each rank's share; the
 // GradientSynchronizer averages them) and adds part "temperature".
-Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group);
+Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group,
+                      const RelatedPairs* related = nullptr);
 // The same objective over pairs that are all in this process (validation):
 // every pair is a query, on no group.
-Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature);
+Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                                  const RelatedPairs* related = nullptr);
 
 // This rank's summed pair BCE and count of correct pairs (logit >= 0 taken as
 // related), the local part of Siamese; validation adds them up over batches.

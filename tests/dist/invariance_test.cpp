@@ -408,6 +408,49 @@ TEST(WorldSizeInvariance, CachedContrastiveEqualsThePlainGlobalBatch) {
       /*steps=*/4, /*parameter_atol=*/1e-9, PlainContrastive);
 }
 
+// finetune --drop-related: each source i labelled related to the next pair's
+// target (32 + (i + 1) % 5) and to the hard negative 48 + (i + 1) % 3, so the
+// left-out candidates sit on every rank; plain and cached in chunks of 2 must
+// give the 1-process global batch's loss and gradients.
+const train::RelatedPairs& NextPairRelation() {
+  struct Pair {
+    int64_t source, target;
+    int label;
+  };
+  static const train::RelatedPairs relation([] {
+    std::vector<Pair> pairs;
+    for (int64_t i = 0; i < 64; ++i) {
+      pairs.push_back({i, 32 + (i + 1) % 5, 1});
+      pairs.push_back({i, 48 + (i + 1) % 3, 1});
+    }
+    return pairs;
+  }());
+  return relation;
+}
+
+train::Objective DropRelatedContrastive(torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
+  model::SmithEncoder holder = Borrow<model::SmithEncoder>(m);
+  return train::Contrastive(EmbedContrastivePairs(holder, begin, end), /*temperature=*/0.1, comm, &NextPairRelation());
+}
+
+TEST(WorldSizeInvariance, ContrastiveDroppingLabelledRelatedCandidates) {
+  ExpectInvariant("contrastive-drop-related", SeededSmithEncoder, DropRelatedContrastive, /*steps=*/4,
+                  /*parameter_atol=*/1e-9);
+  ExpectInvariant(
+      "cached-contrastive-drop-related", SeededSmithEncoder,
+      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
+        constexpr int64_t kChunk = 2;
+        return train::ChunkedContrastive(
+            (end - begin + kChunk - 1) / kChunk,
+            [&m, begin, end](int64_t i) {
+              model::SmithEncoder holder = Borrow<model::SmithEncoder>(m);
+              return EmbedContrastivePairs(holder, begin + i * kChunk, std::min(end, begin + (i + 1) * kChunk));
+            },
+            /*temperature=*/0.1, comm, &NextPairRelation());
+      },
+      /*steps=*/4, /*parameter_atol=*/1e-9, DropRelatedContrastive);
+}
+
 // finetune --learn-temperature: SMITH's encoder beside log(1 / tau) as one
 // more parameter, which the synchronizer averages and Adam steps like the
 // others; plain, and gradient-cached in chunks of 2 (the temperature's

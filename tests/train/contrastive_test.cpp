@@ -17,10 +17,13 @@ namespace {
 // when j < 0) is left out for the query of pair `i` whose own document is
 // `mine` and whose positive is `partner`; `same_side` holds the document on the
 // query's side of pair j.
-bool LeftOut(int64_t i, int64_t j, int64_t mine, int64_t partner, int64_t candidate, int64_t same_side) {
+// With `related` (--drop-related), also a candidate labelled related to `mine`.
+bool LeftOut(int64_t i, int64_t j, int64_t mine, int64_t partner, int64_t candidate, int64_t same_side,
+             const std::set<std::pair<int64_t, int64_t>>* related = nullptr) {
   if (j == i) return false;                                    // the positive itself
   if (candidate == partner || candidate == mine) return true;  // the same document again
-  return j >= 0 && same_side == mine;                          // another positive of the query's document
+  if (related && (related->count({mine, candidate}) || related->count({candidate, mine}))) return true;
+  return j >= 0 && same_side == mine;  // another positive of the query's document
 }
 
 struct Hand {
@@ -30,7 +33,8 @@ struct Hand {
 
 // `scale`: 1 / temperature, a float64 scalar (a leaf with a gradient for the
 // learned temperature).
-Hand HandFormulation(const ContrastivePairs& p, const torch::Tensor& scale) {
+Hand HandFormulation(const ContrastivePairs& p, const torch::Tensor& scale,
+                     const std::set<std::pair<int64_t, int64_t>>* related = nullptr) {
   const int64_t B = p.sources.size(0), H = p.negatives.size(0);
   const auto id = [](const torch::Tensor& ids, int64_t k) { return ids[k].item<int64_t>(); };
   const auto cosine = [](const torch::Tensor& a, const torch::Tensor& b) {
@@ -50,13 +54,13 @@ Hand HandFormulation(const ContrastivePairs& p, const torch::Tensor& scale) {
       const torch::Tensor positive = cosine(queries[i], candidates[i]) * scale;
       bool best = true;
       for (int64_t j = 0; j < B; ++j) {
-        if (LeftOut(i, j, mine, partner, id(candidate_ids, j), id(query_ids, j))) continue;
+        if (LeftOut(i, j, mine, partner, id(candidate_ids, j), id(query_ids, j), related)) continue;
         const torch::Tensor s = cosine(queries[i], candidates[j]) * scale;
         sum = sum + torch::exp(s);
         if (j != i && s.item<double>() > positive.item<double>()) best = false;
       }
       for (int64_t n = 0; forward && n < H; ++n) {
-        if (LeftOut(i, -1, mine, partner, id(p.negative_ids, n), -1)) continue;
+        if (LeftOut(i, -1, mine, partner, id(p.negative_ids, n), -1, related)) continue;
         const torch::Tensor s = cosine(queries[i], p.negatives[n]) * scale;
         sum = sum + torch::exp(s);
         if (s.item<double>() > positive.item<double>()) best = false;
@@ -136,6 +140,48 @@ TEST(Contrastive, ALearnedTemperatureGetsTheHandFormulationsGradient) {
   EXPECT_NEAR(capped.parts.at("temperature"), 0.01, 1e-15);
   EXPECT_EQ(above.grad().item<double>(), 0.0);
   EXPECT_EQ(ContrastiveInOneProcess(p, 0.1).parts.count("temperature"), 0u);
+}
+
+TEST(Contrastive, DropRelatedLeavesOutLabelledRelatedCandidatesAsAHandFormulation) {
+  // Training pairs label 0-12, 1-10 and 3-2 related and 0-20 unrelated. With
+  // the relation, source 1 no longer sees target 10 (pairs 0 and 4) nor hard
+  // negative 10, source 3 no longer sees hard negative 2, and target 10 no
+  // longer sees source 1; 0-12 changes nothing (pair 3 shares pair 0's
+  // source, so 12 was left out already). Loss, top-1 and gradients equal the
+  // hand formulation with the same relation, and differ from the loss without.
+  struct Pair {
+    int64_t source, target;
+    int label;
+  };
+  const std::vector<Pair> labelled = {{0, 12, 1}, {1, 10, 1}, {3, 2, 1}, {0, 20, 0}};
+  const RelatedPairs relation(labelled);
+  std::set<std::pair<int64_t, int64_t>> related;
+  for (const Pair& p : labelled)
+    if (p.label == 1) related.insert({p.source, p.target});
+  EXPECT_TRUE(relation.Related(2, 3) && relation.Related(3, 2) && !relation.Related(0, 20));
+  const torch::Tensor mask = relation.Mask(torch::tensor({1, 0, 2}, torch::kLong), torch::tensor({10, 12, 3, 20}));
+  EXPECT_TRUE(torch::equal(mask, torch::tensor({{true, false, false, false}, {false, true, false, false},
+                                                {false, false, true, false}})));
+
+  torch::manual_seed(11);
+  const auto opts = torch::TensorOptions(torch::kFloat64);
+  const std::vector<int64_t> source_ids = {0, 1, 2, 0, 3, 11}, target_ids = {10, 11, 1, 12, 10, 1};
+  const std::vector<int64_t> negative_ids = {20, 10, 2, 21};
+  const int64_t B = 6, H = 4, C = 5;
+  ContrastivePairs p{torch::randn({B, C}, opts).requires_grad_(), torch::randn({B, C}, opts).requires_grad_(),
+                     torch::tensor(source_ids, torch::kLong),     torch::tensor(target_ids, torch::kLong),
+                     torch::randn({H, C}, opts).requires_grad_(), torch::tensor(negative_ids, torch::kLong)};
+  const double tau = 0.1;
+  const Objective got = ContrastiveInOneProcess(p, tau, &relation);
+  const Objective plain = ContrastiveInOneProcess(p, tau);
+  const Hand hand = HandFormulation(p, torch::tensor(1.0 / tau, opts), &related);
+  EXPECT_NEAR(got.value, hand.loss.item<double>(), 1e-12);
+  EXPECT_NEAR(got.parts.at("top1"), hand.top1, 1e-12);
+  EXPECT_GT(std::abs(got.value - plain.value), 1e-6) << "the relation left nothing out: the check could not fail";
+  const std::vector<torch::Tensor> inputs = {p.sources, p.targets, p.negatives};
+  const auto ours = torch::autograd::grad({got.loss}, inputs);
+  const auto theirs = torch::autograd::grad({hand.loss}, inputs);
+  for (size_t k = 0; k < inputs.size(); ++k) EXPECT_TRUE(torch::allclose(ours[k], theirs[k], 1e-10, 1e-12)) << k;
 }
 
 TEST(Contrastive, AnExcludedDuplicateDoesNotChangeTheLoss) {
