@@ -73,8 +73,8 @@ Command AddFinetuneCommand(CLI::App* app) {
   sub->add_flag("--drop-related", o->drop_related,
                 "contrastive: leave out of a query's negatives every in-batch candidate that a training pair "
                 "labels related to it (either direction); without it only copies of the pair's own documents "
-                "and the other pairs of the same source are left out. Pays where related pairs crowd together "
-                "(a link graph's hubs), and more the larger the global batch");
+                "and the other pairs of the same source are left out. Matters where related pairs crowd together "
+                "(a link graph's hubs): their count in the batch grows with it (scripts/in-batch-related.py)");
   AddSentenceLevelFlags(sub, o.get());
   AddGradCacheFlag(sub, &o->grad_cache, "contrastive", "pairs");
   AddLoopFlags(sub, o.get(), "pairs");
