@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "train/objectives.h"
+
 namespace docmatch::train {
 
 MinedNegatives MineLexicalNegatives(const eval::LexicalIndex& index, const std::vector<data::LabelledPair>& pairs,
@@ -27,13 +29,10 @@ MinedNegatives MineNegatives(const std::function<torch::Tensor(const std::vector
                              const std::vector<data::LabelledPair>& pairs, int64_t count, double margin) {
   MinedNegatives mined;
   if (count <= 0) return mined;
-  std::unordered_map<int64_t, std::unordered_set<int64_t>> related;
+  const RelatedPairs related(pairs);
   std::vector<int64_t> sources;
   for (const data::LabelledPair& p : pairs) {
-    if (p.label != 1) continue;
-    sources.push_back(p.source);  // deduplicated below
-    related[p.source].insert(p.target);
-    related[p.target].insert(p.source);
+    if (p.label == 1) sources.push_back(p.source);  // deduplicated below
   }
   std::sort(sources.begin(), sources.end());
   sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
@@ -47,7 +46,7 @@ MinedNegatives MineNegatives(const std::function<torch::Tensor(const std::vector
     for (size_t q = 0; q < chunk.size(); ++q) {
       const int64_t source = chunk[q];
       const double* row = scores.data_ptr<double>() + static_cast<int64_t>(q) * N;
-      const std::unordered_set<int64_t>& positives = related[source];
+      const std::unordered_set<int64_t>& positives = related.Of(source);
       double best_positive = 0;
       for (int64_t t : positives) best_positive = std::max(best_positive, row[t]);
       // Enough of the nearest to fill `count` after what the filters drop

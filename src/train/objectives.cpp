@@ -75,26 +75,27 @@ std::pair<torch::Tensor, torch::Tensor> ContrastiveSums(const ContrastivePairs& 
   const torch::Tensor my_source = local.source_ids.unsqueeze(1), my_target = local.target_ids.unsqueeze(1);  // (b, 1)
   const torch::Tensor own_pair = torch::arange(B, mine.options()).unsqueeze(0) == mine.unsqueeze(1);         // (b, B)
   // source -> every target, then every hard negative
-  // --drop-related: labelled related to the query, from the host ids (the
-  // own pair's positive is related too, and stays: ~own_pair below).
-  const auto related_to = [&](const torch::Tensor& rows, const torch::Tensor& columns) {
-    return related ? ToDevice(related->Mask(rows, columns), device)
-                   : torch::zeros({rows.size(0), columns.size(0)}, torch::TensorOptions(torch::kBool).device(device));
+  // --drop-related: also what is labelled related to the query, from the host
+  // ids (the own pair's positive is related too, and stays: ~own_pair below).
+  const auto or_related = [&](const torch::Tensor& out, const torch::Tensor& rows, const torch::Tensor& columns) {
+    return related ? out | ToDevice(related->Mask(rows, columns), device) : out;
   };
-  const torch::Tensor targets_out = ((column(pool.target_ids) == my_target) | (column(pool.target_ids) == my_source) |
-                                     (column(pool.source_ids) == my_source) |
-                                     related_to(local_pairs.source_ids, pool_pairs.target_ids)) &
-                                    ~own_pair;
-  const torch::Tensor negatives_out = (column(pool.negative_ids) == my_target) |
-                                      (column(pool.negative_ids) == my_source) |
-                                      related_to(local_pairs.source_ids, pool_pairs.negative_ids);  // (b, H)
+  const torch::Tensor targets_out =
+      or_related((column(pool.target_ids) == my_target) | (column(pool.target_ids) == my_source) |
+                     (column(pool.source_ids) == my_source),
+                 local_pairs.source_ids, pool_pairs.target_ids) &
+      ~own_pair;
+  const torch::Tensor negatives_out =
+      or_related((column(pool.negative_ids) == my_target) | (column(pool.negative_ids) == my_source),
+                 local_pairs.source_ids, pool_pairs.negative_ids);  // (b, H)
   const torch::Tensor forward_candidates = torch::cat({pool.targets, pool.negatives});
   const torch::Tensor forward_out = torch::cat({targets_out, negatives_out}, 1);
   // target -> every source
-  const torch::Tensor sources_out = ((column(pool.source_ids) == my_source) | (column(pool.source_ids) == my_target) |
-                                     (column(pool.target_ids) == my_target) |
-                                     related_to(local_pairs.target_ids, pool_pairs.source_ids)) &
-                                    ~own_pair;
+  const torch::Tensor sources_out =
+      or_related((column(pool.source_ids) == my_source) | (column(pool.source_ids) == my_target) |
+                     (column(pool.target_ids) == my_target),
+                 local_pairs.target_ids, pool_pairs.source_ids) &
+      ~own_pair;
   torch::Tensor forward_scores, backward_scores;  // the masked logits of both directions
   const torch::Tensor loss = model::ContrastivePairLoss(local.sources, forward_candidates, mine, forward_out,
                                                         temperature, /*sum=*/true, &forward_scores) +
@@ -135,6 +136,12 @@ Objective ContrastiveObjective(const torch::Tensor& loss, const torch::Tensor& t
 bool RelatedPairs::Related(int64_t a, int64_t b) const {
   const auto it = related_.find(a);
   return it != related_.end() && it->second.count(b) > 0;
+}
+
+const std::unordered_set<int64_t>& RelatedPairs::Of(int64_t id) const {
+  static const std::unordered_set<int64_t> none;
+  const auto it = related_.find(id);
+  return it == related_.end() ? none : it->second;
 }
 
 torch::Tensor RelatedPairs::Mask(const torch::Tensor& rows, const torch::Tensor& columns) const {

@@ -109,8 +109,9 @@ struct ContrastivePairs {
   torch::Tensor negative_ids;            // (h,) int64
 };
 // The labelled relation of the training pairs, both directions, over corpus
-// indices (finetune --drop-related): an in-batch candidate related to the
-// query is another positive, not a negative.
+// indices (finetune --drop-related, and the false-negative filter of mined
+// negatives): a candidate related to the query is another positive, not a
+// negative.
 class RelatedPairs {
  public:
   RelatedPairs() = default;
@@ -124,6 +125,8 @@ class RelatedPairs {
     }
   }
   bool Related(int64_t a, int64_t b) const;
+  // Every document related to `id` (empty when none).
+  const std::unordered_set<int64_t>& Of(int64_t id) const;
   // (R, C) bool host tensor: whether rows[r] and columns[c] are related
   // (int64 ids, on the host or the device).
   torch::Tensor Mask(const torch::Tensor& rows, const torch::Tensor& columns) const;
