@@ -391,21 +391,24 @@ TEST(WorldSizeInvariance, ContrastiveFineTuning) {
 
 // Gradient caching on contrastive fine-tuning as finetune --grad-cache runs
 // it: each chunk of pairs embeds its sources, targets and hard negatives, the
-// objective (duplicates masked across ranks) runs over all chunks at once.
+// objective (duplicates masked across ranks, and with `related` what it labels
+// related) runs over all chunks at once.
+auto CachedContrastive(const train::RelatedPairs* related) {
+  return [related](torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
+    constexpr int64_t kChunk = 2;
+    return train::ChunkedContrastive((end - begin + kChunk - 1) / kChunk,
+                                     [&m, begin, end](int64_t i) {
+                                       model::SmithEncoder holder = Borrow<model::SmithEncoder>(m);
+                                       return EmbedContrastivePairs(holder, begin + i * kChunk,
+                                                                    std::min(end, begin + (i + 1) * kChunk));
+                                     },
+                                     /*temperature=*/0.1, comm, related);
+  };
+}
+
 TEST(WorldSizeInvariance, CachedContrastiveEqualsThePlainGlobalBatch) {
-  ExpectInvariant(
-      "cached-contrastive", SeededSmithEncoder,
-      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
-        constexpr int64_t kChunk = 2;
-        return train::ChunkedContrastive(
-            (end - begin + kChunk - 1) / kChunk,
-            [&m, begin, end](int64_t i) {
-              model::SmithEncoder holder = Borrow<model::SmithEncoder>(m);
-              return EmbedContrastivePairs(holder, begin + i * kChunk, std::min(end, begin + (i + 1) * kChunk));
-            },
-            /*temperature=*/0.1, comm);
-      },
-      /*steps=*/4, /*parameter_atol=*/1e-9, PlainContrastive);
+  ExpectInvariant("cached-contrastive", SeededSmithEncoder, CachedContrastive(nullptr),
+                  /*steps=*/4, /*parameter_atol=*/1e-9, PlainContrastive);
 }
 
 // finetune --drop-related: each source i labelled related to the next pair's
@@ -436,19 +439,8 @@ train::Objective DropRelatedContrastive(torch::nn::Module& m, int64_t begin, int
 TEST(WorldSizeInvariance, ContrastiveDroppingLabelledRelatedCandidates) {
   ExpectInvariant("contrastive-drop-related", SeededSmithEncoder, DropRelatedContrastive, /*steps=*/4,
                   /*parameter_atol=*/1e-9);
-  ExpectInvariant(
-      "cached-contrastive-drop-related", SeededSmithEncoder,
-      [](torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
-        constexpr int64_t kChunk = 2;
-        return train::ChunkedContrastive(
-            (end - begin + kChunk - 1) / kChunk,
-            [&m, begin, end](int64_t i) {
-              model::SmithEncoder holder = Borrow<model::SmithEncoder>(m);
-              return EmbedContrastivePairs(holder, begin + i * kChunk, std::min(end, begin + (i + 1) * kChunk));
-            },
-            /*temperature=*/0.1, comm, &NextPairRelation());
-      },
-      /*steps=*/4, /*parameter_atol=*/1e-9, DropRelatedContrastive);
+  ExpectInvariant("cached-contrastive-drop-related", SeededSmithEncoder, CachedContrastive(&NextPairRelation()),
+                  /*steps=*/4, /*parameter_atol=*/1e-9, DropRelatedContrastive);
 }
 
 // finetune --learn-temperature: SMITH's encoder beside log(1 / tau) as one
