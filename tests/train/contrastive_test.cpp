@@ -72,18 +72,22 @@ Hand HandFormulation(const ContrastivePairs& p, const torch::Tensor& scale,
   return {total / (2.0 * B), top1 / (2.0 * B)};
 }
 
+// Six pairs of random float64 vectors (5 dimensions, gradients wanted), from
+// the current seed. Pairs 0 and 3 share their source (each other's targets are
+// known positives), pairs 0 and 4 share their target, pair 2's target is pair
+// 1's source and pair 5 is pair 1 reversed. The 4 hard negatives repeat target
+// 10 and source 2.
+ContrastivePairs PairsWithDuplicatesAndHardNegatives() {
+  const auto opts = torch::TensorOptions(torch::kFloat64);
+  const int64_t B = 6, H = 4, C = 5;
+  return {torch::randn({B, C}, opts).requires_grad_(),      torch::randn({B, C}, opts).requires_grad_(),
+          torch::tensor({0, 1, 2, 0, 3, 11}, torch::kLong), torch::tensor({10, 11, 1, 12, 10, 1}, torch::kLong),
+          torch::randn({H, C}, opts).requires_grad_(),      torch::tensor({20, 10, 2, 21}, torch::kLong)};
+}
+
 TEST(Contrastive, EqualsAHandFormulationWithDuplicatesAndHardNegativesGradientsIncluded) {
   torch::manual_seed(7);
-  const auto opts = torch::TensorOptions(torch::kFloat64);
-  // Pairs 0 and 3 share their source (each other's targets are known positives),
-  // pairs 0 and 4 share their target, pair 2's target is pair 1's source and
-  // pair 5 is pair 1 reversed. Negatives repeat target 10 and source 2.
-  const std::vector<int64_t> source_ids = {0, 1, 2, 0, 3, 11}, target_ids = {10, 11, 1, 12, 10, 1};
-  const std::vector<int64_t> negative_ids = {20, 10, 2, 21};
-  const int64_t B = 6, H = 4, C = 5;
-  ContrastivePairs p{torch::randn({B, C}, opts).requires_grad_(), torch::randn({B, C}, opts).requires_grad_(),
-                     torch::tensor(source_ids, torch::kLong),     torch::tensor(target_ids, torch::kLong),
-                     torch::randn({H, C}, opts).requires_grad_(), torch::tensor(negative_ids, torch::kLong)};
+  ContrastivePairs p = PairsWithDuplicatesAndHardNegatives();
   for (double temperature : {0.05, 1.0}) {
     for (auto* t : {&p.sources, &p.targets, &p.negatives}) t->mutable_grad() = torch::Tensor();
     const Objective objective = ContrastiveInOneProcess(p, temperature);
@@ -160,17 +164,12 @@ TEST(Contrastive, DropRelatedLeavesOutLabelledRelatedCandidatesAsAHandFormulatio
     if (p.label == 1) related.insert({p.source, p.target});
   EXPECT_TRUE(relation.Related(2, 3) && relation.Related(3, 2) && !relation.Related(0, 20));
   const torch::Tensor mask = relation.Mask(torch::tensor({1, 0, 2}, torch::kLong), torch::tensor({10, 12, 3, 20}));
-  EXPECT_TRUE(torch::equal(mask, torch::tensor({{true, false, false, false}, {false, true, false, false},
-                                                {false, false, true, false}})));
+  EXPECT_TRUE(torch::equal(
+      mask, torch::tensor({{true, false, false, false}, {false, true, false, false}, {false, false, true, false}})));
 
   torch::manual_seed(11);
   const auto opts = torch::TensorOptions(torch::kFloat64);
-  const std::vector<int64_t> source_ids = {0, 1, 2, 0, 3, 11}, target_ids = {10, 11, 1, 12, 10, 1};
-  const std::vector<int64_t> negative_ids = {20, 10, 2, 21};
-  const int64_t B = 6, H = 4, C = 5;
-  ContrastivePairs p{torch::randn({B, C}, opts).requires_grad_(), torch::randn({B, C}, opts).requires_grad_(),
-                     torch::tensor(source_ids, torch::kLong),     torch::tensor(target_ids, torch::kLong),
-                     torch::randn({H, C}, opts).requires_grad_(), torch::tensor(negative_ids, torch::kLong)};
+  ContrastivePairs p = PairsWithDuplicatesAndHardNegatives();
   const double tau = 0.1;
   const Objective got = ContrastiveInOneProcess(p, tau, &relation);
   const Objective plain = ContrastiveInOneProcess(p, tau);
