@@ -133,16 +133,13 @@ Objective ContrastiveObjective(const torch::Tensor& loss, const torch::Tensor& t
 
 }  // namespace
 
-bool RelatedPairs::Related(int64_t a, int64_t b) const {
-  const auto it = related_.find(a);
-  return it != related_.end() && it->second.count(b) > 0;
-}
-
 const std::unordered_set<int64_t>& RelatedPairs::Of(int64_t id) const {
   static const std::unordered_set<int64_t> none;
   const auto it = related_.find(id);
   return it == related_.end() ? none : it->second;
 }
+
+bool RelatedPairs::Related(int64_t a, int64_t b) const { return Of(a).count(b) > 0; }
 
 torch::Tensor RelatedPairs::Mask(const torch::Tensor& rows, const torch::Tensor& columns) const {
   const torch::Tensor r = rows.to(torch::kCPU, torch::kLong).contiguous();
@@ -152,9 +149,9 @@ torch::Tensor RelatedPairs::Mask(const torch::Tensor& rows, const torch::Tensor&
   const int64_t* column = c.data_ptr<int64_t>();
   bool* out = mask.data_ptr<bool>();
   for (int64_t i = 0; i < r.numel(); ++i) {
-    const auto it = related_.find(row[i]);
-    if (it == related_.end()) continue;
-    for (int64_t j = 0; j < c.numel(); ++j) out[i * c.numel() + j] = it->second.count(column[j]) > 0;
+    const std::unordered_set<int64_t>& of = Of(row[i]);
+    if (of.empty()) continue;
+    for (int64_t j = 0; j < c.numel(); ++j) out[i * c.numel() + j] = of.count(column[j]) > 0;
   }
   return mask;
 }
