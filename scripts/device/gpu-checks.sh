@@ -9,7 +9,8 @@
 # against that machine's PyTorch (CUDA, NCCL) and the Debian packages carried
 # in .device/debs, minutes on a cold machine. Then the GPU checks, each logged to $OUT:
 #   build.log      the build (build-gpu/), when built there
-#   ctest.log      every test but the e2e ones (they render manual pages with
+#   ctest-cuda.log the tests with CUDA cases (run first)
+#   ctest.log      every other test but the e2e ones (they render manual pages with
 #                  groff, which the machine lacks) and the network one (it
 #                  downloads Debian packages); the CUDA tests run here
 #   nccl.log       1 rank, NCCL backend: a short pre-training on the GPU
@@ -119,8 +120,19 @@ build() {
 
 tests() {
   # Two torch threads a test, eight tests at once: the 16 cores without oversubscription.
-  echo "[gpu-checks] tests" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=2 \
-    timeout "${GPU_CHECKS_CTEST_LIMIT:-240}" ctest --test-dir $DOCMATCH_BUILD_DIR -j 8 -LE 'e2e|network' --timeout 300 --output-on-failure > "$OUT/ctest.log" 2>&1
+  # The tests with CUDA cases first (they skip without a GPU; here they run):
+  # Torch.Cuda*, CudaTest.*, and the mpirun-launched dist suite, which holds
+  # the CUDA bit-exact resume and GradCache's CUDA replay. Then the rest, in
+  # what is left of GPU_CHECKS_CTEST_LIMIT.
+  local first='Cuda|Dist\.Mpi' limit=${GPU_CHECKS_CTEST_LIMIT:-240} start=$SECONDS
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=2
+  echo "[gpu-checks] tests with CUDA cases" && timeout "$limit" ctest --test-dir $DOCMATCH_BUILD_DIR -j 8 \
+    -R "$first" --timeout 300 --output-on-failure > "$OUT/ctest-cuda.log" 2>&1
+  tail -n 8 "$OUT/ctest-cuda.log"
+  local left=$((limit - (SECONDS - start)))
+  [ $left -ge 10 ] || { echo "[gpu-checks] no time left for the other tests"; return; }  # (timeout 0 never stops)
+  echo "[gpu-checks] the other tests" && timeout $left ctest --test-dir $DOCMATCH_BUILD_DIR \
+    -j 8 -E "$first" -LE 'e2e|network' --timeout 300 --output-on-failure > "$OUT/ctest.log" 2>&1
   tail -n 15 "$OUT/ctest.log"
 }
 
@@ -286,6 +298,17 @@ print({k.split("/")[-1]: round(v, 2) for k, v in m.items() if "time/" in k or k 
   done
 }
 
+# A device call returns at most 8 files from $OUT: the logs go back as one
+# archive, the short summaries beside it. Packed on any exit, so that a call
+# stopped at its limit (timeout -k 10 N bash gpu-checks.sh ...) still returns them.
+pack_logs() {
+  (cd "$OUT" && logs=$(ls | grep -vE '^(epoch|large|backends|syncs|finetune)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
+    [ -n "$logs" ] && tar -czf "logs-$(IFS=-; echo "${stages[*]}").tar.gz" $logs && rm -f $logs)
+  ls "$OUT"
+}
+trap pack_logs EXIT
+trap 'exit 143' TERM INT
+
 build
 for stage in "${stages[@]}"; do
   case "$stage" in
@@ -296,8 +319,3 @@ for stage in "${stages[@]}"; do
     finetune) finetune ;;
   esac
 done
-# A device call returns at most 8 files from $OUT: the logs go back as one
-# archive, the short summaries beside it.
-(cd "$OUT" && logs=$(ls | grep -vE '^(epoch|large|backends|syncs|finetune)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
-  [ -n "$logs" ] && tar -czf "logs-$(IFS=-; echo "${stages[*]}").tar.gz" $logs && rm -f $logs)
-ls "$OUT"
