@@ -9,6 +9,10 @@ namespace docmatch::dist {
 GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> parameters, ProcessGroup& group,
                                            SynchronizerOptions options)
     : parameters_(std::move(parameters)), communicator_(group.data()), control_(group.control()), options_(options) {
+  // One rank: autograd's own accumulation is the average, so no buckets, no
+  // hooks and no collectives (at 1 rank on a GPU they were about 3 kernels per
+  // parameter and a third of the step; bench/NOTES.md, issue 37).
+  if (communicator_.size() == 1) return;
   // Until the first step shows the real order: reverse registration order,
   // since the last layers' gradients tend to arrive first.
   std::vector<int> order;
@@ -86,6 +90,7 @@ void GradientSynchronizer::RebuildFromArrivalOrder() {
 }
 
 void GradientSynchronizer::BroadcastParameters() {
+  if (communicator_.size() == 1) return;
   torch::NoGradGuard no_grad;
   for (torch::Tensor& parameter : parameters_) {
     torch::Tensor flat = parameter.detach().contiguous();
@@ -147,6 +152,10 @@ void GradientSynchronizer::Launch(Bucket& bucket) {
 void GradientSynchronizer::Finalize() {
   std::lock_guard<std::mutex> lock(mutex_);
   TORCH_CHECK(syncing_, "[dist] GradientSynchronizer: Finalize() after a Prepare(/*sync=*/false) backward");
+  if (communicator_.size() == 1) {
+    syncing_ = false;
+    return;
+  }
   torch::NoGradGuard no_grad;
   // Which parameters got a gradient on this rank (this step or an earlier
   // micro-step); summed over ranks below, on the host.

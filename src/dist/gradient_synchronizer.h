@@ -34,6 +34,9 @@
 // waits on an unused parameter (a head the objective does not touch) would
 // otherwise hold back every bucket after it until Finalize().
 //
+// At one rank there is nothing to average: no buckets, no hooks, no
+// collectives; Prepare and Finalize only keep the life cycle checked.
+//
 // The parameters that require gradients at construction are the synced ones;
 // turning requires_grad off for some steps (a frozen level: no graph through
 // it, no gradient) and on again is allowed: they count as unused meanwhile.

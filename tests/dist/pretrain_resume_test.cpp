@@ -91,7 +91,8 @@ TEST(Pretraining, DocSplitObjectiveRunsAndLogs) {
 // all-reduce, the first step's order), DocSplit by gradient caching, and a
 // checkpoint (generator states, positions) each run through a recording data
 // plane. With the order, the counts, the stop flag and the generator states
-// on the data plane, as before issue 37, this fails.
+// on the data plane, as before issue 37, this fails. At one rank only the
+// loss sums cross it.
 TEST(DataPlane, TrainingHandsItOnlyFloatingTensorsOnTheRunsDevice) {
   auto recording = std::make_unique<dist::testing::RecordingCommunicator>(
       std::make_unique<dist::MpiCommunicator>(), std::set<torch::ScalarType>{torch::kFloat, torch::kDouble});
@@ -109,10 +110,17 @@ TEST(DataPlane, TrainingHandsItOnlyFloatingTensorsOnTheRunsDevice) {
   for (const std::string& v : record.violations()) violations += v + "; ";
   EXPECT_TRUE(violations.empty()) << violations;
   const std::set<std::string> seen = record.operations();
-  for (const char* op : {"broadcast", "all_reduce", "all_gather (uneven)", "reduce_scatter"}) {
-    EXPECT_TRUE(seen.count(op)) << op << " never ran: the check above saw less than a training step";
+  EXPECT_TRUE(seen.count("all_reduce")) << "the loss sums never ran: the check above saw less than a training step";
+  for (const char* op : {"broadcast", "all_gather (uneven)", "reduce_scatter"}) {
+    if (group.size() > 1) {
+      EXPECT_TRUE(seen.count(op)) << op << " never ran: the check above saw less than a training step";
+    } else {
+      // One rank: the weights, the block pool and the gradients stay where
+      // they are (GradientSynchronizer, AllGatherWithGrad): no copies, no launches.
+      EXPECT_FALSE(seen.count(op)) << op << " ran at one rank";
+    }
   }
-  EXPECT_GT(record.tensors(), 50);
+  EXPECT_GT(record.tensors(), group.size() > 1 ? 50 : 0);
   group.control().Barrier();
   if (group.rank() == 0) fs::remove_all(dir);
 }
