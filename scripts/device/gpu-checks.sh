@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run ON the lent GPU machine (device tool, carry [".device"]):
-#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune
+#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune ab
 # (default all; a device call runs at most 10 minutes, so the stages can also
 # go a few per call, e.g. `build test train`, then `bench large`.)
 # The build: where scripts/device/pack-build.sh left .device/build.tar.xz
@@ -33,6 +33,8 @@
 #   large.txt      (stage large) configs/models/smith-h768.yaml: the largest
 #                  batch of 256..16 whose bf16 step fits, then the train-step
 #                  benchmark and the peer comparison at that batch
+#   ab.txt         (stage ab) the pre-training step's docs/s, this build against
+#                  .device/base.tar.xz (an earlier pack), interleaved in one call
 #   finetune.txt   (stage finetune) contrastive fine-tuning, paper config, bf16,
 #                  batch 32, plain and --grad-cache 8: the step's time split,
 #                  "data" being the wait for the loader thread
@@ -44,8 +46,8 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 [ "${stages[*]}" = all ] && stages=(build test train bench large finetune)
 for stage in "${stages[@]}"; do
-  case "$stage" in build|test|train|bench|large|finetune) ;;
-    *) echo "usage: $0 [all | build|test|train|bench|large|finetune ...]" >&2; exit 2 ;; esac
+  case "$stage" in build|test|train|bench|large|finetune|ab) ;;
+    *) echo "usage: $0 [all | build|test|train|bench|large|finetune|ab ...]" >&2; exit 2 ;; esac
 done
 OUT="${OUT:-/tmp/gpu-checks}"
 mkdir -p "$OUT"
@@ -129,6 +131,10 @@ tests() {
   echo "[gpu-checks] tests with CUDA cases" && timeout "$limit" ctest --test-dir $DOCMATCH_BUILD_DIR -j 8 \
     -R "$first" --timeout 300 --output-on-failure > "$OUT/ctest-cuda.log" 2>&1
   tail -n 8 "$OUT/ctest-cuda.log"
+  # ctest shows the mpirun-launched suite as one test: its CUDA cases by name,
+  # so that a skip (no GPU seen) cannot pass for a run.
+  "${mpi[@]}" -np 1 $DOCMATCH_BUILD_DIR/tests/dist_mpi_tests --gtest_filter='*Cuda*' --gtest_color=no > "$OUT/gtest-cuda.log" 2>&1
+  grep -E "^\[ +(OK|SKIPPED|FAILED|PASSED) +\]" "$OUT/gtest-cuda.log"
   local left=$((limit - (SECONDS - start)))
   [ $left -ge 10 ] || { echo "[gpu-checks] no time left for the other tests"; return; }  # (timeout 0 never stops)
   echo "[gpu-checks] the other tests" && timeout $left ctest --test-dir $DOCMATCH_BUILD_DIR \
@@ -279,6 +285,35 @@ large() {
     smith-h768=$batch 2>&1 | tee -a "$OUT/large.txt" | tail -n 5
 }
 
+ab() {
+  # A change's effect on the pre-training step, measured in one call: the
+  # carried build (B) against .device/base.tar.xz (A, an earlier pack-build.sh
+  # pack, unpacked as build-base/), SMITH paper config, bf16, NCCL, 1 rank,
+  # batch 32 and 128, runs interleaved A B A B; docs/s of steps 31-40.
+  [ -f .device/base.tar.xz ] || { echo "[gpu-checks] ab: no .device/base.tar.xz" | tee "$OUT/ab.txt"; return; }
+  rm -rf build-base && mkdir build-base && tar -C build-base --strip-components=1 -xJf .device/base.tar.xz || return
+  echo "base $(sed -n 's/^commit=//p' build-base/device-pack.env), this $(sed -n 's/^commit=//p' build/device-pack.env)" |
+    tee "$OUT/ab.txt"
+  local batch round side
+  for batch in 32 128; do
+    for round in 1 2; do
+      for side in base this; do
+        local b=build/src/docmatch
+        [ $side = base ] && b=build-base/src/docmatch
+        "${mpi[@]}" -np 1 $b pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml --device cuda \
+          --backend nccl --precision bf16 --steps 40 --batch-size $batch --checkpoint-every 1000 \
+          --run /tmp/gpu-ab > "$OUT/ab-$side-$batch-$round.log" 2>&1
+        python3 -c 'import json, sys
+rows = [json.loads(l) for l in open("/tmp/gpu-ab/metrics.jsonl") if "train/docs_per_s" in l]
+print(sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step", rows[-1]["step"],
+      "docs/s %.1f" % rows[-1]["train/docs_per_s"], "GPU peak GiB %.2f" % rows[-1]["train/gpu_peak_gib"])' \
+          $side $batch $round 2>&1 | tee -a "$OUT/ab.txt"
+      done
+    done
+  done
+  rm -rf /tmp/gpu-ab
+}
+
 finetune() {
   # Issue 37, item 11: contrastive fine-tuning on the GPU with the loader
   # thread; "data" is the wait for its batch. Pairs: .device/pairs.jsonl
@@ -317,5 +352,6 @@ for stage in "${stages[@]}"; do
     bench) bench ;;
     large) large ;;
     finetune) finetune ;;
+    ab) ab ;;
   esac
 done
