@@ -35,6 +35,7 @@ struct Scorer {
   model::DocumentModel* model = nullptr;      // null: cosine
   torch::Tensor vectors;                      // (N, D)
   std::vector<model::DocumentSentences> sdr;  // (N,) SDR only
+  std::shared_ptr<const SentencePool> corpus_sentences;  // sdr prepared once for rankings (UseSentences)
   bool normalize = false;
   std::vector<int64_t> sdr_pool;          // SDR pairs: a seeded sample, pool_size + 2 long (or the whole file)
   size_t pool_size = 0;                   // documents a pair's target is scored among
@@ -49,6 +50,10 @@ struct Scorer {
   bool separate_queries() const { return query_vectors.defined(); }
 
   bool hierarchical() const { return !sdr.empty(); }
+  void UseSentences(std::vector<model::DocumentSentences> documents) {
+    sdr = std::move(documents);
+    corpus_sentences = sdr.empty() ? nullptr : std::make_shared<const SentencePool>(sdr);
+  }
   // One pair's score; SDR's normalised score among the pool (sdr_scoring.h).
   double PairScore(int64_t source, int64_t target) const {
     if (hierarchical() && normalize && !sdr_pool.empty()) {
@@ -93,13 +98,10 @@ struct Scorer {
   // candidate, in corpus order. The TF-IDF side weighs the queries' tokens
   // with the candidates' idf: the queries are not counted in it.
   torch::Tensor AgainstTheCandidates(const std::vector<int64_t>& queries) const {
-    const int64_t N = vectors.size(0);
     if (hierarchical()) {
-      std::vector<model::DocumentSentences> pool;
-      for (int64_t d = 0; d < N; ++d) pool.push_back(sdr[d]);
-      std::vector<torch::Tensor> rows;
-      for (int64_t q : queries) rows.push_back(SdrScores(query_sdr[q], pool, normalize));
-      return BlendQueries(torch::stack(rows), queries);
+      std::vector<const model::DocumentSentences*> sources;
+      for (int64_t q : queries) sources.push_back(&query_sdr[q]);
+      return BlendQueries(torch::stack(corpus_sentences->Scores(sources, normalize)), queries);
     }
     const torch::Tensor index = torch::tensor(queries, torch::kLong);
     return BlendQueries(Matrix(query_vectors.index_select(0, index), vectors), queries);  // (Q, N)
@@ -119,8 +121,14 @@ struct Scorer {
     const int64_t N = vectors.size(0);
     const torch::Tensor all = torch::arange(N, torch::kLong);
     if (hierarchical()) {  // the z-score pool must not hold the query itself
+      std::vector<const model::DocumentSentences*> sources;
+      for (int64_t q : queries) sources.push_back(&sdr[q]);
+      const std::vector<torch::Tensor> dense = corpus_sentences->Scores(sources, normalize, /*exclude=*/queries);
       std::vector<torch::Tensor> rows;
-      for (int64_t q : queries) rows.push_back(Scores(q, all.index({all.ne(q)})).to(torch::kFloat64));
+      for (size_t i = 0; i < queries.size(); ++i) {
+        const torch::Tensor others = all.index({all.ne(queries[i])});
+        rows.push_back(Blend(dense[i].index_select(0, others), queries[i], others).to(torch::kFloat64));
+      }
       return torch::stack(rows);
     }
     const torch::Tensor index = torch::tensor(queries, torch::kLong);
@@ -378,7 +386,7 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
   scorer.vectors = file.Vectors(0, file.size()).to(torch::kFloat64);
   std::string score = "cosine";
   if (file.score() == "maxsim") {  // a fused file that kept a MatchBERT's windows
-    scorer.sdr = file.Sentences(0, file.size());
+    scorer.UseSentences(file.Sentences(0, file.size()));
     score = kMaxSim;
   }
   if (queries) {
@@ -487,7 +495,7 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
   scorer.vectors = vectors;
   // The file names its score, as search reads it: MaxSim's cosines are never z-scored.
   scorer.normalize = options.sdr_normalize && file.score() == "sdr";
-  if (file.has_sentences()) scorer.sdr = file.Sentences(0, file.size());
+  if (file.has_sentences()) scorer.UseSentences(file.Sentences(0, file.size()));
   if (queries) {
     const EmbeddingFile query_file(query_embeddings);
     check(query_file, *queries, options.queries);

@@ -20,6 +20,38 @@ namespace docmatch::eval {
 // A document as SDR scores it: sentence vectors and their paragraphs.
 using SentenceVectors = model::DocumentSentences;
 
+// Candidates prepared once for many sources: their unit sentence vectors in
+// one matrix, each sentence's paragraph and each paragraph's candidate. A
+// ranking scores every query against the same corpus; building this per
+// query copied and normalised every candidate sentence again (on Wikipedia's
+// 77,567 MaxSim windows, 119 MB a query).
+class SentencePool {
+ public:
+  explicit SentencePool(const std::vector<SentenceVectors>& candidates);
+  // Scores (candidates,) of `source`. `exclude` (a candidate's index, or -1)
+  // leaves that candidate's paragraphs out of the z-score's mean and spread,
+  // as if it were not in the pool (a query ranked against the rest of its
+  // own corpus); its own score is still computed.
+  torch::Tensor Scores(const SentenceVectors& source, bool normalize, int64_t exclude = -1) const;
+  // The same for many sources (exclude: empty, or one per source). Their
+  // sentences meet the pool in one matrix product per few hundred rows: a
+  // product packs the pool's matrix (on Wikipedia's windows, most of a
+  // query's time), so a ranking's queries share that work.
+  std::vector<torch::Tensor> Scores(const std::vector<const SentenceVectors*>& sources, bool normalize,
+                                    const std::vector<int64_t>& exclude = {}) const;
+  int64_t size() const { return candidates_; }
+
+ private:
+  // Steps 1-3 for one source, from its rows of the sentence cosines (S_s, S_all).
+  torch::Tensor Reduce(const torch::Tensor& similarity, const SentenceVectors& source, bool normalize,
+                       int64_t exclude) const;
+
+  int64_t candidates_ = 0;
+  torch::Tensor unit_;                 // (S_all, D)
+  torch::Tensor sentence_paragraph_;   // (S_all,) over all candidates' paragraphs
+  torch::Tensor paragraph_candidate_;  // (P_all,)
+};
+
 // Scores (candidates,) of `source` against each candidate.
 torch::Tensor SdrScores(const SentenceVectors& source, const std::vector<SentenceVectors>& candidates, bool normalize);
 

@@ -118,6 +118,42 @@ TEST(SdrScores, NormalisationWeighsParagraphsByHowTheyVaryAcrossCandidates) {
   EXPECT_GT(normalised[1].item<double>(), normalised[0].item<double>());
 }
 
+TEST(SentencePool, ScoresEachSourceAsTheRecipeAndLeavesAnExcludedCandidateOutOfTheZScore) {
+  // One pool for many sources, as a ranking uses it: each source's scores
+  // equal the written-out recipe over the whole pool, and with a candidate
+  // excluded, the other candidates' scores equal the recipe over the pool
+  // without it (a query ranked against the rest of its own corpus).
+  std::mt19937 rng(12);
+  std::vector<Doc> docs;
+  for (int c = 0; c < 7; ++c) docs.push_back(RandomDoc(&rng, 1 + c % 3));
+  std::vector<SentenceVectors> vectors;
+  for (const auto& d : docs) vectors.push_back(ToVectors(d));
+  const SentencePool pool(vectors);
+  ASSERT_EQ(pool.size(), 7);
+  for (int s = 0; s < 3; ++s) {
+    const Doc source = RandomDoc(&rng, 1 + s);
+    for (bool normalize : {false, true}) {
+      const std::vector<double> whole = Reference(source, docs, normalize);
+      const torch::Tensor scores = pool.Scores(ToVectors(source), normalize);
+      for (int c = 0; c < 7; ++c) EXPECT_NEAR(scores[c].item<double>(), whole[c], 1e-9) << s << normalize << c;
+      for (int excluded : {0, 4}) {
+        std::vector<Doc> rest = docs;
+        rest.erase(rest.begin() + excluded);
+        const std::vector<double> expected = Reference(source, rest, normalize);
+        const torch::Tensor got = pool.Scores(ToVectors(source), normalize, excluded);
+        for (int c = 0, r = 0; c < 7; ++c) {
+          if (c == excluded) continue;
+          EXPECT_NEAR(got[c].item<double>(), expected[r++], 1e-9) << s << normalize << c << " without " << excluded;
+        }
+      }
+    }
+  }
+  // Excluding changes the z-scored scores (the statistics lose a candidate), not the raw ones.
+  const Doc source = RandomDoc(&rng, 3);
+  EXPECT_FALSE(torch::allclose(pool.Scores(ToVectors(source), true), pool.Scores(ToVectors(source), true, 0)));
+  EXPECT_TRUE(torch::equal(pool.Scores(ToVectors(source), false), pool.Scores(ToVectors(source), false, 0)));
+}
+
 TEST(SdrPairScore, AOneParagraphTargetIsScoredAmongThePoolNotAlone) {
   // Scored alone, a one-paragraph target's normalised score is exactly 0
   // (each source paragraph has one candidate paragraph: no spread), whatever
