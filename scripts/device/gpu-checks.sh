@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run ON the lent GPU machine (device tool, carry [".device"]):
-#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune ab
+#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune ab curve
 # (default all; a device call runs at most 10 minutes, so the stages can also
 # go a few per call, e.g. `build test train`, then `bench large`.)
 # The build: where scripts/device/pack-build.sh left .device/build.tar.xz
@@ -35,6 +35,8 @@
 #                  benchmark and the peer comparison at that batch
 #   ab.txt         (stage ab) the pre-training step's docs/s, this build against
 #                  .device/base.tar.xz (an earlier pack), interleaved in one call
+#   curve.txt      (stage curve, issue 41) MRR against the global batch on the GPU;
+#                  scripts/device/prepare-curve.py says which two calls it takes
 #   finetune.txt   (stage finetune) contrastive fine-tuning, paper config, bf16,
 #                  batch 32, plain and --grad-cache 8: the step's time split,
 #                  "data" being the wait for the loader thread
@@ -46,8 +48,8 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 [ "${stages[*]}" = all ] && stages=(build test train bench large finetune)
 for stage in "${stages[@]}"; do
-  case "$stage" in build|test|train|bench|large|finetune|ab) ;;
-    *) echo "usage: $0 [all | build|test|train|bench|large|finetune|ab ...]" >&2; exit 2 ;; esac
+  case "$stage" in build|test|train|bench|large|finetune|ab|curve) ;;
+    *) echo "usage: $0 [all | build|test|train|bench|large|finetune|ab|curve ...]" >&2; exit 2 ;; esac
 done
 OUT="${OUT:-/tmp/gpu-checks}"
 mkdir -p "$OUT"
@@ -64,7 +66,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 # scripts/device/prepare.sh carries the corpus compressed (the shard itself
 # would not fit in a call beside the packages); it is unpacked outside the
 # tree, so nothing here grows what a later call carries.
-if [ ! -f $corpus/manifest.json ]; then
+# Only the curve stage does without it (its own corpus comes in two calls).
+needs_corpus=false
+for stage in "${stages[@]}"; do [ "$stage" = build ] || [ "$stage" = curve ] || needs_corpus=true; done
+if $needs_corpus && [ ! -f $corpus/manifest.json ]; then
   [ -f .device/corpus.tar.xz ] || { echo "[gpu-checks] no .device/corpus.tar.xz: run scripts/device/prepare.sh here" \
                                          "first and carry .device" >&2; exit 1; }
   mkdir -p $corpus
@@ -314,6 +319,68 @@ print(sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step", rows[-1][
   rm -rf /tmp/gpu-ab
 }
 
+curve() {
+  # Issue 41: MRR against the global batch with labelled pairs and one
+  # labelled hard negative each, MiniLM reading the first 256 tokens, on the
+  # GPU (docs/RESULTS.md, "MRR against the global batch", ran it at 64 tokens
+  # and 10 steps on the CPU). Two calls: scripts/device/prepare-curve.py's
+  # call 1 left .device/curve1 in /tmp/curve; this call carries .device/curve2.
+  # CURVE_BATCHES (16 64 256 1024), CURVE_STEPS (100), CURVE_CHUNK (256 pairs a
+  # gradient-caching chunk above it), CURVE_VARIANTS (plain drop-related);
+  # CURVE_DEVICE (cuda) and CURVE_PRECISION (bf16) for a rehearsal on a CPU.
+  [ -f /tmp/curve/weights.safetensors ] && [ -f .device/curve2/rows.safetensors ] || {
+    echo "[gpu-checks] curve: needs call 1's /tmp/curve (a warm machine) and .device/curve2 carried" |
+      tee "$OUT/curve.txt"; return; }
+  python3 scripts/device/restore-curve.py /tmp/curve .device/curve2 /tmp/curve-model || return
+  local c=/tmp/curve steps=${CURVE_STEPS:-100} chunk=${CURVE_CHUNK:-256} device=${CURVE_DEVICE:-cuda} b variant
+  echo "[gpu-checks] curve: the import, no training"
+  "${mpi[@]}" -np 1 $bin eval --model /tmp/curve-model --corpus $c/corpus --relevance $c/relevance.jsonl \
+    --valid-pairs $c/pairs.valid.jsonl --test-pairs $c/pairs.test.jsonl --max-queries 0 --write-rankings 1 \
+    --device $device --output $OUT/curve-import --no-progress > "$OUT/curve-import.log" 2>&1
+  for b in ${CURVE_BATCHES:-16 64 256 1024}; do
+    for variant in ${CURVE_VARIANTS:-plain drop-related}; do
+      local name=b$b-$variant cache=()
+      [ "$b" -gt "$chunk" ] && cache=(--grad-cache $chunk)
+      echo "[gpu-checks] curve: batch $b, $variant, $steps steps"
+      local start=$SECONDS
+      "${mpi[@]}" -np 1 $bin finetune --corpus $c/corpus --init /tmp/curve-model --train-pairs $c/pairs.train.jsonl \
+        --loss contrastive --temperature 0.05 --hard-negatives 1 --steps $steps --batch-size $b --lr 2e-5 \
+        --warmup-steps 1 --decay-steps $steps --checkpoint-every $steps --log-every 1 --seed 1 "${cache[@]}" \
+        $([ $variant = drop-related ] && echo --drop-related) --device $device --precision ${CURVE_PRECISION:-bf16} \
+        --run /tmp/curve-$name --fresh --no-progress > "$OUT/curve-$name.train.log" 2>&1 || {
+        tail -n 5 "$OUT/curve-$name.train.log"; continue; }
+      local train_s=$((SECONDS - start))
+      "${mpi[@]}" -np 1 $bin eval --model /tmp/curve-$name/latest --corpus $c/corpus --relevance $c/relevance.jsonl \
+        --valid-pairs $c/pairs.valid.jsonl --test-pairs $c/pairs.test.jsonl --max-queries 0 --write-rankings 1 \
+        --device $device --output $OUT/curve-$name --no-progress > "$OUT/curve-$name.eval.log" 2>&1
+      cp /tmp/curve-$name/metrics.jsonl "$OUT/curve-$name.metrics.jsonl"
+      echo "$name train_s $train_s" >> "$OUT/curve-times.txt"
+      rm -rf /tmp/curve-$name
+    done
+  done
+  python3 - "$OUT" <<'PYEOF' | tee "$OUT/curve.txt"
+import glob, json, os, sys
+out = sys.argv[1]
+times = dict(l.split(" train_s ") for l in open(os.path.join(out, "curve-times.txt"))) \
+    if os.path.exists(os.path.join(out, "curve-times.txt")) else {}
+print("| run | MRR | P@1 | test accuracy | InfoNCE first -> last | train s |")
+print("|---|---|---|---|---|---|")
+for folder in sorted(glob.glob(os.path.join(out, "curve-*/metrics.json")), key=os.path.getmtime):
+    name = os.path.basename(os.path.dirname(folder))[len("curve-"):]
+    m = json.load(open(folder))
+    test = m.get("classification", {}).get("test", {}).get("accuracy", float("nan"))
+    losses = []
+    path = os.path.join(out, f"curve-{name}.metrics.jsonl")
+    if os.path.exists(path):
+        losses = [json.loads(l)["train/infonce"] for l in open(path) if '"train/infonce"' in l]
+    loss = f"{losses[0]:.2f} -> {losses[-1]:.2f}" if losses else ""
+    print(f"| {name} | {m['ranking']['mrr']:.4f} | {m['ranking']['p@1']:.4f} | {test:.4f} | {loss} | "
+          f"{times.get(name, '').strip()} |")
+PYEOF
+  # What comes back: the table, and per run its metrics (rankings stay there: 8 files a call).
+  (cd "$OUT" && for d in curve-*/; do [ -f "$d/metrics.json" ] && cp "$d/metrics.json" "${d%/}.json"; rm -rf "$d"; done)
+}
+
 finetune() {
   # Issue 37, item 11: contrastive fine-tuning on the GPU with the loader
   # thread; "data" is the wait for its batch. Pairs: .device/pairs.jsonl
@@ -353,5 +420,6 @@ for stage in "${stages[@]}"; do
     large) large ;;
     finetune) finetune ;;
     ab) ab ;;
+    curve) curve ;;
   esac
 done
