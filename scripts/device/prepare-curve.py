@@ -20,7 +20,8 @@ machine is warm (it stays so 30 s):
 
 Rows the corpus never uses are zeros there. Training never reads them, so
 they get no gradient, and eval never reads them: the model computes what the
-full import computes on this corpus (bench/NOTES.md: the same MRR, here).
+full import computes on this corpus (checked here: docs/RESULTS.md, "MRR against
+the global batch", caveats).
 
 usage: prepare-curve.py [--model runs/curve41/flat256] [--docmatch build/src/docmatch]
 """

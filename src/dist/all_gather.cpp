@@ -36,12 +36,12 @@ struct AllGatherFunction : public torch::autograd::Function<AllGatherFunction> {
 
 Gathered AllGatherWithGrad(const torch::Tensor& local, ProcessGroup& group) {
   Gathered out;
-  // Row counts first (host values), so the gather itself is one call.
   if (group.size() == 1) {  // nothing to gather: the rows themselves, and no copy
     out.counts = {local.size(0)};
     out.all = local;
     return out;
   }
+  // Row counts first (host values), so the gather itself is one call.
   out.counts = group.control().AllGather(local.size(0));
   out.offset = std::accumulate(out.counts.begin(), out.counts.begin() + group.rank(), int64_t{0});
   out.all = AllGatherFunction::apply(local, &group.data(), out.counts);

@@ -148,6 +148,28 @@ TEST(SentencePool, ScoresEachSourceAsTheRecipeAndLeavesAnExcludedCandidateOutOfT
       }
     }
   }
+  // Many sources in one call (one matrix product, each source's rows cut
+  // out of it) give each source's own scores.
+  std::vector<Doc> sources;
+  for (int s = 0; s < 4; ++s) sources.push_back(RandomDoc(&rng, 1 + s % 3));
+  std::vector<SentenceVectors> source_vectors;
+  for (const auto& d : sources) source_vectors.push_back(ToVectors(d));
+  std::vector<const SentenceVectors*> pointers;
+  for (const auto& v : source_vectors) pointers.push_back(&v);
+  const std::vector<int64_t> exclude = {0, 3, 6, 1};
+  for (bool normalize : {false, true}) {
+    const std::vector<torch::Tensor> batch = pool.Scores(pointers, normalize, exclude);
+    ASSERT_EQ(batch.size(), 4u);
+    for (int s = 0; s < 4; ++s) {
+      std::vector<Doc> rest = docs;
+      rest.erase(rest.begin() + exclude[s]);
+      const std::vector<double> expected = Reference(sources[s], rest, normalize);
+      for (int c = 0, r = 0; c < 7; ++c) {
+        if (c == exclude[s]) continue;
+        EXPECT_NEAR(batch[s][c].item<double>(), expected[r++], 1e-9) << "batched " << s << c;
+      }
+    }
+  }
   // Excluding changes the z-scored scores (the statistics lose a candidate), not the raw ones.
   const Doc source = RandomDoc(&rng, 3);
   EXPECT_FALSE(torch::allclose(pool.Scores(ToVectors(source), true), pool.Scores(ToVectors(source), true, 0)));
