@@ -7,6 +7,7 @@
 #include "data/batches/hierarchy_batch.h"
 #include "data/batches/sdr_batch.h"
 #include "data/text/tokenizer.h"
+#include "model/host_to_device.h"
 
 namespace docmatch::model {
 namespace F = torch::nn::functional;
@@ -45,8 +46,7 @@ class SmithModel : public DocumentModel {
         data::BuildBlockBatch(documents, config().smith.Blocks(), nullptr, 0));
   }
   torch::Tensor EmbedBatch(const HostBatch& batch, const torch::Device& device) override {
-    const BlockTensors t = ToTensors(Get<data::BlockBatch>(batch), device);
-    return encoder_(t.tokens, t.block_mask);
+    return encoder_(ToTensors(Get<data::BlockBatch>(batch), device));
   }
   int64_t TokensRead(const data::Document& document) const override {
     const data::BlockOptions blocks = config().smith.Blocks();
@@ -176,7 +176,8 @@ class SdrModel : public DocumentModel {
   }
   torch::Tensor EmbedBatch(const HostBatch& batch, const torch::Device& device) override {
     std::vector<torch::Tensor> means;
-    for (const DocumentSentences& d : Sentences(Get<SentenceRows>(batch), device)) means.push_back(MeanSentenceVector(d));
+    for (const DocumentSentences& d : Sentences(Get<SentenceRows>(batch), device))
+      means.push_back(MeanSentenceVector(d));
     return torch::stack(means);
   }
   torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return CosineLogits(a, b, 1.0); }
@@ -205,7 +206,7 @@ class SdrModel : public DocumentModel {
   struct SentenceRows {
     std::vector<int32_t> tokens;  // (rows, T)
     int64_t rows = 0, T = 1;
-    std::vector<int64_t> sentences;                      // per document
+    std::vector<int64_t> sentences;                       // per document
     std::vector<std::vector<int64_t>> paragraph_offsets;  // per document
   };
   SentenceRows Rows(const std::vector<const data::Document*>& documents) const {
@@ -229,8 +230,7 @@ class SdrModel : public DocumentModel {
   }
   std::vector<DocumentSentences> Sentences(const SentenceRows& batch, const torch::Device& device) {
     const torch::Tensor ids =
-        torch::from_blob(const_cast<int32_t*>(batch.tokens.data()), {batch.rows, batch.T}, torch::kInt32)
-            .to(device, torch::kLong);
+        HostToDevice(batch.tokens.data(), {batch.rows, batch.T}, torch::kInt32, device, torch::kLong);
     const torch::Tensor vectors = Normalize(encoder_(ids));
     std::vector<DocumentSentences> out;
     int64_t row = 0;

@@ -3,13 +3,13 @@
 #include "model/match_bert.h"
 
 #include "data/text/tokenizer.h"
+#include "model/host_to_device.h"
 #include "model/losses.h"
 
 namespace docmatch::model {
 
 torch::Tensor ToTensor(const data::FlatBatch& batch, const torch::Device& device) {
-  return torch::from_blob(const_cast<int32_t*>(batch.tokens.data()), {batch.B, batch.T}, torch::kInt32)
-      .to(device, torch::kLong);
+  return HostToDevice(batch.tokens.data(), {batch.B, batch.T}, torch::kInt32, device, torch::kLong);
 }
 
 FlatEncoderImpl::FlatEncoderImpl(const MatchBertConfig& config) : config_(config) {
@@ -57,7 +57,8 @@ torch::Tensor FlatEncoderImpl::PoolWindows(const torch::Tensor& rows, const data
   namespace F = torch::nn::functional;
   if (batch.B == batch.documents) return rows;
   const int64_t C = rows.size(1);
-  const torch::Tensor owner = torch::tensor(batch.row_document, torch::kLong).to(rows.device());  // (B,)
+  const torch::Tensor owner =
+      HostToDevice(batch.row_document.data(), {batch.B}, torch::kInt64, rows.device(), torch::kLong);  // (B,)
   const torch::Tensor zeros = torch::zeros({batch.documents, C}, rows.options());
   torch::Tensor pooled;
   if (config_.window_pooling == "max") {
@@ -83,10 +84,19 @@ torch::Tensor FlatEncoderImpl::RowsWithoutGraph(const data::FlatBatch& batch, co
   if (batch.B <= kRowsPerPass) return forward(tokens);
   std::vector<torch::Tensor> parts;
   for (int64_t begin = 0; begin < batch.B; begin += kRowsPerPass) {
-    // Each pass trimmed to its own longest row: padding changes no vector.
-    const torch::Tensor part = tokens.slice(0, begin, std::min(batch.B, begin + kRowsPerPass));
-    const int64_t T = part.ne(data::kPadId).sum(0).nonzero().max().item<int64_t>() + 1;
-    parts.push_back(forward(part.slice(1, 0, T)));
+    // Each pass trimmed to its own longest row (read off the host batch):
+    // padding changes no vector.
+    const int64_t end = std::min(batch.B, begin + kRowsPerPass);
+    int64_t T = 1;
+    for (int64_t row = begin; row < end; ++row) {
+      for (int64_t t = batch.T - 1; t >= T; --t) {
+        if (batch.tokens[row * batch.T + t] != data::kPadId) {
+          T = t + 1;
+          break;
+        }
+      }
+    }
+    parts.push_back(forward(tokens.slice(0, begin, end).slice(1, 0, T)));
   }
   return torch::cat(parts);
 }
@@ -112,8 +122,7 @@ namespace {
 // The batch's LM labels as (B, T) int64 on `device`; undefined without masks.
 torch::Tensor Labels(const data::FlatBatch& batch, const torch::Device& device) {
   if (batch.lm_labels.empty()) return {};
-  return torch::from_blob(const_cast<int32_t*>(batch.lm_labels.data()), {batch.B, batch.T}, torch::kInt32)
-      .to(device, torch::kLong);
+  return HostToDevice(batch.lm_labels.data(), {batch.B, batch.T}, torch::kInt32, device, torch::kLong);
 }
 
 }  // namespace

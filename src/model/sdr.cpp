@@ -3,6 +3,7 @@
 #include "model/sdr.h"
 
 #include "data/text/tokenizer.h"
+#include "model/host_to_device.h"
 #include "model/losses.h"
 
 namespace docmatch::model {
@@ -19,15 +20,15 @@ torch::Tensor MeanPool(const torch::Tensor& states, const torch::Tensor& tokens)
 
 SdrTensors ToTensors(const data::SdrBatch& batch, const torch::Device& device) {
   auto ids = [&](const std::vector<int32_t>& v) {
-    return torch::from_blob(const_cast<int32_t*>(v.data()), {batch.B, batch.T}, torch::kInt32).to(device, torch::kLong);
+    return HostToDevice(v.data(), {batch.B, batch.T}, torch::kInt32, device, torch::kLong);
   };
   SdrTensors t;
   t.anchors = ids(batch.anchors);
   t.anchor_labels = ids(batch.anchor_labels);
   t.partners = ids(batch.partners);
   t.partner_labels = ids(batch.partner_labels);
-  t.pair = torch::from_blob(const_cast<int64_t*>(batch.pair.data()), {batch.B}, torch::kInt64).clone().to(device);
-  t.label = torch::from_blob(const_cast<float*>(batch.label.data()), {batch.B}, torch::kFloat32).clone().to(device);
+  t.pair = HostToDevice(batch.pair.data(), {batch.B}, torch::kInt64, device, torch::kInt64);
+  t.label = HostToDevice(batch.label.data(), {batch.B}, torch::kFloat32, device, torch::kFloat32);
   return t;
 }
 

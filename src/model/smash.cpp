@@ -3,20 +3,61 @@
 #include "model/smash.h"
 
 #include "data/text/tokenizer.h"
+#include "model/host_to_device.h"
 
 namespace docmatch::model {
 namespace rnn = torch::nn::utils::rnn;
 
+namespace {
+
+// Host lengths (a count per row) as an int64 CPU tensor.
+torch::Tensor HostLengths(std::vector<int64_t> lengths) { return torch::tensor(lengths, torch::kLong); }
+
+// The rows of `lengths` that are not empty, with their lengths (smash.h).
+SequenceRows NonEmpty(const std::vector<int64_t>& lengths, const torch::Device& device) {
+  std::vector<int64_t> rows, kept;
+  for (size_t row = 0; row < lengths.size(); ++row) {
+    if (lengths[row] == 0) continue;
+    rows.push_back(static_cast<int64_t>(row));
+    kept.push_back(lengths[row]);
+  }
+  return {HostToDevice(rows.data(), {static_cast<int64_t>(rows.size())}, torch::kInt64, device, torch::kLong),
+          HostLengths(kept)};
+}
+
+// Real (non-pad) ids in each of `count` rows of `width` ids.
+std::vector<int64_t> RealIds(const std::vector<int32_t>& ids, int64_t count, int64_t width) {
+  std::vector<int64_t> lengths(count, 0);
+  for (int64_t row = 0; row < count; ++row) {
+    for (int64_t at = row * width; at < (row + 1) * width; ++at) lengths[row] += ids[at] != data::kPadId;
+  }
+  return lengths;
+}
+
+// Non-empty rows in each group of `per` consecutive rows.
+std::vector<int64_t> NonEmptyRows(const std::vector<int64_t>& lengths, int64_t per) {
+  std::vector<int64_t> counts(lengths.size() / per, 0);
+  for (size_t row = 0; row < lengths.size(); ++row) counts[row / per] += lengths[row] > 0;
+  return counts;
+}
+
+}  // namespace
+
 HierarchyTensors ToTensors(const data::HierarchyBatch& batch, const torch::Device& device) {
+  const int64_t B = batch.B, P = batch.P, S = batch.S, W = batch.W, D = batch.D, L = batch.L, N = batch.N;
   HierarchyTensors t;
-  t.tokens =
-      torch::from_blob(const_cast<int32_t*>(batch.tokens.data()), {batch.B, batch.P, batch.S, batch.W}, torch::kInt32)
-          .to(device, torch::kLong);
-  t.sentences =
-      torch::from_blob(const_cast<int32_t*>(batch.sentences.data()), {batch.B, batch.D, batch.L}, torch::kInt32)
-          .to(device, torch::kLong);
-  t.words = torch::from_blob(const_cast<int32_t*>(batch.words.data()), {batch.B, batch.N}, torch::kInt32)
-                .to(device, torch::kLong);
+  t.tokens = HostToDevice(batch.tokens.data(), {B, P, S, W}, torch::kInt32, device, torch::kLong);
+  t.sentences = HostToDevice(batch.sentences.data(), {B, D, L}, torch::kInt32, device, torch::kLong);
+  t.words = HostToDevice(batch.words.data(), {B, N}, torch::kInt32, device, torch::kLong);
+  const std::vector<int64_t> grid_words = RealIds(batch.tokens, B * P * S, W);
+  const std::vector<int64_t> paragraph_sentences = NonEmptyRows(grid_words, S);
+  const std::vector<int64_t> view_words = RealIds(batch.sentences, B * D, L);
+  t.grid_sentences = NonEmpty(grid_words, device);
+  t.paragraphs = NonEmpty(paragraph_sentences, device);
+  t.view_sentences = NonEmpty(view_words, device);
+  t.document_paragraphs = HostLengths(NonEmptyRows(paragraph_sentences, P));
+  t.document_sentences = HostLengths(NonEmptyRows(view_words, D));
+  t.document_words = HostLengths(RealIds(batch.words, B, N));
   return t;
 }
 
@@ -38,12 +79,14 @@ GruAttentionImpl::GruAttentionImpl(int64_t input, int64_t units) {
 }
 
 torch::Tensor GruAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& lengths) {
+  TORCH_CHECK(lengths.is_cpu(), "[model] SMASH's lengths live on the host, where packing reads them");
   const int64_t L = x.size(1);
-  const auto packed = rnn::pack_padded_sequence(x, lengths.cpu(), /*batch_first=*/true, /*enforce_sorted=*/false);
+  const auto packed = rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
   const auto [output, unused] = gru_->forward_with_packed_input(packed);
   const torch::Tensor states =
       std::get<0>(rnn::pad_packed_sequence(output, /*batch_first=*/true, /*padding_value=*/0.0, /*total_length=*/L));
-  const torch::Tensor mask = torch::arange(L, lengths.options()).unsqueeze(0) < lengths.unsqueeze(1);  // (N, L)
+  const torch::Tensor mask = HostToDevice(torch::arange(L).unsqueeze(0) < lengths.unsqueeze(1), x.device(),
+                                          torch::kBool);  // (N, L)
   return pooling_(states, mask);
 }
 
@@ -89,12 +132,10 @@ int64_t SmashEncoderImpl::output_size() const {
   return 2 * config_.gru_units * (paragraph_depth_ + sentence_depth_ + word_depth_);
 }
 
-torch::Tensor SmashEncoderImpl::EncodeSentences(GruAttention& words_to_sentence, const torch::Tensor& rows) {
-  const torch::Tensor lengths = rows.ne(data::kPadId).sum(1);  // (R,)
-  const torch::Tensor real = lengths.gt(0).nonzero().squeeze(1);
-  const torch::Tensor vectors =
-      words_to_sentence(dropout_(embedding_(rows.index_select(0, real))), lengths.index_select(0, real));
-  return torch::zeros({rows.size(0), vectors.size(1)}, vectors.options()).index_copy(0, real, vectors);
+torch::Tensor SmashEncoderImpl::EncodeSentences(GruAttention& words_to_sentence, const torch::Tensor& rows,
+                                                const SequenceRows& real) {
+  const torch::Tensor vectors = words_to_sentence(dropout_(embedding_(rows.index_select(0, real.rows))), real.lengths);
+  return torch::zeros({rows.size(0), vectors.size(1)}, vectors.options()).index_copy(0, real.rows, vectors);
 }
 
 torch::Tensor SmashEncoderImpl::forward(const HierarchyTensors& batch) {
@@ -105,25 +146,22 @@ torch::Tensor SmashEncoderImpl::forward(const HierarchyTensors& batch) {
     // Words -> sentence over the grid's real sentences, sentence -> paragraph
     // over the real paragraphs, then paragraph -> document.
     const int64_t P = batch.tokens.size(1), S = batch.tokens.size(2), W = batch.tokens.size(3);
-    const torch::Tensor sentences = EncodeSentences(p_word_to_sentence_, batch.tokens.reshape({B * P * S, W}));
-    const torch::Tensor counts =
-        batch.tokens.ne(data::kPadId).any(3).sum(2).reshape({B * P});  // sentences per paragraph
-    const torch::Tensor real = counts.gt(0).nonzero().squeeze(1);
+    const torch::Tensor sentences =
+        EncodeSentences(p_word_to_sentence_, batch.tokens.reshape({B * P * S, W}), batch.grid_sentences);
+    const SequenceRows& real = batch.paragraphs;
     const torch::Tensor vectors =
-        p_sentence_to_paragraph_(sentences.view({B * P, S, C}).index_select(0, real), counts.index_select(0, real));
-    const torch::Tensor paragraphs = torch::zeros({B * P, C}, vectors.options()).index_copy(0, real, vectors);
-    depths.push_back(p_paragraph_to_document_(paragraphs.view({B, P, C}), counts.view({B, P}).gt(0).sum(1)));
+        p_sentence_to_paragraph_(sentences.view({B * P, S, C}).index_select(0, real.rows), real.lengths);
+    const torch::Tensor paragraphs = torch::zeros({B * P, C}, vectors.options()).index_copy(0, real.rows, vectors);
+    depths.push_back(p_paragraph_to_document_(paragraphs.view({B, P, C}), batch.document_paragraphs));
   }
   if (sentence_depth_) {
     // The document's own sentences in order: words -> sentence -> document.
     const int64_t D = batch.sentences.size(1), L = batch.sentences.size(2);
-    const torch::Tensor sentences = EncodeSentences(s_word_to_sentence_, batch.sentences.reshape({B * D, L}));
-    const torch::Tensor counts = batch.sentences.ne(data::kPadId).any(2).sum(1);  // (B,)
-    depths.push_back(s_sentence_to_document_(sentences.view({B, D, C}), counts));
+    const torch::Tensor sentences =
+        EncodeSentences(s_word_to_sentence_, batch.sentences.reshape({B * D, L}), batch.view_sentences);
+    depths.push_back(s_sentence_to_document_(sentences.view({B, D, C}), batch.document_sentences));
   }
-  if (word_depth_) {
-    depths.push_back(w_word_to_document_(dropout_(embedding_(batch.words)), batch.words.ne(data::kPadId).sum(1)));
-  }
+  if (word_depth_) depths.push_back(w_word_to_document_(dropout_(embedding_(batch.words)), batch.document_words));
   return torch::cat(depths, 1);
 }
 

@@ -32,10 +32,25 @@ struct SmashConfig {
   data::HierarchyOptions input;  // truncation of each depth's view (model keys max_paragraphs, ...)
 };
 
+// The non-empty rows of one level and their lengths. The lengths stay on the
+// host, where packing reads them (pack_padded_sequence), and both are
+// counted there from the batch's arrays: a count of a device tensor would
+// have to come back to the host, a sync on a GPU (DESIGN.md).
+struct SequenceRows {
+  torch::Tensor rows;     // (R,) int64 on the device: the non-empty rows, ascending
+  torch::Tensor lengths;  // (R,) int64 on the host: the real units in each
+};
+
 struct HierarchyTensors {
-  torch::Tensor tokens;     // (B, P, S, W) int64: the paragraph grid
-  torch::Tensor sentences;  // (B, D, L) int64: the document's sentences in order
-  torch::Tensor words;      // (B, N) int64
+  torch::Tensor tokens;               // (B, P, S, W) int64: the paragraph grid
+  torch::Tensor sentences;            // (B, D, L) int64: the document's sentences in order
+  torch::Tensor words;                // (B, N) int64
+  SequenceRows grid_sentences;        // of the B*P*S grid sentences: words in each
+  SequenceRows paragraphs;            // of the B*P paragraphs: sentences in each
+  SequenceRows view_sentences;        // of the B*D sentence-view rows: words in each
+  torch::Tensor document_paragraphs;  // (B,) int64 on the host
+  torch::Tensor document_sentences;   // (B,) int64 on the host: rows of the sentence view
+  torch::Tensor document_words;       // (B,) int64 on the host
 };
 HierarchyTensors ToTensors(const data::HierarchyBatch& batch, const torch::Device& device);
 
@@ -52,7 +67,8 @@ class AttentionPoolingImpl : public torch::nn::Module {
 TORCH_MODULE(AttentionPooling);
 
 // One depth level: BiGRU over the real prefix of each sequence, then
-// attention pooling. x (N, L, C_in), lengths (N,) >= 1 -> (N, 2 * units).
+// attention pooling. x (N, L, C_in), lengths (N,) >= 1 int64 on the host
+// -> (N, 2 * units).
 class GruAttentionImpl : public torch::nn::Module {
  public:
   GruAttentionImpl(int64_t input, int64_t units);
@@ -74,9 +90,9 @@ class SmashEncoderImpl : public torch::nn::Module {
  private:
   SmashConfig config_;
   bool paragraph_depth_ = false, sentence_depth_ = false, word_depth_ = false;
-  // Runs `words_to_sentence` over the real rows of (R, L) token rows ->
+  // Runs `words_to_sentence` over the `real` rows of (R, L) token rows ->
   // (R, C) sentence vectors, zero for all-padding rows.
-  torch::Tensor EncodeSentences(GruAttention& words_to_sentence, const torch::Tensor& rows);
+  torch::Tensor EncodeSentences(GruAttention& words_to_sentence, const torch::Tensor& rows, const SequenceRows& real);
 
   torch::nn::Embedding embedding_{nullptr};
   torch::nn::Dropout dropout_{nullptr};

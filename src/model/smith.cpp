@@ -3,8 +3,10 @@
 #include "model/smith.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "data/text/tokenizer.h"
+#include "model/host_to_device.h"
 #include "model/losses.h"
 
 namespace docmatch::model {
@@ -14,18 +16,57 @@ namespace {
 
 torch::Tensor Normalize(const torch::Tensor& x) { return F::normalize(x, F::NormalizeFuncOptions().dim(-1)); }
 
-// A batch's host array of `type` (viewed, not copied) as a `target` tensor on
-// `device`. To a GPU it goes through pinned memory without waiting for the
-// device's queue (a pageable copy blocks the host), in its own narrow type,
-// and is widened there (int32 token ids cross at half an int64's bytes).
-torch::Tensor ToDeviceAs(const void* data, std::vector<int64_t> shape, torch::ScalarType type,
-                         const torch::Device& device, torch::ScalarType target) {
-  const torch::Tensor host = torch::from_blob(const_cast<void*>(data), shape, type);
-  if (!device.is_cuda()) return host.to(device, target, /*non_blocking=*/false, /*copy=*/true);
-  return host.pin_memory().to(device, /*non_blocking=*/true).to(target);
+// The batch's layout (smith.h), read off its host arrays in one pass and
+// sent in one copy, then cut into its four parts on the device.
+BlockLayout LayoutOf(const data::BlockBatch& batch, const torch::Device& device) {
+  const int64_t B = batch.B, S = batch.S, T = batch.T, K = batch.K;
+  TORCH_CHECK(B * S * T <= std::numeric_limits<int32_t>::max(), "[model] a block batch of ", B, " x ", S, " x ", T,
+              " positions is too large to index in int32");
+  std::vector<int32_t> real, tokens, predicted, masked;  // int32: half an int64's bytes on the way
+  for (int64_t block = 0; block < B * S; ++block) {
+    if (!batch.block_mask[block]) continue;
+    const int64_t r = static_cast<int64_t>(real.size());
+    real.push_back(static_cast<int32_t>(block));
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t at = block * T + t;
+      if (t != 0 && batch.tokens[at] == data::kPadId) continue;
+      if (batch.lm_labels[at] != data::kIgnoreLabel) predicted.push_back(static_cast<int32_t>(tokens.size()));
+      tokens.push_back(static_cast<int32_t>(r * T + t));
+    }
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t block = batch.masked_blocks[b * K + k];
+      if (block >= 0) masked.push_back(static_cast<int32_t>(b * S + block));
+    }
+  }
+  std::vector<int32_t> all;
+  all.reserve(real.size() + tokens.size() + predicted.size() + masked.size());
+  for (const auto* part : {&real, &tokens, &predicted, &masked}) all.insert(all.end(), part->begin(), part->end());
+  const torch::Tensor on_device =
+      HostToDevice(all.data(), {static_cast<int64_t>(all.size())}, torch::kInt32, device, torch::kLong);
+  int64_t at = 0;
+  const auto cut = [&](const std::vector<int32_t>& part) {
+    const torch::Tensor piece = on_device.narrow(0, at, static_cast<int64_t>(part.size()));
+    at += static_cast<int64_t>(part.size());
+    return piece;
+  };
+  return {cut(real), cut(tokens), cut(predicted), cut(masked)};  // a braced list runs left to right
 }
 
 }  // namespace
+
+BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device) {
+  const int64_t B = batch.B, S = batch.S, T = batch.T, K = batch.K;
+  BlockTensors t;
+  // Each is a copy, made before the batch's memory goes away.
+  t.tokens = HostToDevice(batch.tokens.data(), {B, S, T}, torch::kInt32, device, torch::kLong);
+  t.lm_labels = HostToDevice(batch.lm_labels.data(), {B, S, T}, torch::kInt32, device, torch::kLong);
+  t.block_mask = HostToDevice(batch.block_mask.data(), {B, S}, torch::kUInt8, device, torch::kBool);
+  t.masked_blocks = HostToDevice(batch.masked_blocks.data(), {B, K}, torch::kInt64, device, torch::kInt64);
+  t.layout = LayoutOf(batch, device);
+  return t;
+}
 
 bool SmithSentenceLevel(const std::string& name) {
   for (const char* level : {"embeddings.", "sentence_encoder."}) {
@@ -33,17 +74,6 @@ bool SmithSentenceLevel(const std::string& name) {
     if (at != std::string::npos && (at == 0 || name[at - 1] == '.')) return true;
   }
   return false;
-}
-
-BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device) {
-  const int64_t B = batch.B, S = batch.S, T = batch.T, K = batch.K;
-  BlockTensors t;
-  // Each is a copy, made before the batch's memory goes away.
-  t.tokens = ToDeviceAs(batch.tokens.data(), {B, S, T}, torch::kInt32, device, torch::kLong);
-  t.lm_labels = ToDeviceAs(batch.lm_labels.data(), {B, S, T}, torch::kInt32, device, torch::kLong);
-  t.block_mask = ToDeviceAs(batch.block_mask.data(), {B, S}, torch::kUInt8, device, torch::kBool);
-  t.masked_blocks = ToDeviceAs(batch.masked_blocks.data(), {B, K}, torch::kInt64, device, torch::kInt64);
-  return t;
 }
 
 SmithEncoderImpl::SmithEncoderImpl(const SmithConfig& config) : config_(config) {
@@ -61,8 +91,8 @@ SmithEncoderImpl::SmithEncoderImpl(const SmithConfig& config) : config_(config) 
   if (config.block_pooling == "cls") block_dense_ = register_module("block_dense", torch::nn::Linear(C, C));
   block_positions_ = register_module("block_positions", torch::nn::Embedding(config.max_blocks, C));
   document_encoder_ = register_module("document_encoder", TransformerEncoder(config.Document()));
-  document_embedding_norm_ = register_module(
-      "document_embedding_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(1e-12)));
+  document_embedding_norm_ =
+      register_module("document_embedding_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(1e-12)));
   document_dense_ = register_module("document_dense", torch::nn::Linear(C, C));
   if (config.combine == "attention") {
     // The official code's attention pooling: a tanh projection of each block
@@ -80,22 +110,19 @@ SmithEncoderImpl::SmithEncoderImpl(const SmithConfig& config) : config_(config) 
   }
 }
 
-SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tokens, const torch::Tensor& block_mask) {
+SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tokens, const BlockLayout& layout) {
   const int64_t B = tokens.size(0), S = tokens.size(1), T = tokens.size(2), C = config_.hidden;
   TORCH_CHECK(S <= config_.max_blocks && T <= config_.block_length, "batch of ", S, " blocks x ", T,
               " tokens exceeds the model's ", config_.max_blocks, " x ", config_.block_length);
+  const int64_t R = layout.real.size(0);
   Blocks out;
-  out.real = block_mask.reshape({B * S}).nonzero().squeeze(1);                      // (R,)
-  const torch::Tensor real = tokens.reshape({B * S, T}).index_select(0, out.real);  // (R, T)
-  // The sentence encoder runs on the real tokens only (transformer.h).
-  // Position 0 of every real block is its [CLS] (data::BuildBlockBatch); it
-  // is kept even if a caller's block starts with padding, so that every
-  // block has a row to pool below.
-  torch::Tensor key_mask = real.ne(data::kPadId);  // (R, T)
-  key_mask.select(1, 0).fill_(true);
-  out.tokens = PackedLayout::FromMask(key_mask);
-  const torch::Tensor ids = real.reshape({-1}).index_select(0, out.tokens.index);  // (N,)
-  const torch::Tensor positions = out.tokens.index.remainder(T);                   // (N,)
+  out.real = layout.real;  // (R,)
+  // The sentence encoder runs on the real tokens only (transformer.h),
+  // each real block's [CLS] among them (BlockLayout).
+  out.tokens = PackedLayout::FromIndex(layout.tokens, R, T);
+  const torch::Tensor ids =
+      tokens.reshape({B * S, T}).index_select(0, out.real).reshape({-1}).index_select(0, out.tokens.index);  // (N,)
+  const torch::Tensor positions = out.tokens.index.remainder(T);                                             // (N,)
   out.token_states = sentence_encoder_->ForwardPacked(embeddings->ForwardPacked(ids, positions), out.tokens);
   const torch::Tensor lengths = out.tokens.key_mask.sum(1);  // (R,)
   torch::Tensor vectors;                                     // (R, C)
@@ -103,8 +130,7 @@ SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tok
     // Every real token of the block, [CLS] and [SEP] included, as
     // sentence-transformers' mean pooling counts them.
     const torch::Tensor block = out.tokens.index.div(T, "floor");  // (N,) the real block of each packed token
-    const torch::Tensor sums =
-        torch::zeros({real.size(0), C}, out.token_states.options()).index_add(0, block, out.token_states);
+    const torch::Tensor sums = torch::zeros({R, C}, out.token_states.options()).index_add(0, block, out.token_states);
     vectors = Normalize(sums / lengths.unsqueeze(1).to(sums.dtype()));
   } else {
     // So block r's [CLS] is packed row (real tokens of blocks 0..r-1).
@@ -157,9 +183,9 @@ torch::Tensor SmithEncoderImpl::Combine(const torch::Tensor& block_vectors, cons
   return Normalize(torch::cat({pooled, document}, 1));
 }
 
-torch::Tensor SmithEncoderImpl::forward(const torch::Tensor& tokens, const torch::Tensor& block_mask) {
-  const Blocks blocks = EncodeBlocks(tokens, block_mask);
-  return Combine(blocks.vectors, EncodeDocument(blocks.vectors, block_mask), block_mask);
+torch::Tensor SmithEncoderImpl::forward(const BlockTensors& batch) {
+  const Blocks blocks = EncodeBlocks(batch.tokens, batch.layout);
+  return Combine(blocks.vectors, EncodeDocument(blocks.vectors, batch.block_mask), batch.block_mask);
 }
 
 void SmithEncoderImpl::set_kernel(AttentionKernel kernel) {
@@ -184,7 +210,8 @@ SmithPretrainingImpl::SmithPretrainingImpl(SmithEncoder shared, const SmithConfi
 }
 
 std::pair<torch::Tensor, torch::Tensor> SmithPretrainingImpl::LanguageModel(const SmithEncoderImpl::Blocks& blocks,
-                                                                            const torch::Tensor& lm_labels) {
+                                                                            const torch::Tensor& lm_labels,
+                                                                            const BlockLayout& layout) {
   // Word LM over the packed real blocks, only where a label exists (BERT's
   // head: dense + GELU + LayerNorm, decoder tied to the token embedding).
   // Labels sit on real tokens only (data::BuildBlockBatch), so the packed
@@ -193,10 +220,10 @@ std::pair<torch::Tensor, torch::Tensor> SmithPretrainingImpl::LanguageModel(cons
   const torch::Tensor labels = lm_labels.reshape({-1, T})
                                    .index_select(0, blocks.real)
                                    .reshape({-1})
-                                   .index_select(0, blocks.tokens.index);  // (N,)
-  const torch::Tensor where = labels.ne(data::kIgnoreLabel);
-  const torch::Tensor transformed = lm_norm_(torch::gelu(lm_transform_(blocks.token_states.index({where}))));
-  return {transformed, labels.index({where})};  // (M, C), (M,)
+                                   .index_select(0, blocks.tokens.index)
+                                   .index_select(0, layout.predicted);                 // (M,)
+  const torch::Tensor states = blocks.token_states.index_select(0, layout.predicted);  // (M, C)
+  return {lm_norm_(torch::gelu(lm_transform_(states))), labels};
 }
 
 torch::Tensor SmithPretrainingImpl::LanguageModelLoss(const torch::Tensor& lm_hidden, const torch::Tensor& lm_labels,
@@ -210,25 +237,24 @@ torch::Tensor SmithPretrainingImpl::LanguageModelLogits(const torch::Tensor& lm_
 
 SmithPretrainingImpl::Outputs SmithPretrainingImpl::forward(const BlockTensors& batch, bool sentence_blocks) {
   const int64_t B = batch.tokens.size(0), S = batch.tokens.size(1);
-  SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(batch.tokens, batch.block_mask);
+  SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(batch.tokens, batch.layout);
   Outputs out;
 
-  std::tie(out.lm_hidden, out.lm_labels) = LanguageModel(blocks, batch.lm_labels);
+  std::tie(out.lm_hidden, out.lm_labels) = LanguageModel(blocks, batch.lm_labels, batch.layout);
 
   if (sentence_blocks) {
     // Masked sentence-block prediction (§4.2.2): swap the chosen blocks'
     // vectors for the learned mask vector, run the document transformer,
     // project its outputs there with the official code's head (dense + GELU
     // + LayerNorm, as BERT's word LM transform).
-    const torch::Tensor chosen = batch.masked_blocks.ge(0);  // (B, K)
-    const torch::Tensor rows = torch::arange(B, batch.masked_blocks.options()).unsqueeze(1).expand_as(chosen);
-    const torch::Tensor flat = (rows * S + batch.masked_blocks).index({chosen});                // (P,)
+    const torch::Tensor& flat = batch.layout.masked;                                            // (P,)
     const torch::Tensor originals = blocks.vectors.reshape({B * S, -1}).index_select(0, flat);  // (P, C)
     const torch::Tensor is_masked = torch::zeros({B * S}, batch.block_mask.options()).index_fill(0, flat, true);
     const torch::Tensor inputs =
         torch::where(is_masked.view({B, S, 1}), mask_vector_.view({1, 1, -1}), blocks.vectors);  // (B, S, C)
     const torch::Tensor doc_states = encoder->EncodeDocument(inputs, batch.block_mask);
-    out.block_predictions = block_norm_(torch::gelu(block_dense_(doc_states.reshape({B * S, -1}).index_select(0, flat))));
+    out.block_predictions =
+        block_norm_(torch::gelu(block_dense_(doc_states.reshape({B * S, -1}).index_select(0, flat))));
     out.block_originals = originals;
   }
   return out;
@@ -248,13 +274,13 @@ SmithPretrainingImpl::ViewOutputs SmithPretrainingImpl::ForwardViews(const Block
   // Every predicted position's label is its original token (BERT's rule).
   const torch::Tensor labelled = views.lm_labels.ne(data::kIgnoreLabel);
   const torch::Tensor clean = torch::where(labelled, views.lm_labels, views.tokens);
-  const SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(clean, views.block_mask);
+  const SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(clean, views.layout);  // padded where views.tokens is
   ViewOutputs out;
   out.vectors =
       encoder->Combine(blocks.vectors, encoder->EncodeDocument(blocks.vectors, views.block_mask), views.block_mask);
   if (language_model) {
     std::tie(out.lm_hidden, out.lm_labels) =
-        LanguageModel(encoder->EncodeBlocks(views.tokens, views.block_mask), views.lm_labels);
+        LanguageModel(encoder->EncodeBlocks(views.tokens, views.layout), views.lm_labels, views.layout);
   }
   return out;
 }
@@ -274,8 +300,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::Do
 
 torch::Tensor SiameseLoss(SmithEncoder& encoder, const BlockTensors& a, const BlockTensors& b,
                           const torch::Tensor& labels) {
-  return SiameseCosineLoss(encoder->forward(a.tokens, a.block_mask), encoder->forward(b.tokens, b.block_mask), labels,
-                           encoder->config().amplifier);
+  return SiameseCosineLoss(encoder->forward(a), encoder->forward(b), labels, encoder->config().amplifier);
 }
 
 double SmithPretrainingFlops(const SmithConfig& c, const data::BlockBatch& batch, bool document_level) {

@@ -49,19 +49,34 @@ struct SmithConfig {
   double dropout = 0.1;
   std::string combine = "normal";     // normal | sum_concat | mean_concat | attention | residual
   std::string block_pooling = "cls";  // cls ([CLS], dense, ReLU: the paper) | mean (token states averaged)
-  double amplifier = 6.0;          // fine-tuning: logit = amplifier * cosine
+  double amplifier = 6.0;             // fine-tuning: logit = amplifier * cosine
 
   TransformerConfig Sentence() const { return {hidden, heads, intermediate, sentence_layers, dropout}; }
   TransformerConfig Document() const { return {hidden, heads, intermediate, document_layers, dropout}; }
   data::BlockOptions Blocks() const { return {block_length, max_blocks, separator}; }
 };
 
-// A BlockBatch as tensors on `device`.
+// Where a block batch's real blocks, real tokens, predicted words and masked
+// blocks sit, as flat indices on the batch's device. They are made on the
+// host from the batch's host arrays: packing by a nonzero() of a device mask
+// reads the mask back, and each such read is a host sync on a GPU (DESIGN.md
+// performance rules), so the step's shapes are all known before it runs.
+// A real block's position 0 (its [CLS]) counts as real even if a caller's
+// block starts with padding, so that every real block has a row to pool.
+struct BlockLayout {
+  torch::Tensor real;       // (R,) int64 flat indices into B*S of the real blocks, ascending
+  torch::Tensor tokens;     // (N,) int64 flat positions into R*T of the real blocks' real tokens, ascending
+  torch::Tensor predicted;  // (M,) int64 rows of the N packed tokens that carry a word-LM label, ascending
+  torch::Tensor masked;     // (P,) int64 flat indices into B*S of the masked blocks, document by document
+};
+
+// A BlockBatch as tensors on `device`, with its layout.
 struct BlockTensors {
   torch::Tensor tokens;         // (B, S, T) int64
   torch::Tensor block_mask;     // (B, S) bool, true = real block
   torch::Tensor lm_labels;      // (B, S, T) int64, data::kIgnoreLabel where not predicted
   torch::Tensor masked_blocks;  // (B, K) int64, -1 = none
+  BlockLayout layout;
 };
 BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device);
 
@@ -75,8 +90,8 @@ class SmithEncoderImpl : public torch::nn::Module {
     torch::Tensor token_states;  // (N, C) sentence-transformer outputs at the real tokens
     torch::Tensor vectors;       // (B, S, C) unit block vectors, zero at padding
   };
-  // tokens (B, S, T), block_mask (B, S)
-  Blocks EncodeBlocks(const torch::Tensor& tokens, const torch::Tensor& block_mask);
+  // tokens (B, S, T) with the padding `layout` was made for
+  Blocks EncodeBlocks(const torch::Tensor& tokens, const BlockLayout& layout);
   // vectors (B, S, C), block_mask (B, S) -> document-transformer states (B, S, C)
   torch::Tensor EncodeDocument(const torch::Tensor& vectors, const torch::Tensor& block_mask);
   // block vectors (B, S, C), document-transformer states (B, S, C),
@@ -87,8 +102,8 @@ class SmithEncoderImpl : public torch::nn::Module {
   int64_t dimension() const {
     return config_.combine == "normal" || config_.combine == "residual" ? config_.hidden : 2 * config_.hidden;
   }
-  // tokens (B, S, T), block_mask (B, S) -> unit document vectors (B, dimension())
-  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& block_mask);
+  // batch (B documents) -> unit document vectors (B, dimension())
+  torch::Tensor forward(const BlockTensors& batch);
 
   void set_kernel(AttentionKernel kernel);
   const SmithConfig& config() const { return config_; }
@@ -152,7 +167,7 @@ class SmithPretrainingImpl : public torch::nn::Module {
   // BERT's LM head over the packed token states where labels exist, up to
   // the decoder: returns (lm_hidden (M, C), lm_labels (M,)).
   std::pair<torch::Tensor, torch::Tensor> LanguageModel(const SmithEncoderImpl::Blocks& blocks,
-                                                        const torch::Tensor& lm_labels);
+                                                        const torch::Tensor& lm_labels, const BlockLayout& layout);
 
   torch::nn::Linear lm_transform_{nullptr}, block_dense_{nullptr};
   torch::nn::LayerNorm lm_norm_{nullptr}, block_norm_{nullptr};
@@ -181,7 +196,7 @@ double SmithPretrainingFlops(const SmithConfig& config, const data::BlockBatch& 
 bool SmithSentenceLevel(const std::string& name);
 
 // SMITH-NP / WP / WP+SP fine-tuning and MatchBERT: one encoder for both
-// documents of a pair. Any module mapping (tokens, mask) to unit vectors fits.
+// documents of a pair.
 torch::Tensor SiameseLoss(SmithEncoder& encoder, const BlockTensors& a, const BlockTensors& b,
                           const torch::Tensor& labels);
 

@@ -6,8 +6,9 @@
 
 namespace docmatch::model {
 
-PackedLayout PackedLayout::FromMask(const torch::Tensor& key_mask) {
-  return {key_mask, key_mask.reshape({-1}).nonzero().squeeze(1)};
+PackedLayout PackedLayout::FromIndex(const torch::Tensor& index, int64_t B, int64_t T) {
+  const torch::Tensor key_mask = torch::zeros({B * T}, index.options().dtype(torch::kBool)).index_fill_(0, index, true);
+  return {key_mask.view({B, T}), index};
 }
 
 torch::Tensor PackedLayout::Unpack(const torch::Tensor& packed) const {

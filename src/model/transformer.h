@@ -28,7 +28,10 @@ struct PackedLayout {
   torch::Tensor key_mask;  // (B, T) bool, true = a real token
   torch::Tensor index;     // (N,) int64 flat positions in B*T of the real tokens, ascending
 
-  static PackedLayout FromMask(const torch::Tensor& key_mask);  // key_mask (B, T)
+  // index (N,) made by the caller, e.g. on the host from a batch's host
+  // arrays (smith.h BlockLayout): a nonzero() of a device mask would read
+  // the mask back, a host sync on a GPU.
+  static PackedLayout FromIndex(const torch::Tensor& index, int64_t B, int64_t T);
   // packed (N, ...) -> (B, T, ...), zeros at padding
   torch::Tensor Unpack(const torch::Tensor& packed) const;
 };

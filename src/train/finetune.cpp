@@ -18,6 +18,7 @@
 #include "dist/gradient_synchronizer.h"
 #include "eval/lexical.h"
 #include "model/document_model.h"
+#include "model/host_to_device.h"
 #include "model/smith.h"
 #include "train/grad_cache.h"
 #include "train/mined_negatives.h"
@@ -89,7 +90,7 @@ PreparedPairs PreparePairs(const model::DocumentModel& model, const data::Corpus
 // Their pair logits (B,), and the labels on `device`.
 torch::Tensor PairLogitsOf(model::DocumentModel& model, const PreparedPairs& prepared, const torch::Device& device,
                            torch::Tensor* labels) {
-  *labels = torch::tensor(prepared.labels).to(device);
+  *labels = model::HostToDevice(torch::tensor(prepared.labels), device, torch::kFloat32);
   return model.PairLogits(model.EmbedBatch(*prepared.sources, device), model.EmbedBatch(*prepared.targets, device));
 }
 
@@ -484,8 +485,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
   // draws are pure functions of the epoch, the position and the lists, so the
   // batches are the same as built in place); the main thread only embeds.
   struct MicroBatch {
-    int64_t epoch = 0, position = 0;  // where it was drawn
-    uint64_t mined = 0;               // from which lists
+    int64_t epoch = 0, position = 0;    // where it was drawn
+    uint64_t mined = 0;                 // from which lists
     std::vector<PreparedChunk> chunks;  // contrastive
     PreparedPairs pairs;                // bce
     std::vector<int64_t> documents;     // corpus indices, for the non-finite report
@@ -546,14 +547,14 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
           next_at = 0;
           next_order = nullptr;  // that epoch's order, made on the thread
         }
-        ahead = std::async(std::launch::async, [&build, &training, &options, next_epoch, next_at, next_order,
-                                                mined = mined_version]() {
-          return build(next_epoch, next_at,
-                       next_order ? next_order
-                                  : std::make_shared<const std::vector<int64_t>>(
-                                        EpochOrder(training.size(), options.seed, next_epoch)),
-                       mined);
-        });
+        ahead = std::async(std::launch::async,
+                           [&build, &training, &options, next_epoch, next_at, next_order, mined = mined_version]() {
+                             return build(next_epoch, next_at,
+                                          next_order ? next_order
+                                                     : std::make_shared<const std::vector<int64_t>>(
+                                                           EpochOrder(training.size(), options.seed, next_epoch)),
+                                          mined);
+                           });
       }
       torch::Tensor labels;
       const std::vector<int64_t>& documents = batch.documents;

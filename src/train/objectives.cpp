@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "dist/all_gather.h"
+#include "model/host_to_device.h"
 #include "model/losses.h"
 #include "train/grad_cache.h"
 
@@ -16,8 +17,8 @@ namespace {
 // to a GPU, so the copy does not wait for the device's queue.
 torch::Tensor ToDevice(const torch::Tensor& ids, const torch::Device& device) {
   if (ids.device() == device) return ids;
-  if (device.is_cuda() && ids.is_cpu()) return ids.pin_memory().to(device, /*non_blocking=*/true);
-  return ids.to(device);
+  TORCH_CHECK(ids.is_cpu(), "[train] ids on ", ids.device(), " for ", device, ": ids are host values");
+  return model::HostToDevice(ids, device, ids.scalar_type());
 }
 
 // Global sums of a few local (sum, count) pairs. The counts are host values

@@ -292,7 +292,7 @@ TEST(WorldSizeInvariance, Sdr) {
 // SMITH's pair logit: amplifier * cosine of the two unit document vectors.
 torch::Tensor PairLogits(model::SmithEncoder& e, const data::BlockBatch& a, const data::BlockBatch& b) {
   const model::BlockTensors ta = model::ToTensors(a, torch::kCPU), tb = model::ToTensors(b, torch::kCPU);
-  return e->config().amplifier * (e(ta.tokens, ta.block_mask) * e(tb.tokens, tb.block_mask)).sum(1);
+  return e->config().amplifier * (e(ta) * e(tb)).sum(1);
 }
 
 TEST(WorldSizeInvariance, SiameseFineTuning) {
@@ -372,7 +372,7 @@ train::ContrastivePairs EmbedContrastivePairs(model::SmithEncoder& encoder, int6
     std::vector<const data::Document*> docs;
     for (int64_t id : ids) docs.push_back(&Documents()[id]);
     const model::BlockTensors t = model::ToTensors(data::BuildBlockBatch(docs, {8, 12}, nullptr, 0), device);
-    return encoder(t.tokens, t.block_mask);
+    return encoder(t);
   };
   const auto ids = [](const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong); };
   return {embed(sources), embed(targets), ids(sources), ids(targets), embed(negatives), ids(negatives)};

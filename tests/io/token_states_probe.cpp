@@ -36,7 +36,16 @@ int main(int argc, char** argv) {
       const int64_t B = ids.size(0), T = ids.size(1);
       TORCH_CHECK(T <= info.config.smith.block_length, "rows must fit one block of ", info.config.smith.block_length);
       // One document per row, one block each: every block is real.
-      const auto blocks = smith.EncodeBlocks(ids.view({B, 1, T}), torch::ones({B, 1}, torch::kBool));
+      data::BlockBatch batch;
+      batch.B = B;
+      batch.S = 1;
+      batch.T = T;
+      const torch::Tensor narrow = ids.to(torch::kInt32).contiguous();
+      batch.tokens.assign(narrow.data_ptr<int32_t>(), narrow.data_ptr<int32_t>() + B * T);
+      batch.lm_labels.assign(B * T, data::kIgnoreLabel);
+      batch.block_mask.assign(B, 1);
+      const model::BlockTensors t = model::ToTensors(batch, torch::kCPU);
+      const auto blocks = smith.EncodeBlocks(t.tokens, t.layout);
       states = blocks.tokens.Unpack(blocks.token_states);
     } else if (info.config.kind == "sdr") {
       states = dynamic_cast<model::SentenceEncoderImpl&>(model->module()).Encode(ids);

@@ -1,6 +1,10 @@
-// Every model on CUDA gives what it gives on CPU (TF32 off), and a bf16
-// autocast step runs. Skipped cleanly on machines without a GPU.
+// Every model on CUDA gives what it gives on CPU (TF32 off), a bf16
+// autocast step runs, and SMITH's step makes no host sync. Skipped cleanly
+// on machines without a GPU.
 #include <ATen/autocast_mode.h>
+#ifdef DOCMATCH_HAS_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -22,33 +26,40 @@ class CudaTest : public ::testing::Test {
     for (int i = 0; i < 4; ++i) docs_.push_back(data::testing::SyntheticDocument(i, 12));
     for (const auto& d : docs_) pointers_.push_back(&d);
   }
+  static SmithConfig SmallSmith() {
+    SmithConfig c;
+    c.vocab_size = 1005;
+    c.hidden = 64;
+    c.heads = 4;
+    c.intermediate = 128;
+    c.block_length = 16;
+    c.max_blocks = 8;
+    return c;
+  }
+  // The documents as a WP+SP batch: word masks and masked blocks drawn.
+  data::BlockBatch MaskedBlocks(const SmithConfig& c) const {
+    data::MaskOptions masks;
+    masks.vocab_size = c.vocab_size;
+    return data::BuildBlockBatch(pointers_, c.Blocks(), &masks, 0);
+  }
   std::vector<data::Document> docs_;
   std::vector<const data::Document*> pointers_;
   const torch::Device cuda_{torch::kCUDA};
 };
 
 TEST_F(CudaTest, SmithPretrainingLossAndVectorsMatchCpu) {
-  SmithConfig c;
-  c.vocab_size = 1005;
-  c.hidden = 64;
-  c.heads = 4;
-  c.intermediate = 128;
-  c.block_length = 16;
-  c.max_blocks = 8;
+  SmithConfig c = SmallSmith();
   c.dropout = 0.0;
   torch::manual_seed(0);
   SmithPretraining model(SmithEncoder(c), c);
-  data::MaskOptions masks;
-  masks.vocab_size = c.vocab_size;
-  const data::BlockBatch batch = data::BuildBlockBatch(pointers_, c.Blocks(), &masks, 0);
+  const data::BlockBatch batch = MaskedBlocks(c);
   const auto [cpu_loss, cpu_lm, cpu_block] = model->Loss(ToTensors(batch, torch::kCPU), true);
-  const torch::Tensor cpu_vectors =
-      model->encoder(ToTensors(batch, torch::kCPU).tokens, ToTensors(batch, torch::kCPU).block_mask);
+  const torch::Tensor cpu_vectors = model->encoder(ToTensors(batch, torch::kCPU));
   model->to(cuda_);
   const BlockTensors t = ToTensors(batch, cuda_);
   const auto [gpu_loss, gpu_lm, gpu_block] = model->Loss(t, true);
   EXPECT_NEAR(gpu_loss.item<double>(), cpu_loss.item<double>(), 1e-4);
-  EXPECT_TRUE(torch::allclose(model->encoder(t.tokens, t.block_mask).cpu(), cpu_vectors, 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(model->encoder(t).cpu(), cpu_vectors, 1e-4, 1e-5));
   {
     // bf16 autocast with fp32 master weights: the step runs and stays finite.
     at::autocast::set_autocast_enabled(at::kCUDA, true);
@@ -61,6 +72,41 @@ TEST_F(CudaTest, SmithPretrainingLossAndVectorsMatchCpu) {
     EXPECT_NEAR(loss.item<double>(), cpu_loss.item<double>(), 0.1 * std::abs(cpu_loss.item<double>()));
   }
 }
+
+#ifdef DOCMATCH_HAS_CUDA
+// The GPU side of host_reads.h's CPU tests: with PyTorch's sync debugging
+// set to error, a bf16 WP+SP step (its tensors and layout made, forward,
+// backward) and the SMITH document vectors synchronise with the host nowhere.
+TEST_F(CudaTest, SmithStepSynchronisesWithTheHostNowhere) {
+  const SmithConfig c = SmallSmith();
+  torch::manual_seed(0);
+  SmithPretraining model(SmithEncoder(c), c);
+  model->to(cuda_);
+  const data::BlockBatch batch = MaskedBlocks(c);
+  const auto step = [&] {
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    const BlockTensors t = ToTensors(batch, cuda_);
+    const auto [loss, lm, block] = model->Loss(t, true);
+    loss.backward();
+    const torch::Tensor vectors = model->encoder(t);
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    at::autocast::clear_cache();
+    return loss.detach();
+  };
+  step();  // allocations, handles and kernels chosen once
+  c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+  torch::Tensor loss;
+  EXPECT_NO_THROW(loss = step());
+  c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+  ASSERT_TRUE(loss.defined());
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));
+  // The check bites: a nonzero() of a device mask is refused under it.
+  c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+  EXPECT_ANY_THROW(torch::ones({4}, torch::TensorOptions(torch::kBool).device(cuda_)).nonzero());
+  c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+}
+#endif
 
 TEST_F(CudaTest, FlatSentenceAndHierarchicalEncodersMatchCpu) {
   torch::manual_seed(0);

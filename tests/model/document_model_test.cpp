@@ -1,6 +1,7 @@
 // DocumentModel: for every kind, the score matrix equals the pair logits of
-// every pair, a document's vector does not depend on its batch, and the
-// config survives the JSON that checkpoints carry; SMASH's factored score
+// every pair, a document's vector does not depend on its batch, fine-tuning
+// reads no value back from the device, and the config survives the JSON
+// that checkpoints carry; SMASH's factored score
 // matrix equals its head on concatenated pairs; SDR's document vector is the
 // normalised mean of its sentence vectors.
 #include "model/document_model.h"
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "../data/test_corpus.h"
+#include "host_reads.h"
 
 namespace docmatch::model {
 namespace {
@@ -64,6 +66,26 @@ TEST_P(EveryKind, ConfigRoundTripsThroughJson) {
   nlohmann::json typo = json;
   typo["hiden"] = 3;
   EXPECT_THROW(ModelConfigFromJson(typo, "test"), std::runtime_error);
+}
+
+// Fine-tuning's forward and backward read no tensor value back to the host
+// (host_reads.h): on a GPU they make no host sync, whatever the batch's
+// padding. Where a model's packing needs indices or lengths, they come from
+// the batch's host arrays.
+TEST_P(EveryKind, FineTuningStepReadsNoValueBackFromTheDevice) {
+  torch::manual_seed(3);
+  std::unique_ptr<DocumentModel> model = DocumentModel::Create(Tiny(GetParam()));
+  model->module().train();
+  std::vector<data::Document> docs;
+  for (int i = 0; i < 4; ++i) docs.push_back(data::testing::SyntheticDocument(i, 13));
+  std::vector<const data::Document*> all;
+  for (const auto& d : docs) all.push_back(&d);
+  const std::shared_ptr<const DocumentModel::HostBatch> batch = model->Batch(all);
+  testing::HostReads reads;
+  const torch::Tensor vectors = model->EmbedBatch(*batch, torch::kCPU);  // (4, dimension)
+  model->ScoreMatrix(vectors, vectors).logsumexp(1).sum().backward();
+  EXPECT_EQ(reads.seen(), std::vector<std::string>{}) << GetParam();
+  EXPECT_GT(reads.ops(), 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(DocumentModel, EveryKind, ::testing::Values("smith", "match_bert", "smash", "sdr"));

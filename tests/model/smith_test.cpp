@@ -11,7 +11,9 @@
 #include <random>
 
 #include "../data/test_corpus.h"
+#include "data/batches/docsplit.h"
 #include "data/text/tokenizer.h"
+#include "host_reads.h"
 #include "model/losses.h"
 #include "real_text.h"
 
@@ -45,6 +47,27 @@ data::BlockBatch Batch(const std::vector<data::Document>& docs, const SmithConfi
   data::MaskOptions mask_options;
   mask_options.vocab_size = c.vocab_size;
   return data::BuildBlockBatch(pointers, {c.block_length, c.max_blocks}, masks ? &mask_options : nullptr, 0);
+}
+
+// `batch` with every block padded to T tokens and every document to S
+// blocks (the padding's own values as BuildBlockBatch writes them).
+data::BlockBatch Padded(const data::BlockBatch& batch, int64_t T, int64_t S) {
+  data::BlockBatch out = batch;
+  out.S = S;
+  out.T = T;
+  out.tokens.assign(batch.B * S * T, data::kPadId);
+  out.lm_labels.assign(batch.B * S * T, data::kIgnoreLabel);
+  out.block_mask.assign(batch.B * S, 0);
+  for (int64_t b = 0; b < batch.B; ++b) {
+    for (int64_t s = 0; s < batch.S; ++s) {
+      out.block_mask[b * S + s] = batch.block_mask[b * batch.S + s];
+      for (int64_t t = 0; t < batch.T; ++t) {
+        out.tokens[(b * S + s) * T + t] = batch.tokens[(b * batch.S + s) * batch.T + t];
+        out.lm_labels[(b * S + s) * T + t] = batch.lm_labels[(b * batch.S + s) * batch.T + t];
+      }
+    }
+  }
+  return out;
 }
 
 TEST(Attention, FusedKernelEqualsPlainFormulationWithAndWithoutPadding) {
@@ -99,7 +122,8 @@ TEST(Transformer, PackedPathEqualsPaddedPathAtRealTokensWithGradients) {
   (padded * weights * mask.unsqueeze(-1)).sum().backward();
   const std::vector<torch::Tensor> padded_grads = gradients();
 
-  const PackedLayout layout = PackedLayout::FromMask(mask);
+  const PackedLayout layout = PackedLayout::FromIndex(mask.reshape({-1}).nonzero().squeeze(1), 3, 7);
+  ASSERT_TRUE(torch::equal(layout.key_mask, mask));
   ASSERT_EQ(layout.index.size(0), mask.sum().item<int64_t>());
   const torch::Tensor packed = encoder->ForwardPacked(x.reshape({21, 16}).index_select(0, layout.index), layout);
   (packed * weights.reshape({21, 16}).index_select(0, layout.index)).sum().backward();
@@ -122,7 +146,7 @@ TEST(Smith, OutputShapesAndUnitVectors) {
   const auto docs = Documents(5);
   const data::BlockBatch batch = Batch(docs, c, /*masks=*/true);
   const BlockTensors t = ToTensors(batch, torch::kCPU);
-  const torch::Tensor vectors = model->encoder(t.tokens, t.block_mask);
+  const torch::Tensor vectors = model->encoder(t);
   EXPECT_EQ(vectors.sizes(), (std::vector<int64_t>{5, 16}));
   EXPECT_TRUE(torch::allclose(vectors.norm(2, 1), torch::ones({5}), 1e-5, 1e-5));
   const auto out = model->forward(t, /*sentence_blocks=*/true);
@@ -172,11 +196,11 @@ TEST(Smith, CombineModesEqualAFloat64HandComputation) {
       encoder->named_parameters()["document_dense.bias"].normal_(0.0, 0.3);
     }
     const BlockTensors t = ToTensors(Batch(Documents(3), c, false), torch::kCPU);
-    const auto blocks = encoder->EncodeBlocks(t.tokens, t.block_mask);
+    const auto blocks = encoder->EncodeBlocks(t.tokens, t.layout);
     const torch::Tensor states = encoder->EncodeDocument(blocks.vectors, t.block_mask);
     const torch::Tensor got = encoder->Combine(blocks.vectors, states, t.block_mask);
     ASSERT_EQ(got.size(1), combine == "normal" || combine == "residual" ? c.hidden : 2 * c.hidden) << combine;
-    EXPECT_TRUE(torch::equal(got, encoder(t.tokens, t.block_mask))) << combine;
+    EXPECT_TRUE(torch::equal(got, encoder(t))) << combine;
     auto params = encoder->named_parameters();
     const auto W = params["document_dense.weight"].accessor<double, 2>();
     const auto b = params["document_dense.bias"].accessor<double, 1>();
@@ -265,7 +289,7 @@ TEST(Smith, ResidualMeanPoolingStartsAsTheBlockVectorsAveraged) {
   encoder->to(torch::kFloat64);
   encoder->eval();
   const BlockTensors t = ToTensors(Batch(Documents(3), c, false), torch::kCPU);
-  const auto blocks = encoder->EncodeBlocks(t.tokens, t.block_mask);
+  const auto blocks = encoder->EncodeBlocks(t.tokens, t.layout);
   const int64_t C = c.hidden, S = t.block_mask.size(1), T = t.tokens.size(2);
   // The block vectors, by loops over the packed token rows.
   const auto index = blocks.tokens.index.accessor<int64_t, 1>();
@@ -289,7 +313,7 @@ TEST(Smith, ResidualMeanPoolingStartsAsTheBlockVectorsAveraged) {
   }
   EXPECT_EQ(counts[0], t.tokens[0][0].ne(data::kPadId).sum().item<int64_t>());
   // The document vector at step 0: the block vectors' unit mean.
-  const torch::Tensor got = encoder(t.tokens, t.block_mask);
+  const torch::Tensor got = encoder(t);
   const auto mask = t.block_mask.accessor<bool, 2>();
   for (int64_t i = 0; i < got.size(0); ++i) {
     std::vector<double> mean(C, 0.0);
@@ -312,11 +336,11 @@ TEST(Smith, ResidualMeanPoolingStartsAsTheBlockVectorsAveraged) {
   sgd.step();
   encoder->eval();
   EXPECT_GT(encoder->named_parameters()["document_dense.weight"].abs().sum().item<double>(), 0.0);
-  const auto after = encoder->EncodeBlocks(t.tokens, t.block_mask);
+  const auto after = encoder->EncodeBlocks(t.tokens, t.layout);
   const torch::Tensor averaged =
       torch::nn::functional::normalize((after.vectors * t.block_mask.unsqueeze(-1).to(torch::kFloat64)).sum(1),
                                        torch::nn::functional::NormalizeFuncOptions().dim(-1));
-  EXPECT_GT((encoder(t.tokens, t.block_mask) - averaged).abs().max().item<double>(), 1e-6);
+  EXPECT_GT((encoder(t) - averaged).abs().max().item<double>(), 1e-6);
 }
 
 // finetune --sentence-lr-scale / --freeze-sentence-steps: the lower level is
@@ -344,16 +368,16 @@ TEST(Smith, PaddingBlocksTokensAndBatchMatesDoNotChangeOutputs) {
     encoder->eval();
     const auto docs = Documents(4);
     const BlockTensors t = ToTensors(Batch(docs, c, false), torch::kCPU);
-    const torch::Tensor reference = encoder(t.tokens, t.block_mask);
+    const torch::Tensor reference = encoder(t);
     // Two more padded blocks and enough padded tokens to reach block_length.
-    const int64_t extra_t = c.block_length - t.tokens.size(2);
-    const int64_t extra_s = std::min<int64_t>(2, c.max_blocks - t.tokens.size(1));
-    const torch::Tensor tokens = torch::constant_pad_nd(t.tokens, {0, extra_t, 0, extra_s}, data::kPadId);
-    const torch::Tensor mask = torch::constant_pad_nd(t.block_mask.to(torch::kInt), {0, extra_s}, 0).to(torch::kBool);
-    EXPECT_TRUE(torch::allclose(encoder(tokens, mask), reference, 1e-5, 1e-6)) << combine;
+    const data::BlockBatch batch = Batch(docs, c, false);
+    const BlockTensors padded =
+        ToTensors(Padded(batch, c.block_length, std::min<int64_t>(batch.S + 2, c.max_blocks)), torch::kCPU);
+    ASSERT_GT(padded.tokens.numel(), t.tokens.numel());
+    EXPECT_TRUE(torch::allclose(encoder(padded), reference, 1e-5, 1e-6)) << combine;
     // A document alone gives what it gives inside the batch.
     const BlockTensors alone = ToTensors(Batch({docs[2]}, c, false), torch::kCPU);
-    EXPECT_TRUE(torch::allclose(encoder(alone.tokens, alone.block_mask)[0], reference[2], 1e-5, 1e-6)) << combine;
+    EXPECT_TRUE(torch::allclose(encoder(alone)[0], reference[2], 1e-5, 1e-6)) << combine;
   }
 }
 
@@ -381,7 +405,8 @@ TEST(Losses, EqualFloat64HandComputations) {
   EXPECT_NEAR(SentenceBlockLoss(tensor(pred), tensor(cand), torch::tensor(positive), false, &scores).item<double>(),
               expected, 1e-6);
   // The scores handed back for metrics are the dot products above.
-  ASSERT_EQ(scores.sizes(), (std::vector<int64_t>{static_cast<int64_t>(pred.size()), static_cast<int64_t>(cand.size())}));
+  ASSERT_EQ(scores.sizes(),
+            (std::vector<int64_t>{static_cast<int64_t>(pred.size()), static_cast<int64_t>(cand.size())}));
   for (size_t m = 0; m < pred.size(); ++m) {
     for (size_t n = 0; n < cand.size(); ++n) {
       EXPECT_NEAR(scores[m][n].item<double>(), pred[m][0] * cand[n][0] + pred[m][1] * cand[n][1], 1e-6);
@@ -470,6 +495,90 @@ TEST(Smith, PretrainingLossEqualsASecondFormulationInFloat64) {
   EXPECT_NEAR(total.item<double>(), lm.item<double>() + block.item<double>(), 1e-6);
 }
 
+// The layout that packs a step, made on the host from the batch's arrays,
+// against a second formulation on its tensors: the masks' nonzero(), as the
+// device would compute it.
+TEST(Smith, BlockLayoutMadeOnTheHostEqualsTheMasksNonzero) {
+  const SmithConfig c = Tiny();
+  data::BlockBatch batch = Padded(Batch(Documents(6, 5), c, /*masks=*/true), c.block_length, c.max_blocks);
+  // A real block that starts with padding keeps its position 0, so that it
+  // has a row to pool.
+  const int64_t odd = 1 * batch.S + 1;
+  ASSERT_TRUE(batch.block_mask[odd]);
+  batch.tokens[odd * batch.T] = data::kPadId;
+  batch.lm_labels[odd * batch.T] = data::kIgnoreLabel;
+  const BlockTensors t = ToTensors(batch, torch::kCPU);
+  const int64_t B = batch.B, S = batch.S, T = batch.T;
+
+  const torch::Tensor real = t.block_mask.reshape({-1}).nonzero().squeeze(1);
+  torch::Tensor key_mask = t.tokens.reshape({B * S, T}).index_select(0, real).ne(data::kPadId);
+  key_mask.select(1, 0).fill_(true);
+  const torch::Tensor tokens = key_mask.reshape({-1}).nonzero().squeeze(1);
+  const torch::Tensor labels =
+      t.lm_labels.reshape({B * S, T}).index_select(0, real).reshape({-1}).index_select(0, tokens);
+  const torch::Tensor predicted = labels.ne(data::kIgnoreLabel).nonzero().squeeze(1);
+  const torch::Tensor chosen = t.masked_blocks.ge(0);
+  const torch::Tensor rows = torch::arange(B).unsqueeze(1).expand_as(chosen);
+  const torch::Tensor masked = (rows * S + t.masked_blocks).index({chosen});
+
+  ASSERT_GT(predicted.size(0), 0);
+  ASSERT_GT(masked.size(0), 0);
+  ASSERT_LT(real.size(0), B * S);
+  EXPECT_TRUE(torch::equal(t.layout.real, real));
+  EXPECT_TRUE(torch::equal(t.layout.tokens, tokens));
+  EXPECT_TRUE(torch::equal(t.layout.predicted, predicted));
+  EXPECT_TRUE(torch::equal(t.layout.masked, masked));
+  EXPECT_EQ(t.layout.tokens.scalar_type(), torch::kLong);
+  // The padded [CLS] of the odd block is packed; a padded token elsewhere is not.
+  const int64_t r = t.block_mask.reshape({-1}).slice(0, 0, odd).sum().item<int64_t>();
+  EXPECT_TRUE(t.layout.tokens.eq(r * T).any().item<bool>());
+}
+
+// A SMITH pre-training step (WP, WP+SP, DocSplit), forward and backward,
+// and the document vectors read no tensor value back to the host
+// (host_reads.h): on a GPU the step runs with no host sync from packing, the
+// masked words or the masked blocks. Every layout index comes from the
+// batch's host arrays.
+TEST(Smith, PretrainingStepReadsNoValueBackFromTheDevice) {
+  for (const bool sentence_blocks : {false, true}) {
+    torch::manual_seed(0);
+    SmithConfig c = Tiny("residual");
+    c.dropout = 0.1;
+    SmithPretraining model(SmithEncoder(c), c);
+    const data::BlockBatch batch = Batch(Documents(4, 3), c, /*masks=*/true);
+    testing::HostReads reads;
+    const BlockTensors t = ToTensors(batch, torch::kCPU);
+    const auto [total, lm, block] = model->Loss(t, sentence_blocks);
+    total.backward();
+    const torch::Tensor vectors = model->encoder(t);
+    EXPECT_EQ(reads.seen(), std::vector<std::string>{}) << "sentence_blocks " << sentence_blocks;
+    EXPECT_GT(reads.ops(), 100);
+  }
+  {  // DocSplit's views: the clean and the masked forward, and the loss
+    const SmithConfig c = Tiny("residual");
+    SmithPretraining model(SmithEncoder(c), c);
+    const auto docs = Documents(4, 9);
+    std::vector<const data::Document*> pointers;
+    for (const auto& d : docs) pointers.push_back(&d);
+    data::MaskOptions masks;
+    masks.vocab_size = c.vocab_size;
+    masks.masked_blocks = 0;
+    const data::BlockBatch views = data::BuildDocSplitBatch(pointers, c.Blocks(), &masks, 5, 0);
+    testing::HostReads reads;
+    const auto [total, contrastive, lm] = model->DocSplit(ToTensors(views, torch::kCPU));
+    total.backward();
+    EXPECT_EQ(reads.seen(), std::vector<std::string>{}) << "DocSplit";
+    EXPECT_GT(reads.ops(), 100);
+  }
+  // What the step used to do is seen: a boolean index counts its rows
+  // through nonzero(), item() reads a scalar.
+  testing::HostReads reads;
+  const torch::Tensor mask = torch::tensor({true, false, true});
+  EXPECT_EQ(torch::arange(3).index({mask}).size(0), 2);
+  EXPECT_EQ(mask.sum().item<int64_t>(), 2);
+  EXPECT_EQ(reads.seen(), (std::vector<std::string>{"aten::nonzero", "aten::item", "aten::_local_scalar_dense"}));
+}
+
 // Documents whose blocks share a vocabulary of their own: document d's
 // sentences (one block each, block_length - 1 tokens) draw from ids
 // [10 + 50 d, 10 + 50 d + 50). A masked block is then predictable from its
@@ -484,7 +593,8 @@ std::vector<data::Document> TopicDocuments(int count, int blocks, int64_t block_
     doc.sentence_offsets = {0};
     doc.paragraph_offsets = {0};
     for (int s = 0; s < blocks; ++s) {
-      for (int64_t t = 0; t + 1 < block_length; ++t) doc.tokens.push_back(10 + 50 * d + static_cast<int32_t>(random() % 50));
+      for (int64_t t = 0; t + 1 < block_length; ++t)
+        doc.tokens.push_back(10 + 50 * d + static_cast<int32_t>(random() % 50));
       doc.sentence_offsets.push_back(doc.num_tokens());
     }
     doc.paragraph_offsets.push_back(doc.num_sentences());
@@ -504,7 +614,7 @@ TEST(Smith, MaskedBlocksAreReplacedByTheMaskVectorAndTargetsAreTheUnmaskedBlockV
   ASSERT_EQ(t.masked_blocks.ge(0).sum().item<int64_t>(), 6);
   const auto out = model->forward(t, true);
   // Targets: the block vectors of the same tokens, nothing masked at block level.
-  const auto blocks = model->encoder->EncodeBlocks(t.tokens, t.block_mask);
+  const auto blocks = model->encoder->EncodeBlocks(t.tokens, t.layout);
   std::vector<int64_t> flat;
   for (int64_t b = 0; b < 3; ++b)
     for (int64_t k = 0; k < t.masked_blocks.size(1); ++k) flat.push_back(b * 5 + t.masked_blocks[b][k].item<int64_t>());
@@ -525,7 +635,8 @@ TEST(Smith, MaskedBlocksAreReplacedByTheMaskVectorAndTargetsAreTheUnmaskedBlockV
     h = 0.5 * h * (1 + torch::erf(h / std::sqrt(2.0)));
     const torch::Tensor centred = h - h.mean(1, true);
     const torch::Tensor by_hand =
-        centred / (centred.pow(2).mean(1, true) + 1e-12).sqrt() * params["block_norm.weight"] + params["block_norm.bias"];
+        centred / (centred.pow(2).mean(1, true) + 1e-12).sqrt() * params["block_norm.weight"] +
+        params["block_norm.bias"];
     EXPECT_LT((out.block_predictions - by_hand).abs().max().item<double>(), 1e-10);
   }
   // Predictions do not depend on what the masked blocks say: replacing their
@@ -585,7 +696,8 @@ TEST(Smith, MaskedBlockTaskIsLearnedWhereItIsLearnable) {
   double last = 0;
   const double chance = std::log(16.0);
   for (int step = 0; step < 300; ++step) {
-    const BlockTensors t = ToTensors(data::BuildBlockBatch(pointers, {c.block_length, c.max_blocks}, &masks, step), torch::kCPU);
+    const BlockTensors t =
+        ToTensors(data::BuildBlockBatch(pointers, {c.block_length, c.max_blocks}, &masks, step), torch::kCPU);
     optimizer.zero_grad();
     const auto [total, lm, block] = model->Loss(t, true);
     block.backward();
@@ -609,7 +721,7 @@ TEST(Smith, SiameseTowersShareEveryParameter) {
   const torch::Tensor labels = torch::tensor({1.0, 0.0});
   auto gradients = [&](bool through_a, bool through_b) {
     encoder->zero_grad();
-    torch::Tensor va = encoder(a.tokens, a.block_mask), vb = encoder(b.tokens, b.block_mask);
+    torch::Tensor va = encoder(a), vb = encoder(b);
     if (!through_a) va = va.detach();
     if (!through_b) vb = vb.detach();
     SiameseCosineLoss(va, vb, labels, c.amplifier).backward();
