@@ -11,7 +11,8 @@
 //   smith_step --model configs/models/smith-tiny.yaml --corpus corpora/wikispeedia
 //       --batch 8 --steps 10 --dump /tmp/step [--device cuda --precision bf16]
 //
-// Prints one JSON line: step time, docs/s, real tokens/s, the losses; on
+// Prints one JSON line: step time, docs/s, real tokens/s, the host's time to
+// make the step's input tensors (to_tensors_ms, outside the step), the losses; on
 // CUDA with --sync-debug also the host synchronisations one more step makes,
 // by the PyTorch operation that made them (the step's own loss.item() is one).
 #ifdef DOCMATCH_HAS_CUDA
@@ -109,12 +110,21 @@ int main(int argc, char** argv) {
   std::vector<const data::Document*> pointers;
   for (const auto& d : documents) pointers.push_back(&d);
   const data::MaskOptions masks = data::PretrainingMasks(config.vocab_size, /*seed=*/1, /*sentence_blocks=*/true);
-  const data::BlockBatch batch =
-      data::BuildBlockBatch(pointers, config.Blocks(), &masks, /*epoch=*/0);
+  const data::BlockBatch batch = data::BuildBlockBatch(pointers, config.Blocks(), &masks, /*epoch=*/0);
   // As pretrain sets its device: with an index, current, and attention's kernels chosen (dist::UseDevice).
   const torch::Device device = dist::ResolveDevice(torch::Device(device_name));
   dist::UseDevice(device);
   const model::BlockTensors tensors = model::ToTensors(batch, device);
+  // The host's share of each step's input: the batch's tensors and its
+  // layout (model::BlockLayout, made on the host), copied out without
+  // waiting for the device. The trainer pays this on its own thread every step.
+  double to_tensors_ms = 0;
+  {
+    constexpr int kRepeats = 50;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRepeats; ++i) model::ToTensors(batch, device);
+    to_tensors_ms = 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats;
+  }
 
   torch::manual_seed(1);
   model::SmithPretraining model(model::SmithEncoder(config), config);
@@ -182,6 +192,7 @@ int main(int argc, char** argv) {
                               {"batch", batch_size},
                               {"real_blocks", std::count(batch.block_mask.begin(), batch.block_mask.end(), 1)},
                               {"step_ms", 1e3 * step_s},
+                              {"to_tensors_ms", to_tensors_ms},
                               {"docs_per_s", static_cast<double>(batch_size) / step_s},
                               {"tokens_per_s", static_cast<double>(batch.real_tokens) / step_s},
                               {"threads", at::get_num_threads()},
