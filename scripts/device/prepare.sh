@@ -50,7 +50,8 @@ PYEOF
 # What a call carries: the tracked and untracked-but-not-ignored files, and .device.
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2> /dev/null |
        awk '{ s += $1 } END { print s + 0 }')
-device=$(find .device -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+# issue 41's curve parts travel in calls of their own (prepare-curve.py checks those).
+device=$(find .device -type f -not -path '.device/curve*' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
 total=$((tree + device))
 printf '[device] carried: tree %.1f MiB + .device %.1f MiB = %.1f MiB of %d MiB\n' \
   "$(awk -v b=$tree 'BEGIN { print b / 1048576 }')" "$(awk -v b=$device 'BEGIN { print b / 1048576 }')" \
