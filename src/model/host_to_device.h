@@ -9,6 +9,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace docmatch::model {
 
 // host: a CPU tensor (a view of a batch's array is enough: the result never
@@ -22,6 +24,23 @@ inline torch::Tensor HostToDevice(const torch::Tensor& host, const torch::Device
 inline torch::Tensor HostToDevice(const void* data, std::vector<int64_t> shape, torch::ScalarType type,
                                   const torch::Device& device, torch::ScalarType target) {
   return HostToDevice(torch::from_blob(const_cast<void*>(data), shape, type), device, target);
+}
+
+// The positions that carry a label (not `ignore`) in host label arrays read
+// one after another, as an int64 index on `device`: the rows a masked LM
+// predicts, found on the host instead of by a boolean index of device labels
+// (a nonzero(), whose count would come back to the host).
+inline torch::Tensor LabelledPositions(const std::vector<const std::vector<int32_t>*>& parts, int32_t ignore,
+                                       const torch::Device& device) {
+  std::vector<int64_t> positions;
+  int64_t offset = 0;
+  for (const std::vector<int32_t>* labels : parts) {
+    for (size_t i = 0; i < labels->size(); ++i) {
+      if ((*labels)[i] != ignore) positions.push_back(offset + static_cast<int64_t>(i));
+    }
+    offset += static_cast<int64_t>(labels->size());
+  }
+  return HostToDevice(positions.data(), {static_cast<int64_t>(positions.size())}, torch::kInt64, device, torch::kLong);
 }
 
 }  // namespace docmatch::model

@@ -127,12 +127,11 @@ torch::Tensor Labels(const data::FlatBatch& batch, const torch::Device& device) 
 
 }  // namespace
 
-void FlatPretrainingImpl::AddLanguageModel(const torch::Tensor& states, const torch::Tensor& labels, Outputs* out) {
+void FlatPretrainingImpl::AddLanguageModel(const torch::Tensor& states, const torch::Tensor& labels,
+                                           const torch::Tensor& predicted, Outputs* out) {
   const torch::Tensor flat = labels.reshape({-1});
-  const torch::Tensor where = flat.ne(data::kIgnoreLabel);
-  const torch::Tensor predicted = states.reshape({flat.size(0), -1}).index({where});
-  out->lm_hidden = lm_norm_(torch::gelu(lm_transform_(predicted)));
-  out->lm_labels = flat.index({where});
+  out->lm_hidden = lm_norm_(torch::gelu(lm_transform_(states.reshape({flat.size(0), -1}).index_select(0, predicted))));
+  out->lm_labels = flat.index_select(0, predicted);
 }
 
 FlatPretrainingImpl::Outputs FlatPretrainingImpl::forward(const data::FlatBatch& batch, const torch::Device& device) {
@@ -140,7 +139,10 @@ FlatPretrainingImpl::Outputs FlatPretrainingImpl::forward(const data::FlatBatch&
   const torch::Tensor states = encoder->Encode(tokens);  // (B, T, C)
   Outputs out;
   out.vectors = encoder->PoolWindows(encoder->Pool(states, tokens), batch);
-  if (!batch.lm_labels.empty()) AddLanguageModel(states, Labels(batch, device), &out);
+  if (!batch.lm_labels.empty()) {
+    AddLanguageModel(states, Labels(batch, device), LabelledPositions({&batch.lm_labels}, data::kIgnoreLabel, device),
+                     &out);
+  }
   return out;
 }
 
@@ -152,7 +154,10 @@ FlatPretrainingImpl::Outputs FlatPretrainingImpl::ForwardViews(const data::FlatB
   const torch::Tensor clean = labels.defined() ? torch::where(labels.ne(data::kIgnoreLabel), labels, masked) : masked;
   Outputs out;
   out.vectors = encoder->PoolWindows(encoder->Pool(encoder->Encode(clean), clean), views);
-  if (language_model && labels.defined()) AddLanguageModel(encoder->Encode(masked), labels, &out);
+  if (language_model && labels.defined()) {
+    AddLanguageModel(encoder->Encode(masked), labels, LabelledPositions({&views.lm_labels}, data::kIgnoreLabel, device),
+                     &out);
+  }
   return out;
 }
 

@@ -36,9 +36,9 @@ struct MatchBertConfig {
   int64_t max_tokens = 256;     // N, [CLS] included (paper: 256)
   double dropout = 0.1;
   double amplifier = 6.0;
-  std::string pooling = "cls";  // cls: [CLS] -> dense; mean: mean of real tokens
-  bool separator = false;       // end each window with [SEP]
-  int64_t chunks = 1;           // windows of max_tokens per document
+  std::string pooling = "cls";          // cls: [CLS] -> dense; mean: mean of real tokens
+  bool separator = false;               // end each window with [SEP]
+  int64_t chunks = 1;                   // windows of max_tokens per document
   std::string window_pooling = "mean";  // mean | max | attention | maxsim: the windows' unit vectors -> one
 
   data::FlatOptions Flat() const { return {max_tokens, separator, chunks}; }
@@ -109,7 +109,9 @@ class FlatPretrainingImpl : public torch::nn::Module {
 
  private:
   // The LM head's states and labels where `labels` (B, T) predicts.
-  void AddLanguageModel(const torch::Tensor& states, const torch::Tensor& labels, Outputs* out);
+  // predicted: (M,) int64 flat positions of `labels` (B, T) that carry a label, found on the host
+  void AddLanguageModel(const torch::Tensor& states, const torch::Tensor& labels, const torch::Tensor& predicted,
+                        Outputs* out);
 
   torch::nn::Linear lm_transform_{nullptr};
   torch::nn::LayerNorm lm_norm_{nullptr};

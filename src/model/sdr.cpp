@@ -29,6 +29,7 @@ SdrTensors ToTensors(const data::SdrBatch& batch, const torch::Device& device) {
   t.partner_labels = ids(batch.partner_labels);
   t.pair = HostToDevice(batch.pair.data(), {batch.B}, torch::kInt64, device, torch::kInt64);
   t.label = HostToDevice(batch.label.data(), {batch.B}, torch::kFloat32, device, torch::kFloat32);
+  t.predicted = LabelledPositions({&batch.anchor_labels, &batch.partner_labels}, data::kIgnoreLabel, device);
   return t;
 }
 
@@ -61,8 +62,9 @@ SentenceEncoderImpl::PairOutputs SentenceEncoderImpl::ForwardPairs(const SdrTens
   const torch::Tensor states = Encode(tokens);  // (2B, T, C)
   const torch::Tensor vectors = MeanPool(states, tokens);
   const int64_t B = batch.anchors.size(0);
-  const torch::Tensor where = labels.ne(data::kIgnoreLabel);
-  return {vectors.slice(0, 0, B), vectors.slice(0, B), LanguageModel(states.index({where})), labels.index({where})};
+  const torch::Tensor predicted = states.reshape({labels.numel(), -1}).index_select(0, batch.predicted);  // (M, C)
+  return {vectors.slice(0, 0, B), vectors.slice(0, B), LanguageModel(predicted),
+          labels.reshape({-1}).index_select(0, batch.predicted)};
 }
 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SentenceEncoderImpl::Loss(const SdrTensors& batch) {

@@ -31,6 +31,8 @@ struct SdrTensors {
   torch::Tensor partners, partner_labels;  // (B, T) int64
   torch::Tensor pair;                      // (B,) int64
   torch::Tensor label;                     // (B,) float
+  torch::Tensor predicted;                 // (M,) int64 flat positions in the (2B, T) anchors then partners
+                                           // that carry an LM label, found on the host
 };
 SdrTensors ToTensors(const data::SdrBatch& batch, const torch::Device& device);
 

@@ -81,10 +81,21 @@ GruAttentionImpl::GruAttentionImpl(int64_t input, int64_t units) {
 torch::Tensor GruAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& lengths) {
   TORCH_CHECK(lengths.is_cpu(), "[model] SMASH's lengths live on the host, where packing reads them");
   const int64_t L = x.size(1);
-  const auto packed = rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
-  const auto [output, unused] = gru_->forward_with_packed_input(packed);
+  // Packing takes the sequences longest first. The order and its inverse are
+  // found on the host, where the lengths are, and sent pinned: rnn::
+  // pack_padded_sequence would send the order by a pageable copy that waits
+  // for the device, and pad_packed_sequence read it back.
+  const auto [sorted, order] = lengths.sort(/*dim=*/0, /*descending=*/true);
+  const torch::Tensor inverse = torch::empty_like(order).scatter_(0, order, torch::arange(order.size(0)));
+  const torch::Tensor longest_first = HostToDevice(order, x.device(), torch::kLong);
+  const torch::Tensor as_given = HostToDevice(inverse, x.device(), torch::kLong);
+  const auto [data, batch_sizes] =
+      torch::_pack_padded_sequence(x.index_select(0, longest_first), sorted, /*batch_first=*/true);
+  const auto [output, unused] = gru_->forward_with_packed_input(rnn::PackedSequence(data, batch_sizes));
   const torch::Tensor states =
-      std::get<0>(rnn::pad_packed_sequence(output, /*batch_first=*/true, /*padding_value=*/0.0, /*total_length=*/L));
+      std::get<0>(torch::_pad_packed_sequence(output.data(), output.batch_sizes(), /*batch_first=*/true,
+                                              /*padding_value=*/0.0, /*total_length=*/L))
+          .index_select(0, as_given);  // (N, L, 2 * units)
   const torch::Tensor mask = HostToDevice(torch::arange(L).unsqueeze(0) < lengths.unsqueeze(1), x.device(),
                                           torch::kBool);  // (N, L)
   return pooling_(states, mask);

@@ -26,11 +26,18 @@ constexpr const char* kPacking = "aten::_pack_padded_sequence";
 
 std::mutex mutex;
 std::vector<std::string> reads;
-std::set<const void*> host_storages;  // the batch sizes packing made
+// The batch sizes packing made, held so that their memory cannot be reused
+// by another tensor while recording.
+std::vector<c10::Storage> host_storages;
 int64_t total = 0;
+bool recording = false;
 
-const void* StorageOf(const c10::IValue& value) {
-  return value.isTensor() && value.toTensor().defined() ? value.toTensor().storage().data() : nullptr;
+bool IsHostStorage(const c10::IValue& value) {
+  if (!value.isTensor() || !value.toTensor().defined()) return false;
+  const c10::StorageImpl* storage = value.toTensor().storage().unsafeGetStorageImpl();
+  for (const c10::Storage& held : host_storages)
+    if (held.unsafeGetStorageImpl() == storage) return true;
+  return false;
 }
 
 std::unique_ptr<at::ObserverContext> Enter(const at::RecordFunction& fn) {
@@ -39,7 +46,7 @@ std::unique_ptr<at::ObserverContext> Enter(const at::RecordFunction& fn) {
   ++total;
   if (!ReadingOps().count(name)) return nullptr;
   const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
-  if (!inputs.empty() && host_storages.count(StorageOf(inputs[0]))) return nullptr;
+  if (!inputs.empty() && IsHostStorage(inputs[0])) return nullptr;
   reads.push_back(name);
   return nullptr;
 }
@@ -47,7 +54,7 @@ std::unique_ptr<at::ObserverContext> Enter(const at::RecordFunction& fn) {
 void Leave(const at::RecordFunction& fn, at::ObserverContext*) {
   if (std::string(fn.name()) != kPacking || fn.outputs().size() < 2) return;
   std::lock_guard<std::mutex> lock(mutex);
-  host_storages.insert(StorageOf(fn.outputs()[1]));
+  if (fn.outputs()[1].isTensor()) host_storages.push_back(fn.outputs()[1].toTensor().storage());
 }
 
 }  // namespace
@@ -55,6 +62,8 @@ void Leave(const at::RecordFunction& fn, at::ObserverContext*) {
 HostReads::HostReads() {
   {
     std::lock_guard<std::mutex> lock(mutex);
+    TORCH_CHECK(!recording, "[test] one HostReads at a time: the recording is process-wide");
+    recording = true;
     reads.clear();
     host_storages.clear();
     total = 0;
@@ -65,7 +74,12 @@ HostReads::HostReads() {
                                       .scopes({at::RecordScope::FUNCTION}));
 }
 
-HostReads::~HostReads() { at::removeCallback(handle_); }
+HostReads::~HostReads() {
+  at::removeCallback(handle_);
+  std::lock_guard<std::mutex> lock(mutex);
+  host_storages.clear();
+  recording = false;
+}
 
 std::vector<std::string> HostReads::seen() const {
   std::lock_guard<std::mutex> lock(mutex);

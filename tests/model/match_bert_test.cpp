@@ -8,6 +8,7 @@
 
 #include "../data/test_corpus.h"
 #include "data/text/tokenizer.h"
+#include "host_reads.h"
 #include "model/losses.h"
 
 namespace docmatch::model {
@@ -257,6 +258,28 @@ TEST(FlatPretraining, WordLmEqualsAHandFormulationInFloat64AndVectorsEqualTheEnc
   const auto plain = model->forward(data::BuildFlatBatch({&docs[0]}, c.Flat()), torch::kCPU);
   EXPECT_FALSE(plain.lm_hidden.defined());
   EXPECT_EQ(plain.vectors.size(0), 1);
+}
+
+// The word LM's step (forward over masked rows and DocSplit's views, loss,
+// backward) reads no value back to the host (host_reads.h): its predicted
+// positions come from the host batch, not a boolean index of device labels.
+TEST(FlatPretraining, WordLmStepReadsNoValueBackFromTheDevice) {
+  torch::manual_seed(0);
+  MatchBertConfig c = Tiny();
+  c.max_tokens = 10;
+  FlatPretraining model(FlatEncoder(c), c);
+  std::vector<data::Document> docs;
+  for (int i = 0; i < 3; ++i) docs.push_back(data::testing::SyntheticDocument(i, 31));
+  data::MaskOptions masks;
+  masks.vocab_size = c.vocab_size;
+  const data::FlatBatch batch = data::BuildFlatBatch({&docs[0], &docs[1], &docs[2]}, c.Flat(), masks, 0);
+  testing::HostReads reads;
+  const auto out = model->forward(batch, torch::kCPU);
+  const auto views = model->ForwardViews(batch, torch::kCPU, /*language_model=*/true);
+  (model->LanguageModelLoss(out.lm_hidden, out.lm_labels) + model->LanguageModelLoss(views.lm_hidden, views.lm_labels))
+      .backward();
+  EXPECT_EQ(reads.seen(), std::vector<std::string>{});
+  EXPECT_GT(out.lm_labels.size(0), 0);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "../data/test_corpus.h"
 #include "data/text/tokenizer.h"
+#include "host_reads.h"
 #include "model/losses.h"
 #include "real_text.h"
 
@@ -57,8 +58,8 @@ TEST(SentenceEncoder, SentencesTooShortForTheirMarksAreRefused) {
   }
 }
 
-TEST(SentenceEncoder, MeanPoolsRealTokensGetsGradientsAndLearns) {
-  torch::manual_seed(0);
+// A small sentence encoder over test_corpus.h's ids, without dropout.
+SdrConfig Small() {
   SdrConfig c;
   c.vocab_size = 1005;
   c.hidden = 32;
@@ -67,6 +68,12 @@ TEST(SentenceEncoder, MeanPoolsRealTokensGetsGradientsAndLearns) {
   c.layers = 2;
   c.max_tokens = 16;
   c.dropout = 0.0;
+  return c;
+}
+
+TEST(SentenceEncoder, MeanPoolsRealTokensGetsGradientsAndLearns) {
+  torch::manual_seed(0);
+  const SdrConfig c = Small();
   SentenceEncoder encoder(c);
   encoder->eval();
   // Padding invariance of the mean pool.
@@ -104,6 +111,26 @@ TEST(SentenceEncoder, MeanPoolsRealTokensGetsGradientsAndLearns) {
   }
   std::cout << "[train] SDR sentence encoder, GPL text, 150 steps: loss " << before << " -> " << after << std::endl;
   EXPECT_LT(after, before / 4) << before << " -> " << after;
+}
+
+// SDR's pre-training step (masked LM and the pair loss, forward and
+// backward) reads no value back to the host (host_reads.h).
+TEST(SentenceEncoder, PretrainingStepReadsNoValueBackFromTheDevice) {
+  torch::manual_seed(0);
+  const SdrConfig c = Small();
+  SentenceEncoder encoder(c);
+  std::vector<data::Document> docs;
+  for (int i = 0; i < 4; ++i) docs.push_back(data::testing::SyntheticDocument(i, 17));
+  std::vector<const data::Document*> pointers;
+  for (const auto& d : docs) pointers.push_back(&d);
+  data::MaskOptions masks;
+  masks.vocab_size = c.vocab_size;
+  const data::SdrBatch batch = data::BuildSdrBatch(pointers, {c.max_tokens}, &masks, 0);
+  testing::HostReads reads;
+  const auto [total, contrastive, lm] = encoder->Loss(ToTensors(batch, torch::kCPU));
+  total.backward();
+  EXPECT_EQ(reads.seen(), std::vector<std::string>{});
+  EXPECT_GT(reads.ops(), 20);
 }
 
 }  // namespace
