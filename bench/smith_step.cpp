@@ -142,7 +142,9 @@ int main(int argc, char** argv) {
     io::WriteSafetensors({{"tokens", tensors.tokens.cpu()},
                           {"block_mask", tensors.block_mask.cpu()},
                           {"lm_labels", tensors.lm_labels.cpu()},
-                          {"masked_blocks", tensors.masked_blocks.cpu()}},
+                          {"masked_blocks", torch::from_blob(const_cast<int64_t*>(batch.masked_blocks.data()),
+                                                             {batch.B, batch.K}, torch::kInt64)
+                                                .clone()}},
                          dump + "/batch.safetensors");
     nlohmann::json json = model::ModelConfigToJson({"smith", config, {}, {}, {}});
     json["lr"] = optimizer_options.lr;

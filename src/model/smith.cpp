@@ -57,13 +57,12 @@ BlockLayout LayoutOf(const data::BlockBatch& batch, const torch::Device& device)
 }  // namespace
 
 BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device) {
-  const int64_t B = batch.B, S = batch.S, T = batch.T, K = batch.K;
+  const int64_t B = batch.B, S = batch.S, T = batch.T;
   BlockTensors t;
   // Each is a copy, made before the batch's memory goes away.
   t.tokens = HostToDevice(batch.tokens.data(), {B, S, T}, torch::kInt32, device, torch::kLong);
   t.lm_labels = HostToDevice(batch.lm_labels.data(), {B, S, T}, torch::kInt32, device, torch::kLong);
   t.block_mask = HostToDevice(batch.block_mask.data(), {B, S}, torch::kUInt8, device, torch::kBool);
-  t.masked_blocks = HostToDevice(batch.masked_blocks.data(), {B, K}, torch::kInt64, device, torch::kInt64);
   t.layout = LayoutOf(batch, device);
   return t;
 }

@@ -72,11 +72,10 @@ struct BlockLayout {
 
 // A BlockBatch as tensors on `device`, with its layout.
 struct BlockTensors {
-  torch::Tensor tokens;         // (B, S, T) int64
-  torch::Tensor block_mask;     // (B, S) bool, true = real block
-  torch::Tensor lm_labels;      // (B, S, T) int64, data::kIgnoreLabel where not predicted
-  torch::Tensor masked_blocks;  // (B, K) int64, -1 = none
-  BlockLayout layout;
+  torch::Tensor tokens;      // (B, S, T) int64
+  torch::Tensor block_mask;  // (B, S) bool, true = real block
+  torch::Tensor lm_labels;   // (B, S, T) int64, data::kIgnoreLabel where not predicted
+  BlockLayout layout;        // the masked blocks among it (layout.masked)
 };
 BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device);
 

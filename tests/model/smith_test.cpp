@@ -70,6 +70,11 @@ data::BlockBatch Padded(const data::BlockBatch& batch, int64_t T, int64_t S) {
   return out;
 }
 
+// The batch's masked block positions as a host tensor (B, K), -1 = none.
+torch::Tensor MaskedBlocks(const data::BlockBatch& batch) {
+  return torch::from_blob(const_cast<int64_t*>(batch.masked_blocks.data()), {batch.B, batch.K}, torch::kInt64).clone();
+}
+
 TEST(Attention, FusedKernelEqualsPlainFormulationWithAndWithoutPadding) {
   torch::manual_seed(1);
   MultiHeadAttention attention(16, 4, 0.0);
@@ -153,7 +158,7 @@ TEST(Smith, OutputShapesAndUnitVectors) {
   const int64_t predicted = t.lm_labels.ne(data::kIgnoreLabel).sum().item<int64_t>();
   EXPECT_EQ(out.lm_hidden.sizes(), (std::vector<int64_t>{predicted, 16}));
   EXPECT_EQ(model->LanguageModelLogits(out.lm_hidden).sizes(), (std::vector<int64_t>{predicted, c.vocab_size}));
-  const int64_t masked = t.masked_blocks.ge(0).sum().item<int64_t>();
+  const int64_t masked = MaskedBlocks(batch).ge(0).sum().item<int64_t>();
   EXPECT_EQ(out.block_predictions.sizes(), (std::vector<int64_t>{masked, 16}));
   EXPECT_EQ(out.block_originals.sizes(), (std::vector<int64_t>{masked, 16}));
 }
@@ -517,9 +522,10 @@ TEST(Smith, BlockLayoutMadeOnTheHostEqualsTheMasksNonzero) {
   const torch::Tensor labels =
       t.lm_labels.reshape({B * S, T}).index_select(0, real).reshape({-1}).index_select(0, tokens);
   const torch::Tensor predicted = labels.ne(data::kIgnoreLabel).nonzero().squeeze(1);
-  const torch::Tensor chosen = t.masked_blocks.ge(0);
+  const torch::Tensor masked_blocks = MaskedBlocks(batch);
+  const torch::Tensor chosen = masked_blocks.ge(0);
   const torch::Tensor rows = torch::arange(B).unsqueeze(1).expand_as(chosen);
-  const torch::Tensor masked = (rows * S + t.masked_blocks).index({chosen});
+  const torch::Tensor masked = (rows * S + masked_blocks).index({chosen});
 
   ASSERT_GT(predicted.size(0), 0);
   ASSERT_GT(masked.size(0), 0);
@@ -610,14 +616,16 @@ TEST(Smith, MaskedBlocksAreReplacedByTheMaskVectorAndTargetsAreTheUnmaskedBlockV
   model->to(torch::kFloat64);  // so that "unchanged" can mean equal to 1e-12
   model->eval();
   const auto docs = TopicDocuments(3, 5, c.block_length, 2);
-  const BlockTensors t = ToTensors(Batch(docs, c, true), torch::kCPU);
-  ASSERT_EQ(t.masked_blocks.ge(0).sum().item<int64_t>(), 6);
+  const data::BlockBatch batch = Batch(docs, c, true);
+  const BlockTensors t = ToTensors(batch, torch::kCPU);
+  const torch::Tensor masked_blocks = MaskedBlocks(batch);  // (3, K)
+  ASSERT_EQ(masked_blocks.ge(0).sum().item<int64_t>(), 6);
   const auto out = model->forward(t, true);
   // Targets: the block vectors of the same tokens, nothing masked at block level.
   const auto blocks = model->encoder->EncodeBlocks(t.tokens, t.layout);
   std::vector<int64_t> flat;
   for (int64_t b = 0; b < 3; ++b)
-    for (int64_t k = 0; k < t.masked_blocks.size(1); ++k) flat.push_back(b * 5 + t.masked_blocks[b][k].item<int64_t>());
+    for (int64_t k = 0; k < masked_blocks.size(1); ++k) flat.push_back(b * 5 + masked_blocks[b][k].item<int64_t>());
   const torch::Tensor expected = blocks.vectors.reshape({15, -1}).index_select(0, torch::tensor(flat));
   EXPECT_TRUE(torch::allclose(out.block_originals, expected, 1e-12, 1e-14));
   // Predictions, by hand: the document transformer over the block vectors with
@@ -627,8 +635,8 @@ TEST(Smith, MaskedBlocksAreReplacedByTheMaskVectorAndTargetsAreTheUnmaskedBlockV
     auto params = model->named_parameters();
     torch::Tensor inputs = blocks.vectors.clone();
     for (int64_t b = 0; b < 3; ++b)
-      for (int64_t k = 0; k < t.masked_blocks.size(1); ++k)
-        inputs[b][t.masked_blocks[b][k].item<int64_t>()] = params["block_mask_vector"];
+      for (int64_t k = 0; k < masked_blocks.size(1); ++k)
+        inputs[b][masked_blocks[b][k].item<int64_t>()] = params["block_mask_vector"];
     const torch::Tensor states =
         model->encoder->EncodeDocument(inputs, t.block_mask).reshape({15, -1}).index_select(0, torch::tensor(flat));
     torch::Tensor h = states.matmul(params["block_dense.weight"].t()) + params["block_dense.bias"];
@@ -644,8 +652,8 @@ TEST(Smith, MaskedBlocksAreReplacedByTheMaskVectorAndTargetsAreTheUnmaskedBlockV
   BlockTensors changed = t;
   changed.tokens = t.tokens.clone();
   for (int64_t b = 0; b < 3; ++b) {
-    for (int64_t k = 0; k < t.masked_blocks.size(1); ++k) {
-      auto row = changed.tokens[b][t.masked_blocks[b][k].item<int64_t>()];
+    for (int64_t k = 0; k < masked_blocks.size(1); ++k) {
+      auto row = changed.tokens[b][masked_blocks[b][k].item<int64_t>()];
       row.slice(0, 1).masked_fill_(row.slice(0, 1).ne(data::kPadId), 900);
     }
   }
@@ -673,7 +681,7 @@ TEST(Smith, MaskedBlocksAreReplacedByTheMaskVectorAndTargetsAreTheUnmaskedBlockV
   BlockTensors neighbour = t;
   neighbour.tokens = t.tokens.clone();
   int64_t unmasked = 0;
-  while ((t.masked_blocks[0] == unmasked).any().item<bool>()) ++unmasked;
+  while ((masked_blocks[0] == unmasked).any().item<bool>()) ++unmasked;
   neighbour.tokens[0][unmasked].slice(0, 1).fill_(900);
   const auto moved = model->forward(neighbour, true);
   EXPECT_GT((moved.block_predictions[0] - out.block_predictions[0]).abs().max().item<double>(), 1e-8);
