@@ -6,7 +6,8 @@ trace of a CUDA step also gives the GPU's busy and idle time over the step
 (the union of its kernels, copies and fills against the span from the first
 operator to the last GPU activity) and the CUDA runtime calls that make the
 host wait (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
-a blocking cudaMemcpy).
+a blocking cudaMemcpy). A trace of `pretrain`/`finetune --profile-steps A:B`
+also gives each step's wall time and, on a GPU, its busy time and launches.
 
   profile_table.py TRACE [--top 25]
 """
@@ -65,6 +66,24 @@ def main():
         print(f"GPU: busy {busy / 1e3:.2f} ms of a {span / 1e3:.2f} ms step ({busy / span:.1%}), "
               f"idle {(span - busy) / 1e3:.2f} ms; {len(gpu)} kernels, copies and fills; host waits: "
               + (", ".join(f"{n} x{c}" for n, c in waits.most_common()) or "none") + "\n")
+    # A training run's trace (--profile-steps) marks each step: its wall time,
+    # and the GPU's busy time and activities that start within it.
+    marks = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]) for e in events
+                   if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e["name"].startswith("docmatch step"))
+    for start, end, name in marks:
+        line = f"{name}: {(end - start) / 1e3:.2f} ms"
+        if gpu:
+            inside = [(max(a, start), min(b, end)) for a, b in gpu if b > start and a < end]
+            busy, last = 0.0, start
+            for a, b in inside:  # sorted by start: the union of the clipped intervals
+                if b > last:
+                    busy += b - max(a, last)
+                    last = b
+            begun = sum(1 for a, _ in gpu if start <= a < end)
+            line += f", GPU busy {busy / 1e3:.2f} ms ({busy / (end - start):.1%}), {begun} kernels, copies and fills"
+        print(line)
+    if marks:
+        print()
     print("| operator | self ms | calls | share |")
     print("|---|---|---|---|")
     for name, us in self_us.most_common(args.top):

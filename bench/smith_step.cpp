@@ -20,7 +20,6 @@
 #endif
 #include <c10/util/Backtrace.h>
 #include <sys/resource.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
@@ -63,20 +62,6 @@ class SyncCounter : public c10::WarningHandler {
   }
   std::map<std::string, int64_t> by_operation;
 };
-
-// One step under the Kineto profiler (CPU operations, and CUDA kernels and
-// runtime calls on a GPU), written as a Chrome trace.
-void ProfileStep(const std::string& path, const torch::Device& device, const std::function<void()>& step) {
-  namespace prof = torch::profiler::impl;
-  const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
-  std::set<prof::ActivityType> activities{prof::ActivityType::CPU};
-  if (device.is_cuda()) activities.insert(prof::ActivityType::CUDA);
-  torch::autograd::profiler::prepareProfiler(config, activities);
-  torch::autograd::profiler::enableProfiler(config, activities);
-  step();
-  if (device.is_cuda()) torch::cuda::synchronize();
-  torch::autograd::profiler::disableProfiler()->save(path);
-}
 
 }  // namespace
 
@@ -183,7 +168,12 @@ int main(int argc, char** argv) {
     host_syncs = counter.by_operation;
   }
 #endif
-  if (!profile.empty()) ProfileStep(profile, device, [&] { train_step(); });
+  if (!profile.empty()) {  // one more step under the Kineto profiler, written as a Chrome trace
+    train::StepProfiler profiler(1, 1, profile, device);
+    profiler.Begin(1);
+    train_step();
+    profiler.End(1);
+  }
   const double step_s = seconds / static_cast<double>(steps);
   nlohmann::json peak_reserved_gib = nullptr;
   if (device.is_cuda()) peak_reserved_gib = train::PeakDeviceMemoryGiB(device);

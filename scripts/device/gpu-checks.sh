@@ -34,7 +34,10 @@
 #                  batch of 256..16 whose bf16 step fits, then the train-step
 #                  benchmark and the peer comparison at that batch
 #   ab.txt         (stage ab) the pre-training step's docs/s, this build against
-#                  .device/base.tar.xz (an earlier pack), interleaved in one call
+#                  .device/base.tar.xz (an earlier pack), interleaved in one call;
+#                  then this build's trainer profiled over steps 31-33 (each
+#                  step's GPU busy time, its operators; trainer-profile.json.gz:
+#                  the trace) and smith_step's host synchronisations
 #   curve.txt      (stage curve, issue 41) MRR against the global batch on the GPU;
 #                  scripts/device/prepare-curve.py says which two calls it takes
 #   finetune.txt   (stage finetune) contrastive fine-tuning, paper config, bf16,
@@ -316,6 +319,18 @@ print(sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step", rows[-1][
       done
     done
   done
+  # Where this build's trainer step goes at batch 32: steps 31-33 under the
+  # profiler (each step's wall, GPU busy time and launches, then the ops),
+  # and the host synchronisations of smith_step's step (the model alone).
+  echo "[gpu-checks] this build's trainer, steps 31-33 profiled, batch 32" | tee -a "$OUT/ab.txt"
+  "${mpi[@]}" -np 1 build/src/docmatch pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml \
+    --device cuda --backend nccl --precision bf16 --steps 33 --batch-size 32 --checkpoint-every 1000 \
+    --profile-steps 31:33 --run /tmp/gpu-ab > "$OUT/ab-profile.log" 2>&1
+  python3 bench/profile_table.py /tmp/gpu-ab/profile/steps-31-33.rank-0.json --top 30 >> "$OUT/ab.txt" 2>&1
+  grep -m 4 -E "^(GPU|docmatch step)" "$OUT/ab.txt"
+  gzip -c /tmp/gpu-ab/profile/steps-31-33.rank-0.json > "$OUT/trainer-profile.json.gz"
+  build/bench/smith_step --model configs/models/smith-paper.yaml --corpus $corpus --batch 32 --steps 3 \
+    --device cuda --precision bf16 --sync-debug 2>&1 | grep -o '"host_syncs":{[^}]*}' | tee -a "$OUT/ab.txt"
   rm -rf /tmp/gpu-ab
 }
 

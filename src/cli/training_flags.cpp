@@ -13,6 +13,7 @@
 
 #include "cli/yaml_config.h"
 #include "dist/runtime.h"
+#include "train/training_run.h"
 
 namespace docmatch::cli {
 
@@ -228,6 +229,22 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
   app->add_flag("--time-split", o->time_split,
                 "log where each step's time goes (time/data_ms, forward, backward, comm, optimizer, other); "
                 "on GPUs this synchronises between phases, so measure with it and train without");
+  app->add_option("--profile-steps", o->profile_steps,
+                  "A:B: run steps A to B (as logged; 20:22) under PyTorch's profiler and write each rank's\n"
+                  "Chrome trace to <run>/profile/steps-A-B.rank-R.json: ops and input shapes, and on GPUs\n"
+                  "the kernels, copies and CUDA calls (host waits). bench/profile_table.py sums it by op;\n"
+                  "chrome://tracing or Perfetto show it. Those steps run slower")
+      ->type_name("A:B")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              train::ParseStepRange(text);
+              return std::string();
+            } catch (const std::invalid_argument& e) {
+              return std::string(e.what());
+            }
+          },
+          "", "step range"));
   app->add_flag_callback(
       "--fresh", [o] { o->resume = false; },
       "start over: remove the run's checkpoints and best/, restart its logs (default: resume from latest)");

@@ -518,8 +518,10 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
   bar.Resume(step);
   model->module().train();
   PhaseTimer timer(options.time_split, device);  // "data": the wait for the loader thread's batch
+  StepProfiler profiler(options, rank, device);
   int64_t timed_from = step;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
+    profiler.Begin(step + 1);
     levels.BeginStep(step);
     double loss = 0;
     bool finite = true;
@@ -632,6 +634,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
       run.Save(step, epoch, position, model->module(), *optimizer, info, trainer);
     }
     timer.Mark("other");  // progress, logging, validation, checkpoints
+    profiler.End(step);
   }
   bar.Finish();
   result.step = step;

@@ -34,6 +34,7 @@ struct LoopOptions {
   int64_t validate_every = 0;         // steps between validations; 0: never
   int64_t patience = 0;               // validations without improvement before stopping; 0: never stop early
   bool time_split = false;            // log each phase's time per step (time/*); on GPUs synchronises between phases
+  std::string profile_steps;          // "A:B": those steps under PyTorch's profiler (StepProfiler); empty: none
   double bucket_mb = 25;              // MB of fp32 gradient per all-reduce bucket
   bool bf16_gradients = false;        // all-reduce gradients in bf16 (half the bytes)
   bool deterministic = false;         // torch's deterministic algorithms (UseDeterministicAlgorithms)

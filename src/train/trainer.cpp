@@ -168,8 +168,10 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   double logged_seconds = 0;
   LoopResult result;
   PhaseTimer timer(options.time_split, device);
+  StepProfiler profiler(options, rank, device);
   int64_t timed_from = step;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
+    profiler.Begin(step + 1);
     levels.BeginStep(step);
     double loss = 0;
     bool finite = true;
@@ -206,8 +208,8 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       if (task.flops) flops += task.flops(*batch);
     }
     if (finite) {
-      TrainingRun::Step(synchronizer, task.module, *optimizer, options.optimizer, step, &timer,
-                        levels.LrFactors(step), levels.Frozen(step));
+      TrainingRun::Step(synchronizer, task.module, *optimizer, options.optimizer, step, &timer, levels.LrFactors(step),
+                        levels.Frozen(step));
     } else {  // the same on every rank, after the same collectives
       synchronizer.Finalize();
       optimizer->zero_grad();
@@ -256,6 +258,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
       run.Save(step, now.epoch, now.position, task.module, *optimizer, task.info, trainer);
     }
     timer.Mark("other");  // progress, logging, validation, checkpoints
+    profiler.End(step);
   }
   bar.Finish();
   result.step = step;
@@ -412,10 +415,9 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& gr
                                                                    options.seed, epoch);
                                  }),
       [&](const Batch& batch) {
-        if (docsplit)
-          return DocSplit(model, batch.chunks, group, options.temperature, options.lm_weight);
-        return SmithPretraining(model, model::ToTensors(batch.chunks.front(), device), objective == "wp+sp",
-                                group, options.detach_block_targets);
+        if (docsplit) return DocSplit(model, batch.chunks, group, options.temperature, options.lm_weight);
+        return SmithPretraining(model, model::ToTensors(batch.chunks.front(), device), objective == "wp+sp", group,
+                                options.detach_block_targets);
       },
       [=](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.B; }) / (docsplit ? 2 : 1); },
       [](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.real_tokens; }); },

@@ -7,6 +7,7 @@
 #include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <glog/logging.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "dist/runtime.h"
@@ -588,6 +590,89 @@ std::map<std::string, double> PhaseTimer::Take(int64_t steps) {
   out["time/step_ms"] = 1e3 * total / static_cast<double>(steps);
   seconds_.clear();
   return out;
+}
+
+StepProfiler::StepProfiler(int64_t first, int64_t last, std::string path, const torch::Device& device)
+    : first_(first), last_(last), path_(std::move(path)), device_(device) {}
+
+namespace {
+std::pair<int64_t, int64_t> ProfiledSteps(const LoopOptions& options) {
+  return options.profile_steps.empty() ? std::pair<int64_t, int64_t>{0, 0} : ParseStepRange(options.profile_steps);
+}
+}  // namespace
+
+StepProfiler::StepProfiler(const LoopOptions& options, int rank, const torch::Device& device)
+    : StepProfiler(ProfiledSteps(options).first, ProfiledSteps(options).second,
+                   ProfilePath(options.run, ProfiledSteps(options).first, ProfiledSteps(options).second, rank),
+                   device) {}
+
+StepProfiler::~StepProfiler() {
+  if (!on_) return;
+  try {
+    Save();
+  } catch (const std::exception& e) {
+    LOG(WARNING) << "[train] the profile of steps " << first_ << "-" << last_ << " was not written to " << path_ << ": "
+                 << e.what();
+  }
+}
+
+void StepProfiler::Begin(int64_t step) {
+  if (first_ <= 0 || step < first_ || step > last_) return;
+  if (!on_) {
+    namespace profiler = torch::profiler::impl;
+    // Kineto reports at ERROR level that it finds no GPU on a machine without one.
+    if (!device_.is_cuda()) setenv("KINETO_LOG_LEVEL", "5", /*overwrite=*/0);
+    const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/true);
+    std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
+    if (device_.is_cuda()) activities.insert(profiler::ActivityType::CUDA);
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+    on_ = true;
+  }
+  span_name_ = "docmatch step " + std::to_string(step);
+  span_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+  span_->before(std::string_view(span_name_), c10::ArrayRef<const c10::IValue>{});
+}
+
+void StepProfiler::End(int64_t step) {
+  if (!on_) return;
+  span_.reset();  // the step's span ends
+  if (step >= last_) Save();
+}
+
+void StepProfiler::Save() {
+  span_.reset();
+  on_ = false;
+  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());  // the last kernels into the trace
+  const std::unique_ptr<torch::autograd::profiler::ProfilerResult> result =
+      torch::autograd::profiler::disableProfiler();
+  std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
+  result->save(path_);
+  LOG(INFO) << "[train] steps " << first_ << "-" << last_ << " profiled: " << path_
+            << " (a Chrome trace; bench/profile_table.py sums it by op)";
+}
+
+std::pair<int64_t, int64_t> ParseStepRange(const std::string& text) {
+  const auto bad = [&] {
+    return std::invalid_argument("'" + text + "' is not a step range: A:B with whole steps 1 <= A <= B (e.g. 20:22), " +
+                                 "or one step A");
+  };
+  const auto number = [&](const std::string& part) {
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 18) throw bad();
+    const int64_t value = std::stoll(part);
+    if (value < 1) throw bad();
+    return value;
+  };
+  const size_t colon = text.find(':');
+  const int64_t first = number(text.substr(0, colon));
+  const int64_t last = colon == std::string::npos ? first : number(text.substr(colon + 1));
+  if (last < first) throw bad();
+  return {first, last};
+}
+
+std::string ProfilePath(const std::string& run, int64_t first, int64_t last, int rank) {
+  return run + "/profile/steps-" + std::to_string(first) + "-" + std::to_string(last) + ".rank-" +
+         std::to_string(rank) + ".json";
 }
 
 bool TrainingRun::CheckFinite(double value, int64_t step, const std::string& policy, const data::Corpus& corpus,

@@ -12,6 +12,7 @@
 // so that a resumed run on as many ranks continues bit for bit on CPU.
 #pragma once
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -115,6 +117,48 @@ class PhaseTimer {
   std::chrono::steady_clock::time_point last_;
   std::map<std::string, double> seconds_;
 };
+
+// Some steps of a run under PyTorch's profiler (--profile-steps A:B): the
+// host's ops with their input shapes and, on a GPU, its kernels, copies and
+// CUDA runtime calls (the host's waits among them), written by each rank as a
+// Chrome trace (chrome://tracing, Perfetto; bench/profile_table.py sums it by
+// op). Each profiled step is one span, "docmatch step N", from before its
+// batch is taken to after its checkpoint, so the data wait, logging and
+// checkpoints of those steps show too. Off (first 0), it costs nothing.
+class StepProfiler {
+ public:
+  // Steps first..last, numbered as the logs number them (the first step of a
+  // run is 1); the trace goes to `path`, written when step `last` ends, or
+  // when the profiler goes out of scope inside the range (a run that stopped).
+  StepProfiler(int64_t first, int64_t last, std::string path, const torch::Device& device);
+  // The loop's --profile-steps (LoopOptions::profile_steps), traced to
+  // ProfilePath(options.run, ...) for this rank.
+  StepProfiler(const LoopOptions& options, int rank, const torch::Device& device);
+  ~StepProfiler();
+  StepProfiler(const StepProfiler&) = delete;
+  StepProfiler& operator=(const StepProfiler&) = delete;
+
+  void Begin(int64_t step);  // step `step` is about to run
+  void End(int64_t step);    // it ran
+
+ private:
+  void Save();
+
+  int64_t first_, last_;
+  std::string path_;
+  torch::Device device_;
+  bool on_ = false;
+  std::string span_name_;
+  std::unique_ptr<at::RecordFunction> span_;
+};
+
+// "A:B" (or "A", one step) as --profile-steps takes it: 1 <= A <= B. Throws
+// std::invalid_argument saying what is wrong.
+std::pair<int64_t, int64_t> ParseStepRange(const std::string& text);
+
+// Where rank `rank` writes the trace of steps first..last of `run`:
+// <run>/profile/steps-<first>-<last>.rank-<rank>.json.
+std::string ProfilePath(const std::string& run, int64_t first, int64_t last, int rank);
 
 // SMITH's two levels trained apart (--sentence-lr-scale,
 // --freeze-sentence-steps of LoopOptions): the sentence-block encoder

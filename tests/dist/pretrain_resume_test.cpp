@@ -11,19 +11,22 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <set>
-#include <fstream>
+#include <vector>
 
 #include "../data/test_corpus.h"
 #include "data/batches/blocks.h"
 #include "dist/mpi_communicator.h"
 #include "dist/process_group.h"
-#include "recording_communicator.h"
 #include "io/checkpoint.h"
 #include "model/config.h"
+#include "recording_communicator.h"
 #include "train/objectives.h"
 #include "train/trainer.h"
+#include "train/training_run.h"
 
 namespace docmatch::train {
 namespace {
@@ -80,6 +83,70 @@ TEST(Pretraining, DocSplitObjectiveRunsAndLogs) {
       ++count;
     }
     EXPECT_EQ(count, 4);
+  }
+  comm.control().Barrier();
+  if (comm.rank() == 0) fs::remove_all(dir);
+}
+
+// A number of a Chrome trace, written as a number or as a string.
+double TraceNumber(const nlohmann::json& value) {
+  return value.is_string() ? std::stod(value.get<std::string>()) : value.get<double>();
+}
+
+// The "train/loss" of each line of a run's metrics.jsonl.
+std::vector<double> LoggedLosses(const std::string& run) {
+  std::vector<double> losses;
+  std::ifstream lines(run + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto json = nlohmann::json::parse(line);
+    if (json.contains("train/loss")) losses.push_back(json["train/loss"].get<double>());
+  }
+  return losses;
+}
+
+// --profile-steps 2:3: every rank writes a Chrome trace of those two steps
+// alone, one span a step, each holding its own AdamW updates (none outside
+// them: step 1 and step 4 are not traced); and the run trains exactly as
+// the same run unprofiled.
+TEST(Pretraining, ProfiledStepsAreTracedByEveryRankAndTrainTheSame) {
+  dist::ProcessGroup comm;
+  const std::string dir = SharedScratch(comm);
+  PretrainOptions plain = Options(dir, "unprofiled", 4), profiled = Options(dir, "profiled", 4);
+  profiled.profile_steps = "2:3";
+  EXPECT_EQ(RunPretraining(plain, comm).step, 4);
+  EXPECT_EQ(RunPretraining(profiled, comm).step, 4);
+
+  const std::string path = ProfilePath(profiled.run, 2, 3, comm.rank());
+  EXPECT_EQ(path, profiled.run + "/profile/steps-2-3.rank-" + std::to_string(comm.rank()) + ".json");
+  ASSERT_TRUE(fs::exists(path)) << path;
+  std::ifstream file(path);
+  const nlohmann::json trace = nlohmann::json::parse(file);
+  std::map<std::string, std::pair<double, double>> steps;  // span name -> [start, end] in microseconds
+  std::vector<double> updates;                             // start of each fused AdamW update
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("ph", "") != "X") continue;
+    const std::string name = event.at("name").get<std::string>();
+    const double start = TraceNumber(event.at("ts")), end = start + TraceNumber(event.at("dur"));
+    if (name.rfind("docmatch step ", 0) == 0) steps[name] = {start, end};
+    if (name == "aten::_fused_adamw_") updates.push_back(start);
+  }
+  ASSERT_EQ(steps.size(), 2u) << "spans of another step than 2 and 3";
+  ASSERT_TRUE(steps.count("docmatch step 2") && steps.count("docmatch step 3"));
+  EXPECT_LE(steps["docmatch step 2"].second, steps["docmatch step 3"].first);
+  int in_step_2 = 0, in_step_3 = 0;
+  for (double start : updates) {
+    in_step_2 += start >= steps["docmatch step 2"].first && start < steps["docmatch step 2"].second;
+    in_step_3 += start >= steps["docmatch step 3"].first && start < steps["docmatch step 3"].second;
+  }
+  EXPECT_GT(in_step_2, 0);
+  EXPECT_EQ(in_step_2, in_step_3);
+  EXPECT_EQ(static_cast<size_t>(in_step_2 + in_step_3), updates.size());
+
+  if (comm.rank() == 0) {
+    const std::vector<double> expected = LoggedLosses(plain.run);
+    EXPECT_EQ(expected.size(), 4u);
+    EXPECT_EQ(LoggedLosses(profiled.run), expected);
   }
   comm.control().Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
@@ -167,8 +234,7 @@ TEST(Pretraining, ValidationLossIsTheWholeBatchObjectiveInOneProcess) {
     for (int64_t i = 0; i < global; ++i) docs.push_back(valid.Get(b * global + i));
     std::vector<const data::Document*> pointers;
     for (const auto& d : docs) pointers.push_back(&d);
-    const data::BlockBatch batch =
-        data::BuildBlockBatch(pointers, config.Blocks(), &masks, /*epoch=*/0);
+    const data::BlockBatch batch = data::BuildBlockBatch(pointers, config.Blocks(), &masks, /*epoch=*/0);
     expected += SmithPretraining(model, model::ToTensors(batch, torch::kCPU), true, alone).value / batches;
   }
   const double logged = LoggedValue(dir + "/valid/metrics.jsonl", 1, "valid/loss");
@@ -224,8 +290,7 @@ double ObjectiveOnFirstDocuments(model::SmithPretraining& model, const std::stri
   for (int64_t i = 0; i < count; ++i) docs.push_back(corpus.Get(i));
   std::vector<const data::Document*> pointers;
   for (const auto& d : docs) pointers.push_back(&d);
-  const data::BlockBatch batch =
-      data::BuildBlockBatch(pointers, config.Blocks(), &masks, /*epoch=*/0);
+  const data::BlockBatch batch = data::BuildBlockBatch(pointers, config.Blocks(), &masks, /*epoch=*/0);
   return SmithPretraining(model, model::ToTensors(batch, torch::kCPU), true, alone).value;
 }
 

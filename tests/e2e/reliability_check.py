@@ -272,7 +272,8 @@ def round_two(c):
     c.run(["embed", "--model", step, "--corpus", c.corpus, "--output", c.path("still-good.h5"), "--no-progress"])
     # 3. Options: zero, NaN and out-of-range values name the option (exit 2).
     for flag, value in (("--checkpoint-every", "0"), ("--log-every", "0"), ("--collective-timeout", "nan"),
-                        ("--accumulation", "0"), ("--lr", "inf")):
+                        ("--accumulation", "0"), ("--lr", "inf"), ("--profile-steps", "3:2"),
+                        ("--profile-steps", "0"), ("--profile-steps", "2:x")):
         args = c.pretrain(c.path("never"), 2)
         if flag in args:
             args[args.index(flag) + 1] = value
@@ -286,6 +287,19 @@ def round_two(c):
     result = subprocess.run([c.docmatch] + args, capture_output=True, text=True)
     check(result.returncode == 2 and "--decay-steps" in result.stderr, f"--decay-steps 0: {result.stderr!r}")
     check(not os.path.exists(os.path.join(c.path("never"), "step-1")), "a refused option still trained")
+    # --profile-steps 2:3: the trace of those steps, named on the console, which bench/profile_table.py reads.
+    profiled = c.path("profiled")
+    output = c.run(c.pretrain(profiled, 3, "--profile-steps", "2:3"))
+    trace = os.path.join(profiled, "profile", "steps-2-3.rank-0.json")
+    check(os.path.exists(trace) and f"steps 2-3 profiled: {trace}" in output and "gpuGetDeviceCount" not in output,
+          f"--profile-steps 2:3 (a trace, and no profiler noise about a missing GPU):\n{output[-1500:]}")
+    table = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                                         "bench", "profile_table.py"), trace, "--top", "1000"],
+                           capture_output=True, text=True)
+    check(table.returncode == 0 and re.search(r"^docmatch step 2: [0-9.]+ ms$", table.stdout, re.M) and
+          re.search(r"^docmatch step 3: [0-9.]+ ms$", table.stdout, re.M) and "docmatch step 1:" not in table.stdout
+          and "| aten::_fused_adamw_ |" in table.stdout, f"profile_table.py on {trace}:\n{table.stdout[:1500]}"
+          f"{table.stderr[-1500:]}")
     # 4. config.json edited with the same size: its checksum is checked.
     edited = c.path("edited")
     shutil.copytree(step, edited)

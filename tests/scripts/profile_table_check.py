@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""bench/profile_table.py on a Chrome trace written by hand, its figures
+worked out by hand: operators' self time (their time less the ops they
+called, per thread), the GPU's busy time as the union of its intervals, the
+host waits, and a training run's steps (--profile-steps): each step's wall
+time, the GPU's busy time clipped to the step, and the launches that start
+in it.
+
+usage: profile_table_check.py SCRATCH_DIR
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "..", "bench", "profile_table.py")
+
+
+def span(name, cat, ts, dur, tid=1):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+
+
+def main():
+    scratch = sys.argv[1]
+    os.makedirs(scratch, exist_ok=True)
+    # Two steps of 1,000 us each on the host (thread 1). In step 1 aten::linear
+    # (0-400) calls aten::mm (100-300): self times 200 and 200. In step 2
+    # aten::mm alone (1,100-1,300). A loader thread (2) runs one op, 50 us.
+    # GPU: kernels at 150-350 and 300-500 (union 150-500: 350 us, all in
+    # step 1), 900-1,200 (100 us in step 1, 200 in step 2; it starts in step
+    # 1), a copy at 1,500-1,600 (step 2); union over the trace 750 us.
+    events = [
+        span("docmatch step 1", "user_annotation", 0, 1000),
+        span("docmatch step 2", "user_annotation", 1000, 1000),
+        span("aten::linear", "cpu_op", 0, 400),
+        span("aten::mm", "cpu_op", 100, 200),
+        span("aten::mm", "cpu_op", 1100, 200),
+        span("aten::index_select", "cpu_op", 10, 50, tid=2),
+        span("cudaStreamSynchronize", "cuda_runtime", 1700, 100),
+        span("sm90_gemm", "kernel", 150, 200, tid=7),
+        span("sm90_gemm", "kernel", 300, 200, tid=7),
+        span("elementwise", "kernel", 900, 300, tid=7),
+        span("Memcpy HtoD", "gpu_memcpy", 1500, 100, tid=7),
+    ]
+    trace = os.path.join(scratch, "trace.json")
+    with open(trace, "w") as f:
+        json.dump({"traceEvents": events}, f)
+    result = subprocess.run([sys.executable, SCRIPT, trace, "--top", "50"], capture_output=True, text=True)
+    out = result.stdout
+    failures = []
+
+    def expect(condition, what):
+        if not condition:
+            failures.append(what)
+
+    expect(result.returncode == 0, f"exit {result.returncode}: {result.stderr}")
+    # The trace's span: from the first op (0) to the GPU's last activity (1,600).
+    expect("GPU: busy 0.75 ms of a 1.60 ms step (46.9%), idle 0.85 ms; 4 kernels, copies and fills; "
+           "host waits: cudaStreamSynchronize x1" in out, "the GPU line")
+    expect(re.search(r"^docmatch step 1: 1\.00 ms, GPU busy 0\.45 ms \(45\.0%\), 3 kernels, copies and fills$", out,
+                     re.M), "step 1: 350 + 100 us busy, three launches start in it")
+    expect(re.search(r"^docmatch step 2: 1\.00 ms, GPU busy 0\.30 ms \(30\.0%\), 1 kernels, copies and fills$", out,
+                     re.M), "step 2: 200 + 100 us busy, the copy starts in it")
+    rows = {m.group(1): (float(m.group(2)), int(m.group(3)))
+            for m in re.finditer(r"^\| (\S+) \| ([0-9.]+) \| (\d+) \|", out, re.M)}
+    expect(rows.get("aten::mm") == (0.40, 2), f"aten::mm: {rows.get('aten::mm')}")
+    expect(rows.get("aten::linear") == (0.20, 1), f"aten::linear: {rows.get('aten::linear')}")
+    expect(rows.get("aten::index_select") == (0.05, 1), f"aten::index_select: {rows.get('aten::index_select')}")
+    # Each step's span holds what its ops and runtime calls leave: 1,000 -
+    # 400, and 1,000 - 200 - 100 (the host's wait in step 2).
+    expect("| docmatch step 1 | 0.60 | 1 |" in out, "step 1's own time")
+    expect("| docmatch step 2 | 0.70 | 1 |" in out, "step 2's own time")
+    if failures:
+        print(out)
+        for what in failures:
+            print("FAILED:", what)
+        sys.exit(1)
+    print("profile_table.py: every figure as worked out by hand")
+
+
+if __name__ == "__main__":
+    main()
