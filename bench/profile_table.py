@@ -16,6 +16,45 @@ import collections
 import json
 
 
+# Ops that make no work of their own: views, allocations, dtype queries.
+NO_WORK = {
+    "aten::view", "aten::reshape", "aten::_reshape_alias", "aten::as_strided", "aten::transpose", "aten::t",
+    "aten::narrow", "aten::slice", "aten::select", "aten::expand", "aten::unsqueeze", "aten::squeeze",
+    "aten::permute", "aten::detach", "detach", "aten::detach_", "detach_", "aten::alias", "aten::empty",
+    "aten::empty_strided", "aten::empty_like", "aten::resize_", "aten::_unsafe_view", "aten::unflatten",
+    "aten::flatten", "aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind", "aten::view_as",
+    "aten::expand_as", "aten::lift_fresh", "aten::result_type", "aten::contiguous", "aten::to", "aten::movedim",
+    "aten::resolve_conj", "aten::resolve_neg", "aten::promote_types", "aten::set_", "aten::scalar_tensor",
+    "aten::mT", "aten::matrix_H", "aten::swapaxes", "aten::diagonal", "aten::as_strided_",
+}
+
+
+def leaf_ops(events):
+    """The start of every ATen op (cat cpu_op) that does work and calls no
+    other op that does: the ops that run a kernel of their own, about one
+    launch each on a GPU. On a CPU trace, where no kernels are recorded, a
+    proxy for a step's launches."""
+    by_thread = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            by_thread[e.get("tid")].append([float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"], False])
+    starts = []
+    for ops in by_thread.values():
+        ops.sort(key=lambda o: (o[0], -o[1]))
+        stack = []
+        for op in ops:
+            while stack and stack[-1][1] <= op[0]:
+                stack.pop()
+            if op[2] not in NO_WORK:
+                for caller in stack:  # each caller calls an op that works
+                    caller[3] = True
+            stack.append(op)
+        # An autograd node (MmBackward0, AccumulateGrad) works through the
+        # aten ops it calls; one that calls none launches nothing.
+        starts += [op[0] for op in ops if op[2].startswith("aten::") and op[2] not in NO_WORK and not op[3]]
+    return starts
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace")
@@ -48,6 +87,7 @@ def main():
         for done in stack:
             self_us[done[1]] += done[3] - done[2]
     print(f"profiled top-level time: {wall / 1e3:.1f} ms (all threads)\n")
+    leaves = leaf_ops(events)
     gpu = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
                  if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     if gpu:
@@ -68,10 +108,10 @@ def main():
               + (", ".join(f"{n} x{c}" for n, c in waits.most_common()) or "none") + "\n")
     # A training run's trace (--profile-steps) marks each step: its wall time,
     # and the GPU's busy time and activities that start within it.
-    marks = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]) for e in events
-                   if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e["name"].startswith("docmatch step"))
+    marks = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]) for e in events if e.get("ph") == "X"
+                   and e.get("cat") == "user_annotation" and e["name"].startswith("docmatch step"))
     for start, end, name in marks:
-        line = f"{name}: {(end - start) / 1e3:.2f} ms"
+        line = f"{name}: {(end - start) / 1e3:.2f} ms, {sum(1 for t in leaves if start <= t < end)} leaf ops"
         if gpu:
             inside = [(max(a, start), min(b, end)) for a, b in gpu if b > start and a < end]
             busy, last = 0.0, start
@@ -84,6 +124,7 @@ def main():
         print(line)
     if marks:
         print()
+    print(f"leaf ops: {len(leaves)} (ATen ops that call no other op that works; views and allocations left out)\n")
     print("| operator | self ms | calls | share |")
     print("|---|---|---|---|")
     for name, us in self_us.most_common(args.top):

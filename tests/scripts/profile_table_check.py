@@ -3,8 +3,8 @@
 worked out by hand: operators' self time (their time less the ops they
 called, per thread), the GPU's busy time as the union of its intervals, the
 host waits, and a training run's steps (--profile-steps): each step's wall
-time, the GPU's busy time clipped to the step, and the launches that start
-in it.
+time, its leaf ops (work, no working callee: a launch proxy), the GPU's
+busy time clipped to the step, and the launches that start in it.
 
 usage: profile_table_check.py SCRATCH_DIR
 """
@@ -27,7 +27,10 @@ def main():
     os.makedirs(scratch, exist_ok=True)
     # Two steps of 1,000 us each on the host (thread 1). In step 1 aten::linear
     # (0-400) calls aten::mm (100-300): self times 200 and 200. In step 2
-    # aten::mm alone (1,100-1,300). A loader thread (2) runs one op, 50 us.
+    # aten::mm (1,100-1,300), MmBackward0 calling aten::mm (80 of its 100
+    # us), TBackward0 calling aten::t (20 of 40) and an aten::view (10). A
+    # loader thread (2) runs one op in step 1, 50 us. Leaf ops (work, no
+    # working callee): step 1 mm and index_select, step 2 the two mm.
     # GPU: kernels at 150-350 and 300-500 (union 150-500: 350 us, all in
     # step 1), 900-1,200 (100 us in step 1, 200 in step 2; it starts in step
     # 1), a copy at 1,500-1,600 (step 2); union over the trace 750 us.
@@ -37,6 +40,11 @@ def main():
         span("aten::linear", "cpu_op", 0, 400),
         span("aten::mm", "cpu_op", 100, 200),
         span("aten::mm", "cpu_op", 1100, 200),
+        span("MmBackward0", "cpu_op", 1400, 100),  # an autograd node through the op it calls
+        span("aten::mm", "cpu_op", 1410, 80),
+        span("TBackward0", "cpu_op", 1520, 40),  # one whose op is a view: no work of its own
+        span("aten::t", "cpu_op", 1530, 20),
+        span("aten::view", "cpu_op", 1600, 10),
         span("aten::index_select", "cpu_op", 10, 50, tid=2),
         span("cudaStreamSynchronize", "cuda_runtime", 1700, 100),
         span("sm90_gemm", "kernel", 150, 200, tid=7),
@@ -59,19 +67,21 @@ def main():
     # The trace's span: from the first op (0) to the GPU's last activity (1,600).
     expect("GPU: busy 0.75 ms of a 1.60 ms step (46.9%), idle 0.85 ms; 4 kernels, copies and fills; "
            "host waits: cudaStreamSynchronize x1" in out, "the GPU line")
-    expect(re.search(r"^docmatch step 1: 1\.00 ms, GPU busy 0\.45 ms \(45\.0%\), 3 kernels, copies and fills$", out,
-                     re.M), "step 1: 350 + 100 us busy, three launches start in it")
-    expect(re.search(r"^docmatch step 2: 1\.00 ms, GPU busy 0\.30 ms \(30\.0%\), 1 kernels, copies and fills$", out,
-                     re.M), "step 2: 200 + 100 us busy, the copy starts in it")
+    expect("leaf ops: 4 (" in out, "the leaf ops: three mm and index_select")
+    expect(re.search(r"^docmatch step 1: 1\.00 ms, 2 leaf ops, GPU busy 0\.45 ms \(45\.0%\), 3 kernels, copies "
+                     r"and fills$", out, re.M), "step 1: 350 + 100 us busy, three launches start in it")
+    expect(re.search(r"^docmatch step 2: 1\.00 ms, 2 leaf ops, GPU busy 0\.30 ms \(30\.0%\), 1 kernels, copies "
+                     r"and fills$", out, re.M), "step 2: 200 + 100 us busy, the copy starts in it")
     rows = {m.group(1): (float(m.group(2)), int(m.group(3)))
             for m in re.finditer(r"^\| (\S+) \| ([0-9.]+) \| (\d+) \|", out, re.M)}
-    expect(rows.get("aten::mm") == (0.40, 2), f"aten::mm: {rows.get('aten::mm')}")
+    expect(rows.get("aten::mm") == (0.48, 3), f"aten::mm: {rows.get('aten::mm')}")
+    expect(rows.get("MmBackward0") == (0.02, 1) and rows.get("TBackward0") == (0.02, 1), "the autograd nodes")
     expect(rows.get("aten::linear") == (0.20, 1), f"aten::linear: {rows.get('aten::linear')}")
     expect(rows.get("aten::index_select") == (0.05, 1), f"aten::index_select: {rows.get('aten::index_select')}")
     # Each step's span holds what its ops and runtime calls leave: 1,000 -
-    # 400, and 1,000 - 200 - 100 (the host's wait in step 2).
+    # 400, and 1,000 - 200 - 100 - 40 - 10 - 100 (the host's wait in step 2).
     expect("| docmatch step 1 | 0.60 | 1 |" in out, "step 1's own time")
-    expect("| docmatch step 2 | 0.70 | 1 |" in out, "step 2's own time")
+    expect("| docmatch step 2 | 0.55 | 1 |" in out, "step 2's own time")
     if failures:
         print(out)
         for what in failures:
