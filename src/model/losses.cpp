@@ -127,10 +127,9 @@ torch::Tensor Temperature::Apply(const torch::Tensor& cosines) const {
   return cosines * log_scale_.clamp_max(std::log(kMaxScale)).exp().to(cosines.scalar_type());
 }
 
-double Temperature::value() const {
-  if (!learned()) return fixed_;
-  return 1.0 / std::exp(std::min(log_scale_.item<double>(), std::log(kMaxScale)));
-}
+double Temperature::value() const { return learned() ? OfLogScale(log_scale_.item<double>()) : fixed_; }
+
+double Temperature::OfLogScale(double log_scale) { return 1.0 / std::exp(std::min(log_scale, std::log(kMaxScale))); }
 
 torch::Tensor ContrastivePairLoss(const torch::Tensor& queries, const torch::Tensor& candidates,
                                   const torch::Tensor& positive, const torch::Tensor& excluded,

@@ -58,8 +58,11 @@ class Temperature {
 
   // cosines / tau, differentiable in log_scale when learned.
   torch::Tensor Apply(const torch::Tensor& cosines) const;
-  // tau now (the capped one when learned).
+  // tau now (the capped one when learned); when learned, a read of the
+  // device's log-scale.
   double value() const;
+  // tau for a log-scale already on the host, capped as Apply caps it.
+  static double OfLogScale(double log_scale);
   bool learned() const { return log_scale_.defined(); }
   const torch::Tensor& log_scale() const { return log_scale_; }
 

@@ -123,12 +123,16 @@ Objective ContrastiveObjective(const torch::Tensor& loss, const torch::Tensor& t
                                const model::Temperature& temperature) {
   const int loss_slot = totals.Add(loss, queries);
   const int top1_slot = totals.Add(top1, queries);
+  // A learned temperature rides in the same copy as the sums: every rank adds
+  // the same log-scale once, so their mean is it, and no item() of its own
+  // waits for the device each step.
+  const int scale_slot = temperature.learned() ? totals.Add(temperature.log_scale(), 1) : -1;
   totals.Reduce();
   Objective objective;
   objective.loss = totals.Scaled(loss, loss_slot);
   objective.value = totals.mean(loss_slot);
   objective.parts = {{"infonce", objective.value}, {"top1", totals.mean(top1_slot)}};
-  if (temperature.learned()) objective.parts["temperature"] = temperature.value();
+  if (scale_slot >= 0) objective.parts["temperature"] = model::Temperature::OfLogScale(totals.mean(scale_slot));
   return objective;
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "../data/test_corpus.h"
+#include "../model/host_reads.h"
 #include "data/batches/docsplit.h"
 #include "dist/gradient_synchronizer.h"
 #include "dist/process_group.h"
@@ -481,6 +482,39 @@ TEST(WorldSizeInvariance, ContrastiveWithALearnedTemperature) {
                   /*steps=*/4, /*parameter_atol=*/1e-9);
   ExpectInvariant("cached-contrastive-learned-temperature", SeededScaledSmithEncoder, LearnedTemperatureContrastive(2),
                   /*steps=*/4, /*parameter_atol=*/1e-9, LearnedTemperatureContrastive(1 << 20));
+}
+
+// A learned temperature is logged from the step's one copy of loss sums
+// (Totals), not by a read of its own (issue 37, item 6: on a GPU an item()
+// waits for the device's queue every step). A contrastive step, plain and
+// cached, forward and backward, reads no value back, and the temperature it
+// logs is tau = 1 / exp(log_scale) on every rank.
+TEST(Contrastive, ALearnedTemperatureIsLoggedWithoutAReadOfItsOwn) {
+  dist::ProcessGroup world;
+  const int64_t begin = world.rank() * kPerRank, end = begin + kPerRank;
+  torch::manual_seed(0);
+  ScaledSmithEncoder model;
+  model->to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    model->log_scale.fill_(std::log(1.0 / 0.07));
+  }
+  for (const int64_t chunk : {int64_t{1} << 20, int64_t{2}}) {
+    std::vector<std::string> seen;
+    train::Objective objective;
+    {
+      const model::testing::HostReads reads;
+      objective = LearnedTemperatureContrastive(chunk)(*model, begin, end, world);
+      train::Backward(objective, 1.0, [](bool) {});
+      seen = reads.seen();
+      EXPECT_GT(reads.ops(), 100) << "the recorder saw the step";
+    }
+    std::string names;
+    for (const std::string& name : seen) names += name + " ";
+    EXPECT_TRUE(seen.empty()) << "chunk " << chunk << ": " << names;
+    EXPECT_NEAR(objective.parts.at("temperature"), 0.07, 1e-12) << "chunk " << chunk;
+    model->zero_grad();
+  }
 }
 
 // The re-run of each chunk draws the same dropout as its first pass: with
