@@ -7,7 +7,8 @@ trace of a CUDA step also gives the GPU's busy and idle time over the step
 operator to the last GPU activity) and the CUDA runtime calls that make the
 host wait (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
 a blocking cudaMemcpy). A trace of `pretrain`/`finetune --profile-steps A:B`
-also gives each step's wall time and, on a GPU, its busy time and launches.
+also gives each step's wall time, its leaf ops and, on a GPU, the busy time
+and number of the kernels, copies and fills it launched.
 
   profile_table.py TRACE [--top 25]
 """
@@ -31,9 +32,11 @@ NO_WORK = {
 
 def leaf_ops(events):
     """The start of every ATen op (cat cpu_op) that does work and calls no
-    other op that does: the ops that run a kernel of their own, about one
-    launch each on a GPU. On a CPU trace, where no kernels are recorded, a
-    proxy for a step's launches."""
+    other op that does. On a CPU trace, where no kernels are recorded, a
+    proxy for a step's launches, not a count: an op that runs a kernel of
+    its own and also calls a working op (addmm copying its bias in) is not
+    counted, an op that reads a value back (_local_scalar_dense) is, and
+    copies to a device and communication do not show on a CPU."""
     by_thread = collections.defaultdict(list)
     for e in events:
         if e.get("ph") == "X" and e.get("cat") == "cpu_op":
@@ -67,7 +70,8 @@ def main():
         events = json.loads(text if text.endswith("]") else text + "]")
     spans = collections.defaultdict(list)  # thread -> (start, end, name)
     for e in events:
-        if e.get("ph") == "X" and not e["name"].startswith("PyTorch Profiler"):  # Kineto's span of the whole trace
+        # Left out: Kineto's span of the whole trace, and the steps' copies on the GPU's timeline.
+        if e.get("ph") == "X" and not e["name"].startswith("PyTorch Profiler") and e.get("cat") != "gpu_user_annotation":
             spans[e.get("tid")].append((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]))
     self_us, calls = collections.Counter(), collections.Counter()
     wall = 0.0
@@ -107,20 +111,30 @@ def main():
               f"idle {(span - busy) / 1e3:.2f} ms; {len(gpu)} kernels, copies and fills; host waits: "
               + (", ".join(f"{n} x{c}" for n, c in waits.most_common()) or "none") + "\n")
     # A training run's trace (--profile-steps) marks each step: its wall time,
-    # and the GPU's busy time and activities that start within it.
+    # its leaf ops, and the GPU work it launched (a kernel runs after its
+    # launch, often in the next step's span: each activity goes to the step
+    # of the runtime call with its correlation id, or of its own start).
     marks = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]) for e in events if e.get("ph") == "X"
                    and e.get("cat") == "user_annotation" and e["name"].startswith("docmatch step"))
+    launched = {e["args"]["correlation"]: float(e["ts"]) for e in events if e.get("ph") == "X" and
+                e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    work = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]),
+                   launched.get(e.get("args", {}).get("correlation"), float(e["ts"]))) for e in events
+                  if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     for start, end, name in marks:
         line = f"{name}: {(end - start) / 1e3:.2f} ms, {sum(1 for t in leaves if start <= t < end)} leaf ops"
-        if gpu:
-            inside = [(max(a, start), min(b, end)) for a, b in gpu if b > start and a < end]
-            busy, last = 0.0, start
-            for a, b in inside:  # sorted by start: the union of the clipped intervals
-                if b > last:
-                    busy += b - max(a, last)
+        if work:
+            mine = [(a, b) for a, b, at in work if start <= at < end]
+            busy, last = 0.0, None
+            for a, b in mine:  # sorted by start: their union
+                if last is None or a > last:
+                    busy += b - a
                     last = b
-            begun = sum(1 for a, _ in gpu if start <= a < end)
-            line += f", GPU busy {busy / 1e3:.2f} ms ({busy / (end - start):.1%}), {begun} kernels, copies and fills"
+                elif b > last:
+                    busy += b - last
+                    last = b
+            line += (f", GPU work launched {busy / 1e3:.2f} ms ({busy / (end - start):.1%} of the step), "
+                     f"{len(mine)} kernels, copies and fills")
         print(line)
     if marks:
         print()

@@ -67,6 +67,7 @@ class SyncCounter : public c10::WarningHandler {
 
 int main(int argc, char** argv) {
   const std::string host_allocator = dist::ConfigureHostAllocator();
+  dist::QuietProfilerWithoutGpuDriver();
   CLI::App app{"SMITH pre-training step, docmatch's side of bench/peers (JSON on stdout)"};
   std::string model_path, corpus_dir, dump, profile, device_name = "cpu", precision = "fp32";
   bool sync_debug = false;
@@ -169,7 +170,7 @@ int main(int argc, char** argv) {
   }
 #endif
   if (!profile.empty()) {  // one more step under the Kineto profiler, written as a Chrome trace
-    train::StepProfiler profiler(1, 1, profile, device);
+    train::StepProfiler profiler(/*first=*/1, /*last=*/1, profile, device);
     profiler.Begin(1);
     train_step();
     profiler.End(1);

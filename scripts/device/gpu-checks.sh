@@ -319,12 +319,13 @@ print(sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step", rows[-1][
       done
     done
   done
-  # Where this build's trainer step goes at batch 32: steps 31-33 under the
-  # profiler (each step's wall, GPU busy time and launches, then the ops),
+  # Where this build's trainer step goes at batch 32: steps 31-33 of 40 under
+  # the profiler (not the last, which checkpoints; step 30 logs: 31-33 do not;
+  # each step's wall, leaf ops, the GPU work it launched, then the ops),
   # and the host synchronisations of smith_step's step (the model alone).
   echo "[gpu-checks] this build's trainer, steps 31-33 profiled, batch 32" | tee -a "$OUT/ab.txt"
   "${mpi[@]}" -np 1 build/src/docmatch pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml \
-    --device cuda --backend nccl --precision bf16 --steps 33 --batch-size 32 --checkpoint-every 1000 \
+    --device cuda --backend nccl --precision bf16 --steps 40 --batch-size 32 --checkpoint-every 1000 \
     --profile-steps 31:33 --run /tmp/gpu-ab > "$OUT/ab-profile.log" 2>&1
   python3 bench/profile_table.py /tmp/gpu-ab/profile/steps-31-33.rank-0.json --top 30 >> "$OUT/ab.txt" 2>&1
   grep -m 4 -E "^(GPU|docmatch step)" "$OUT/ab.txt"

@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
   H5dont_atexit();
   try {
     docmatch::dist::ConfigureHostAllocator();
+    docmatch::dist::QuietProfilerWithoutGpuDriver();
   } catch (const std::exception& e) {
     std::cerr << "docmatch: error: " << e.what() << std::endl;
     return 2;

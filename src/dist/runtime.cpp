@@ -47,6 +47,12 @@ std::string ConfigureHostAllocator() {
 
 std::string HostAllocator() { return host_allocator; }
 
+void QuietProfilerWithoutGpuDriver() {
+  // Kineto's levels run from 0 (verbose) to 4 (error); 5 prints nothing.
+  constexpr char kKinetoSilent[] = "5";
+  if (!std::filesystem::exists("/proc/driver/nvidia")) setenv("KINETO_LOG_LEVEL", kKinetoSilent, /*overwrite=*/0);
+}
+
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   // Under a file size limit (ulimit -f) Open MPI's singleton start-up dies
   // in PMIx's shared-memory store, whose segment files outgrow the limit

@@ -67,6 +67,11 @@ void UseDevice(const torch::Device& device);
 // peak RSS (+28% on smith-paper); DOCMATCH_HOST_ALLOCATOR=system keeps
 // glibc's behaviour. Call first thing in main(). Returns the mode it set.
 std::string ConfigureHostAllocator();
+// On a machine without NVIDIA's driver, PyTorch's profiler (Kineto) logs an
+// ERROR each time it starts that it found no GPU (--profile-steps on a CPU):
+// its log level is set above ERROR there, unless KINETO_LOG_LEVEL is given.
+// Call first thing in main(), before any thread reads the environment.
+void QuietProfilerWithoutGpuDriver();
 // The mode ConfigureHostAllocator set ("system" if it never ran).
 std::string HostAllocator();
 

@@ -518,7 +518,7 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
   bar.Resume(step);
   model->module().train();
   PhaseTimer timer(options.time_split, device);  // "data": the wait for the loader thread's batch
-  StepProfiler profiler(options, rank, device);
+  StepProfiler profiler(options, "finetune", rank, /*start_step=*/step, device);
   int64_t timed_from = step;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
     profiler.Begin(step + 1);

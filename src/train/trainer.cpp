@@ -168,7 +168,7 @@ LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data
   double logged_seconds = 0;
   LoopResult result;
   PhaseTimer timer(options.time_split, device);
-  StepProfiler profiler(options, rank, device);
+  StepProfiler profiler(options, "train", rank, /*start_step=*/step, device);
   int64_t timed_from = step;
   while (step < options.steps && !result.stopped_early && !result.interrupted) {
     profiler.Begin(step + 1);

@@ -17,12 +17,14 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <iomanip>
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "dist/runtime.h"
 #include "files/file_writer.h"
@@ -592,46 +594,48 @@ std::map<std::string, double> PhaseTimer::Take(int64_t steps) {
   return out;
 }
 
+StepProfiler::StepProfiler(const LoopOptions& options, const std::string& stage, int rank, int64_t start_step,
+                           const torch::Device& device)
+    : run_(options.run), stage_(stage), rank_(rank), device_(device) {
+  if (options.profile_steps.empty()) return;
+  std::tie(first_, last_) = ParseStepRange(options.profile_steps);
+  if (last_ <= start_step || first_ > options.steps) {
+    if (rank == 0) {
+      LOG(WARNING) << "[" << stage << "] --profile-steps " << options.profile_steps << ": no such step in this run "
+                   << "(steps " << start_step + 1 << "-" << options.steps << "), nothing profiled";
+    }
+    first_ = last_ = 0;
+  }
+}
+
 StepProfiler::StepProfiler(int64_t first, int64_t last, std::string path, const torch::Device& device)
     : first_(first), last_(last), path_(std::move(path)), device_(device) {}
 
-namespace {
-std::pair<int64_t, int64_t> ProfiledSteps(const LoopOptions& options) {
-  return options.profile_steps.empty() ? std::pair<int64_t, int64_t>{0, 0} : ParseStepRange(options.profile_steps);
-}
-}  // namespace
-
-StepProfiler::StepProfiler(const LoopOptions& options, int rank, const torch::Device& device)
-    : StepProfiler(ProfiledSteps(options).first, ProfiledSteps(options).second,
-                   ProfilePath(options.run, ProfiledSteps(options).first, ProfiledSteps(options).second, rank),
-                   device) {}
-
 StepProfiler::~StepProfiler() {
-  if (!on_) return;
-  try {
-    Save();
-  } catch (const std::exception& e) {
-    LOG(WARNING) << "[train] the profile of steps " << first_ << "-" << last_ << " was not written to " << path_ << ": "
-                 << e.what();
-  }
+  if (on_) Save();
 }
 
 void StepProfiler::Begin(int64_t step) {
-  if (first_ <= 0 || step < first_ || step > last_) return;
-  if (!on_) {
-    namespace profiler = torch::profiler::impl;
-    // Kineto reports at ERROR level that it finds no GPU on a machine without one.
-    if (!device_.is_cuda()) setenv("KINETO_LOG_LEVEL", "5", /*overwrite=*/0);
-    const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/true);
-    std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
-    if (device_.is_cuda()) activities.insert(profiler::ActivityType::CUDA);
+  if (first_ <= 0 || step > last_ || step < first_ - 1) return;
+  namespace profiler = torch::profiler::impl;
+  const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/true);
+  std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
+  if (device_.is_cuda()) activities.insert(profiler::ActivityType::CUDA);
+  if (!prepared_) {  // a step ahead where there is one
     torch::autograd::profiler::prepareProfiler(config, activities);
+    prepared_ = true;
+  }
+  if (step < first_) return;
+  if (!on_) {
     torch::autograd::profiler::enableProfiler(config, activities);
     on_ = true;
+    traced_first_ = step;
   }
+  span_.reset();  // before its name changes: the span holds a view of it
   span_name_ = "docmatch step " + std::to_string(step);
   span_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
   span_->before(std::string_view(span_name_), c10::ArrayRef<const c10::IValue>{});
+  traced_last_ = step;
 }
 
 void StepProfiler::End(int64_t step) {
@@ -643,13 +647,27 @@ void StepProfiler::End(int64_t step) {
 void StepProfiler::Save() {
   span_.reset();
   on_ = false;
-  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());  // the last kernels into the trace
-  const std::unique_ptr<torch::autograd::profiler::ProfilerResult> result =
-      torch::autograd::profiler::disableProfiler();
-  std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
-  result->save(path_);
-  LOG(INFO) << "[train] steps " << first_ << "-" << last_ << " profiled: " << path_
-            << " (a Chrome trace; bench/profile_table.py sums it by op)";
+  const std::string path = path_.empty() ? ProfilePath(run_, traced_first_, traced_last_, rank_) : path_;
+  try {
+    // The last kernels into the trace; not while an exception unwinds, when a
+    // queued collective may wait for peers that never come.
+    if (device_.is_cuda() && std::uncaught_exceptions() == 0) torch::cuda::synchronize(device_.index());
+    const std::unique_ptr<torch::autograd::profiler::ProfilerResult> result =
+        torch::autograd::profiler::disableProfiler();
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    if (!folder.empty()) std::filesystem::create_directories(folder);
+    result->save(path);
+    if (!std::filesystem::exists(path)) throw std::runtime_error("the profiler wrote no file");
+  } catch (const std::exception& e) {
+    LOG(WARNING) << "[" << stage_ << "] the profile of steps " << traced_first_ << "-" << traced_last_
+                 << " was not written to " << path << ": " << e.what() << " (training goes on)";
+    return;
+  }
+  if (rank_ == 0) {
+    LOG(INFO) << "[" << stage_ << "] steps " << traced_first_ << "-" << traced_last_ << " profiled: " << path << " ("
+              << (path_.empty() ? "each rank its own .rank-R.json; " : "")
+              << "a Chrome trace, which bench/profile_table.py sums by op)";
+  }
 }
 
 std::pair<int64_t, int64_t> ParseStepRange(const std::string& text) {

@@ -124,30 +124,39 @@ class PhaseTimer {
 // Chrome trace (chrome://tracing, Perfetto; bench/profile_table.py sums it by
 // op). Each profiled step is one span, "docmatch step N", from before its
 // batch is taken to after its checkpoint, so the data wait, logging and
-// checkpoints of those steps show too. Off (first 0), it costs nothing.
+// checkpoints of those steps show too. The profiler is prepared one step
+// ahead, so that the first traced step does not carry its start. A trace that
+// cannot be written is reported, and training goes on. Off (first 0), it
+// costs nothing.
 class StepProfiler {
  public:
-  // Steps first..last, numbered as the logs number them (the first step of a
-  // run is 1); the trace goes to `path`, written when step `last` ends, or
-  // when the profiler goes out of scope inside the range (a run that stopped).
+  // The loop's --profile-steps (LoopOptions::profile_steps) for this rank,
+  // whose loop starts after step `start_step` (0, or the step resumed from):
+  // the steps traced, a..b, go to ProfilePath(options.run, a, b, rank), written
+  // when step B ends, or when the profiler goes out of scope inside the range
+  // (a run that stopped early). Rank 0 says where, prefixed with `stage`, and
+  // warns when the range holds no step this run will take.
+  StepProfiler(const LoopOptions& options, const std::string& stage, int rank, int64_t start_step,
+               const torch::Device& device);
+  // Steps first..last of a loop of one's own, traced to `path` (smith_step).
   StepProfiler(int64_t first, int64_t last, std::string path, const torch::Device& device);
-  // The loop's --profile-steps (LoopOptions::profile_steps), traced to
-  // ProfilePath(options.run, ...) for this rank.
-  StepProfiler(const LoopOptions& options, int rank, const torch::Device& device);
   ~StepProfiler();
   StepProfiler(const StepProfiler&) = delete;
   StepProfiler& operator=(const StepProfiler&) = delete;
 
-  void Begin(int64_t step);  // step `step` is about to run
+  void Begin(int64_t step);  // step `step` (numbered as logged, from 1) is about to run
   void End(int64_t step);    // it ran
 
  private:
   void Save();
 
-  int64_t first_, last_;
-  std::string path_;
+  int64_t first_ = 0, last_ = 0;
+  std::string path_;  // fixed; empty: ProfilePath(run_, ...) of the steps traced
+  std::string run_, stage_ = "profile";
+  int rank_ = 0;
   torch::Device device_;
-  bool on_ = false;
+  bool prepared_ = false, on_ = false;
+  int64_t traced_first_ = 0, traced_last_ = 0;
   std::string span_name_;
   std::unique_ptr<at::RecordFunction> span_;
 };

@@ -108,7 +108,8 @@ std::vector<double> LoggedLosses(const std::string& run) {
 // --profile-steps 2:3: every rank writes a Chrome trace of those two steps
 // alone, one span a step, each holding its own AdamW updates (none outside
 // them: step 1 and step 4 are not traced); and the run trains exactly as
-// the same run unprofiled.
+// the same run unprofiled. (A range that runs past the last step, in
+// finetune: tests/e2e/pipeline_check.py.)
 TEST(Pretraining, ProfiledStepsAreTracedByEveryRankAndTrainTheSame) {
   dist::ProcessGroup comm;
   const std::string dir = SharedScratch(comm);
@@ -148,6 +149,11 @@ TEST(Pretraining, ProfiledStepsAreTracedByEveryRankAndTrainTheSame) {
     EXPECT_EQ(expected.size(), 4u);
     EXPECT_EQ(LoggedLosses(profiled.run), expected);
   }
+  // A range beyond the run's steps profiles nothing, and trains on.
+  PretrainOptions beyond = Options(dir, "beyond", 4);
+  beyond.profile_steps = "7:9";
+  EXPECT_EQ(RunPretraining(beyond, comm).step, 4);
+  EXPECT_FALSE(fs::exists(beyond.run + "/profile"));
   comm.control().Barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }

@@ -147,7 +147,16 @@ def kill_and_resume(p):
     forgot = p.run(p.finetune_args("ft-straight", steps=20), expect_failure=True)
     check("learns its temperature: resume with --learn-temperature" in forgot.stderr,
           "resuming a learned-temperature run without the flag: " + forgot.stderr[-1500:])
-    p.run(p.finetune_args("ft-fixed", steps=4) + ["--fresh"])
+    # Profiled (--profile-steps 3:9 on a 4-step run): each rank traces steps 3
+    # and 4, files named by the steps traced, rank 0 naming its own.
+    profiled = p.run(p.finetune_args("ft-fixed", steps=4) + ["--fresh", "--profile-steps", "3:9"])
+    for rank in range(p.ranks):
+        trace = p.path("ft-fixed", "profile", f"steps-3-4.rank-{rank}.json")
+        spans = sorted(e["name"] for e in json.load(open(trace))["traceEvents"]
+                       if e.get("cat") == "user_annotation") if os.path.exists(trace) else None
+        check(spans == ["docmatch step 3", "docmatch step 4"], f"{trace}: the steps' spans {spans}")
+    check(f"[finetune] steps 3-4 profiled: {p.path('ft-fixed', 'profile', 'steps-3-4.rank-0.json')}" in
+          profiled.stderr + profiled.stdout, "finetune --profile-steps: rank 0's line\n" + profiled.stderr[-1500:])
     added = p.run(p.finetune_args("ft-fixed", steps=8) + learned, expect_failure=True)
     check("fixed temperature: resume without --learn-temperature" in added.stderr,
           "resuming a fixed-temperature run with the flag: " + added.stderr[-1500:])
