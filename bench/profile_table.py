@@ -30,6 +30,19 @@ NO_WORK = {
 }
 
 
+def union_length(intervals):
+    """The length of the union of (start, end) intervals sorted by start."""
+    total, reached = 0.0, None
+    for a, b in intervals:
+        if reached is None or a > reached:
+            total += b - a
+            reached = b
+        elif b > reached:
+            total += b - reached
+            reached = b
+    return total
+
+
 def leaf_ops(events):
     """The start of every ATen op (cat cpu_op) that does work and calls no
     other op that does. On a CPU trace, where no kernels are recorded, a
@@ -95,14 +108,7 @@ def main():
     gpu = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
                  if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     if gpu:
-        busy, end = 0.0, None
-        for a, b in gpu:  # the union of the GPU's intervals
-            if end is None or a > end:
-                busy += b - a
-                end = b
-            elif b > end:
-                busy += b - end
-                end = b
+        busy = union_length(gpu)
         first = min(float(e["ts"]) for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
         span = max(b for _, b in gpu) - first
         waits = collections.Counter(e["name"] for e in events if e.get("cat") == "cuda_runtime" and e["name"] in (
@@ -125,14 +131,7 @@ def main():
         line = f"{name}: {(end - start) / 1e3:.2f} ms, {sum(1 for t in leaves if start <= t < end)} leaf ops"
         if work:
             mine = [(a, b) for a, b, at in work if start <= at < end]
-            busy, last = 0.0, None
-            for a, b in mine:  # sorted by start: their union
-                if last is None or a > last:
-                    busy += b - a
-                    last = b
-                elif b > last:
-                    busy += b - last
-                    last = b
+            busy = union_length(mine)
             line += (f", GPU work launched {busy / 1e3:.2f} ms ({busy / (end - start):.1%} of the step), "
                      f"{len(mine)} kernels, copies and fills")
         print(line)
