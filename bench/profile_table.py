@@ -105,8 +105,14 @@ def main():
             self_us[done[1]] += done[3] - done[2]
     print(f"profiled top-level time: {wall / 1e3:.1f} ms (all threads)\n")
     leaves = leaf_ops(events)
-    gpu = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
-                 if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    # The GPU's kernels, copies and fills: (start, end, when the host launched
+    # it: the runtime call with its correlation id, or its own start).
+    launched = {e["args"]["correlation"]: float(e["ts"]) for e in events if e.get("ph") == "X" and
+                e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    work = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]),
+                   launched.get(e.get("args", {}).get("correlation"), float(e["ts"]))) for e in events
+                  if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    gpu = [(a, b) for a, b, _ in work]
     if gpu:
         busy = union_length(gpu)
         first = min(float(e["ts"]) for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
@@ -118,15 +124,9 @@ def main():
               + (", ".join(f"{n} x{c}" for n, c in waits.most_common()) or "none") + "\n")
     # A training run's trace (--profile-steps) marks each step: its wall time,
     # its leaf ops, and the GPU work it launched (a kernel runs after its
-    # launch, often in the next step's span: each activity goes to the step
-    # of the runtime call with its correlation id, or of its own start).
+    # launch, often in the next step's span: each goes to its launch's step).
     marks = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]) for e in events if e.get("ph") == "X"
                    and e.get("cat") == "user_annotation" and e["name"].startswith("docmatch step"))
-    launched = {e["args"]["correlation"]: float(e["ts"]) for e in events if e.get("ph") == "X" and
-                e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    work = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]),
-                   launched.get(e.get("args", {}).get("correlation"), float(e["ts"]))) for e in events
-                  if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     for start, end, name in marks:
         line = f"{name}: {(end - start) / 1e3:.2f} ms, {sum(1 for t in leaves if start <= t < end)} leaf ops"
         if work:
