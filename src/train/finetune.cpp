@@ -8,9 +8,13 @@
 #include <cmath>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "console/progress.h"
 #include "data/batches/pairs.h"
@@ -316,16 +320,20 @@ Validation Validate(model::DocumentModel& model, const data::Corpus& corpus,
   return {totals[0] / n, totals[1] / n};
 }
 
-}  // namespace
-
-LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& group) {
-  const int rank = group.rank(), world = group.size();
-  const torch::Device device = group.device();
-  const data::Corpus corpus(options.corpus);
-
+// The model a fine-tuning run starts from: its own newest checkpoint when it
+// resumes, else --init, else --model-config with random weights (the same on
+// every rank), on the run's device. Checks --loss against it.
+struct StartingModel {
+  io::ModelFolderInfo info;  // what this run's checkpoints and best/ describe: the fine-tuned module alone
+  std::string pretrained;    // the stage of the folder it came from, for the log
+  std::unique_ptr<model::DocumentModel> model;
+};
+StartingModel LoadStartingModel(const FinetuneOptions& options, const data::Corpus& corpus, int rank,
+                                const torch::Device& device) {
   const TrainingRun::ModelSource source =
       TrainingRun::SourceOfModel(options.run, options.resume, options.init, "finetune", rank);
-  io::ModelFolderInfo info;
+  StartingModel start;
+  io::ModelFolderInfo& info = start.info;
   if (!source.folder.empty()) {
     info = io::ReadModelFolderInfo(source.folder);
     io::CheckTokenizer(info, corpus, source.folder);
@@ -344,27 +352,37 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
               "sentence vector) or evaluate its pre-training checkpoint");
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
-  std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(info.config);
+  start.model = model::DocumentModel::Create(info.config);
   if (!options.init.empty() && !source.resuming) {
-    io::LoadFolderWeights(model->module(), options.init, info);
+    io::LoadFolderWeights(start.model->module(), options.init, info);
     if (rank == 0) LOG(INFO) << "[finetune] encoder from " << options.init << " (" << info.stage << ")";
   }
-  model->module().to(device);
-  // What this run's checkpoints and best/ describe: the fine-tuned module alone.
-  const std::string pretrained = info.stage;
+  start.model->module().to(device);
+  start.pretrained = info.stage;
   info.prefix = "";
   info.weights = "model.pt";
   info.stage = "finetune";
   io::TrainedTokenizer(corpus, &info);
+  return start;
+}
 
-  const std::vector<data::LabelledPair> train_pairs = data::ReadPairs(options.train_pairs, corpus);
-  const std::vector<data::LabelledPair> valid_pairs =
+// A run's labelled pairs and what its steps draw from them. Checks the
+// options that concern them.
+struct TrainingPairs {
+  std::vector<data::LabelledPair> train, valid;
+  std::vector<data::LabelledPair> drawn;  // every labelled pair (bce), or the related ones (contrastive)
+  HardNegatives hard;                     // each source's labelled negatives, and the mined ones
+  RelatedPairs relation;                  // the training pairs' relation, for --drop-related
+};
+TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const data::Corpus& corpus, int rank, int world) {
+  const bool contrastive = options.loss == "contrastive";
+  std::vector<data::LabelledPair> train = data::ReadPairs(options.train_pairs, corpus);
+  std::vector<data::LabelledPair> valid =
       options.valid_pairs.empty() ? std::vector<data::LabelledPair>{} : data::ReadPairs(options.valid_pairs, corpus);
-  // What a step draws from: every labelled pair (bce), or the related ones
-  // with the negatives beside them (contrastive).
-  const std::vector<data::LabelledPair> training = contrastive ? Related(train_pairs) : train_pairs;
-  HardNegatives hard(train_pairs);
-  const RelatedPairs relation(train_pairs);  // --drop-related
+  std::vector<data::LabelledPair> drawn = contrastive ? Related(train) : train;
+  HardNegatives hard(train);
+  RelatedPairs relation(train);
+  TrainingPairs pairs{std::move(train), std::move(valid), std::move(drawn), std::move(hard), std::move(relation)};
   if (options.mine_negatives > 0) {
     TORCH_CHECK(contrastive,
                 "[finetune] --mine-negatives adds negatives to the contrastive loss; bce scores the "
@@ -373,8 +391,8 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
                 " with --hard-negatives 0 would mine negatives no pair draws: give --hard-negatives N");
     // Every rank mines the same negatives from the same corpus (no traffic).
     const eval::LexicalIndex index(corpus, options.progress && rank == 0);
-    const MinedNegatives mined = MineLexicalNegatives(index, train_pairs, options.mine_negatives, options.mine_margin);
-    hard.SetMined(mined.by_source);
+    const MinedNegatives mined = MineLexicalNegatives(index, pairs.train, options.mine_negatives, options.mine_margin);
+    pairs.hard.SetMined(mined.by_source);
     int64_t added = 0;
     for (const auto& [source, negatives] : mined.by_source) added += static_cast<int64_t>(negatives.size());
     if (rank == 0) {
@@ -393,254 +411,424 @@ LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& gro
   TORCH_CHECK(options.grad_cache == 0 || contrastive,
               "[finetune] --grad-cache applies to --loss contrastive, whose in-batch negatives make the batch one "
               "loss; bce scores each pair alone: use --accumulation");
-  // Pairs a contrastive chunk draws and embeds (the whole batch without gradient caching).
-  const int64_t chunk = options.grad_cache > 0 ? options.grad_cache : options.batch_size;
-  TORCH_CHECK(static_cast<int64_t>(training.size()) >= global_batch, "[finetune] ", options.train_pairs, " has ",
-              training.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ", global_batch,
-              " (ranks x --batch-size)");
+  TORCH_CHECK(static_cast<int64_t>(pairs.drawn.size()) >= global_batch, "[finetune] ", options.train_pairs, " has ",
+              pairs.drawn.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ",
+              global_batch, " (ranks x --batch-size)");
+  return pairs;
+}
 
-  // A learned temperature: log(1 / tau), trained beside the model in an
-  // optimizer group of its own (no weight decay, learning rate
-  // --temperature-lr on the same schedule), averaged over ranks like every
-  // gradient, outside gradient clipping; saved in the run's checkpoints, not
-  // in the model folders (embedding does not use it).
-  TORCH_CHECK(!options.learn_temperature || contrastive,
-              "[finetune] --learn-temperature applies to --loss contrastive; bce has no temperature");
-  TORCH_CHECK(options.temperature_lr > 0, "[finetune] --temperature-lr must be positive, not ", options.temperature_lr);
-  // A run learns its temperature for its whole life or never: the optimizer
-  // has one group more when it does, so its saved state fits only the same
-  // choice. Said before the optimizer is built, instead of libtorch's failure
-  // to load it.
-  if (const nlohmann::json trainer = options.resume ? TrainingRun::LatestTrainerState(options.run) : nullptr;
-      trainer.is_object()) {
-    const bool learned = trainer.contains("log_scale");
-    TORCH_CHECK(learned == options.learn_temperature, "[finetune] ", options.run,
-                learned ? " learns its temperature: resume with --learn-temperature"
-                        : " was trained at a fixed temperature: resume without --learn-temperature",
-                ", or start over with --fresh");
+// The contrastive temperature: --temperature, or with --learn-temperature
+// log(1 / tau) trained beside the model in an optimizer group of its own (no
+// weight decay, learning rate --temperature-lr on the same schedule),
+// averaged over ranks like every gradient, outside gradient clipping; saved
+// in the run's checkpoints, not in the model folders (embedding does not use
+// it).
+class RunTemperature {
+ public:
+  RunTemperature(const FinetuneOptions& options, const torch::Device& device)
+      : log_scale_(LogScale(options, device)),
+        temperature_(log_scale_.defined() ? model::Temperature::Learned(log_scale_)
+                                          : model::Temperature(options.temperature)),
+        lr_(options.optimizer.lr),
+        lr_factor_(options.temperature_lr / options.optimizer.lr) {}
+  const model::Temperature& get() const { return temperature_; }
+  // `parameters` and the learned log-scale after them: what the gradient synchronizer averages.
+  std::vector<torch::Tensor> After(std::vector<torch::Tensor> parameters) const {
+    if (log_scale_.defined()) parameters.push_back(log_scale_);
+    return parameters;
   }
-  // Likewise SMITH's sentence level, when it has groups of its own.
-  SentenceLevel levels(options, model->config().kind, "finetune");
-  torch::Tensor log_scale;
-  std::vector<torch::Tensor> parameters = model->module().parameters();
-  if (options.learn_temperature) {
-    log_scale = torch::full({}, std::log(1.0 / options.temperature), torch::TensorOptions(device)).requires_grad_();
-    parameters.push_back(log_scale);
-  }
-  const model::Temperature temperature =
-      log_scale.defined() ? model::Temperature::Learned(log_scale) : model::Temperature(options.temperature);
-  dist::GradientSynchronizer synchronizer(parameters, group, TrainingRun::Synchronizer(options));
-  synchronizer.BroadcastParameters();
-  std::unique_ptr<torch::optim::AdamW> optimizer = levels.MakeOptimizer(model->module(), options.optimizer);
-  // Per optimizer group, times the scheduled lr: the two levels', then the
-  // temperature's.
-  auto lr_factors = [&](int64_t step) {
-    std::vector<double> factors = levels.LrFactors(step);
-    if (log_scale.defined()) factors.push_back(options.temperature_lr / options.optimizer.lr);
-    return factors;
-  };
-  if (log_scale.defined()) {
+  // The log-scale's group, after the optimizer's others, and its factor of
+  // the scheduled learning rate after theirs (TrainingRun::Step's lr_factors).
+  void AddGroup(torch::optim::AdamW* optimizer) const {
+    if (!log_scale_.defined()) return;
     optimizer->add_param_group(torch::optim::OptimizerParamGroup(
-        {log_scale}, std::make_unique<torch::optim::AdamWOptions>(
-                         torch::optim::AdamWOptions(options.optimizer.lr).weight_decay(0.0))));
+        {log_scale_}, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(lr_).weight_decay(0.0))));
   }
-  TrainingRun run(options.run, options.keep_last, group);
-  run.set_console_lines(!options.progress);
-  torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));  // dropout, per rank
-  const std::optional<ResumedState> resumed = run.Resume(options.resume, model->module(), *optimizer, info);
-  run.RecordConfig(options.config_yaml, resumed.has_value());
-  if (resumed && log_scale.defined()) {
+  void AddLrFactor(std::vector<double>* factors) const {
+    if (log_scale_.defined()) factors->push_back(lr_factor_);
+  }
+  void Restore(const nlohmann::json& trainer) {
+    if (!log_scale_.defined()) return;
     torch::NoGradGuard no_grad;
-    log_scale.fill_(resumed->trainer.at("log_scale").get<double>());
+    log_scale_.fill_(trainer.at("log_scale").get<double>());
   }
-  if (resumed && resumed->trainer.contains("mined_negatives")) {  // the lists of the last refresh
-    hard.SetMined(resumed->trainer["mined_negatives"].get<std::unordered_map<int64_t, std::vector<int64_t>>>());
+  void Save(nlohmann::json* trainer) const {
+    if (log_scale_.defined()) (*trainer)["log_scale"] = log_scale_.item<double>();  // float32, exact in a double
   }
 
-  LoopResult result;
-  int64_t step = resumed ? resumed->step : 0, epoch = resumed ? resumed->epoch : 0;
-  // The global pair position in the epoch: the same on every rank, so any
-  // world size resumes from rank 0's.
-  int64_t position = resumed ? resumed->trainer.at("positions").at(0).get<int64_t>() : 0;
-  BestModel best(options.run, options.patience);
-  if (resumed) best.Restore(resumed->trainer);
-  if (rank == 0 && !resumed) {
-    LOG(INFO) << "[finetune] " << info.config.kind << (options.init.empty() ? " from scratch" : " from " + pretrained)
-              << ", " << options.loss << " loss on " << training.size() << " of " << train_pairs.size()
-              << " training pairs, " << valid_pairs.size() << " validation pairs";
-    if (contrastive && options.drop_related) {
-      LOG(INFO) << "[finetune] --drop-related: an in-batch candidate that a training pair labels related to the "
-                   "query is left out of its negatives";
+ private:
+  static torch::Tensor LogScale(const FinetuneOptions& options, const torch::Device& device) {
+    TORCH_CHECK(!options.learn_temperature || options.loss == "contrastive",
+                "[finetune] --learn-temperature applies to --loss contrastive; bce has no temperature");
+    TORCH_CHECK(options.temperature_lr > 0, "[finetune] --temperature-lr must be positive, not ",
+                options.temperature_lr);
+    // A run learns its temperature for its whole life or never: the
+    // optimizer has one group more when it does, so its saved state fits
+    // only the same choice. Said before the optimizer is built, instead of
+    // libtorch's failure to load it.
+    if (const nlohmann::json trainer = options.resume ? TrainingRun::LatestTrainerState(options.run) : nullptr;
+        trainer.is_object()) {
+      const bool learned = trainer.contains("log_scale");
+      TORCH_CHECK(learned == options.learn_temperature, "[finetune] ", options.run,
+                  learned ? " learns its temperature: resume with --learn-temperature"
+                          : " was trained at a fixed temperature: resume without --learn-temperature",
+                  ", or start over with --fresh");
     }
-    if (info.config.kind == "match_bert" && info.config.match_bert.window_pooling == "maxsim") {
-      LOG(INFO) << "[finetune] window_pooling maxsim: the loss reads each document's mean window vector (up to "
-                << info.config.match_bert.chunks << " windows, all in one graph); eval and search score by MaxSim";
-    }
+    if (!options.learn_temperature) return {};
+    return torch::full({}, std::log(1.0 / options.temperature), torch::TensorOptions(device)).requires_grad_();
   }
-  auto order = std::make_shared<const std::vector<int64_t>>(EpochOrder(training.size(), options.seed, epoch));
-  // The mined-negative lists' version: a micro-batch drawn before a refresh is drawn again.
-  uint64_t mined_version = 0;
-  // What one micro-step trains on, drawn, read and batched on the host. The
-  // loader thread builds the next one while the device runs this one (the
-  // draws are pure functions of the epoch, the position and the lists, so the
-  // batches are the same as built in place); the main thread only embeds.
-  struct MicroBatch {
-    int64_t epoch = 0, position = 0;    // where it was drawn
-    uint64_t mined = 0;                 // from which lists
-    std::vector<PreparedChunk> chunks;  // contrastive
-    PreparedPairs pairs;                // bce
-    std::vector<int64_t> documents;     // corpus indices, for the non-finite report
-  };
-  const auto build = [&, chunk](int64_t at_epoch, int64_t at, std::shared_ptr<const std::vector<int64_t>> in_order,
-                                uint64_t mined) {
-    MicroBatch b{at_epoch, at, mined, {}, {}, {}};
-    const int64_t begin = at + rank * options.batch_size, end = begin + options.batch_size;
-    if (contrastive) {
-      for (int64_t from = begin; from < end; from += chunk) {
-        b.chunks.push_back(PrepareChunk(*model, corpus,
-                                        DrawPairs(training, *in_order, from, std::min(end, from + chunk), hard,
-                                                  options.hard_negatives, options.seed, at_epoch)));
+
+  torch::Tensor log_scale_;  // defined when learned
+  model::Temperature temperature_;
+  double lr_, lr_factor_;  // the schedule's peak, and the log-scale's multiple of it
+};
+
+// What one micro-step trains on, drawn, read and batched on the host.
+struct MicroBatch {
+  int64_t epoch = 0, position = 0;    // where it was drawn
+  uint64_t lists = 0;                 // from which version of the negative lists
+  std::vector<PreparedChunk> chunks;  // contrastive
+  PreparedPairs pairs;                // bce
+  std::vector<int64_t> documents;     // corpus indices, for the non-finite report
+};
+
+// This rank's micro-batches in order: each epoch's permutation of the pairs
+// (the same on every rank), global batches of ranks x --batch-size taken
+// from it in turn, this rank's slice of each; a global batch that the rest
+// of an epoch cannot fill starts the next epoch. The loader thread builds the
+// next micro-batch while the device runs this one (the draws are pure
+// functions of the epoch, the position and the negative lists, so the batches
+// are the same as built in place); the main thread only embeds.
+class MicroBatches {
+ public:
+  // From `position` (a global pair position, the same on every rank) of `epoch`.
+  MicroBatches(const FinetuneOptions& options, const model::DocumentModel& model, const data::Corpus& corpus,
+               const TrainingPairs& pairs, int rank, int world, int64_t epoch, int64_t position)
+      : options_(options),
+        model_(model),
+        corpus_(corpus),
+        pairs_(pairs),
+        contrastive_(options.loss == "contrastive"),
+        rank_(rank),
+        global_batch_(options.batch_size * world),
+        // Pairs a contrastive chunk draws and embeds (the whole batch without gradient caching).
+        chunk_(options.grad_cache > 0 ? options.grad_cache : options.batch_size),
+        epoch_(epoch),
+        position_(position),
+        order_(Order(epoch)) {}
+  MicroBatches(const MicroBatches&) = delete;
+  MicroBatches& operator=(const MicroBatches&) = delete;
+
+  // The next micro-step's: the one built ahead, or (the first, or one drawn
+  // before the lists changed) built now. Rethrows what the loader thread threw.
+  MicroBatch Next() {
+    if (EpochEnds(position_)) {
+      order_ = Order(++epoch_);
+      position_ = 0;
+    }
+    const int64_t at = position_;
+    position_ += global_batch_;
+    std::optional<MicroBatch> taken;
+    if (ahead_.valid()) taken = ahead_.get();
+    if (!taken || taken->epoch != epoch_ || taken->position != at || taken->lists != lists_) {
+      taken = Build(epoch_, at, order_, lists_);
+    }
+    return std::move(*taken);
+  }
+  // The one after it, started on the loader thread.
+  void BuildNextAhead() {
+    int64_t epoch = epoch_, at = position_;
+    std::shared_ptr<const std::vector<int64_t>> order = order_;
+    if (EpochEnds(at)) {
+      ++epoch;
+      at = 0;
+      order = nullptr;  // that epoch's order, made on the thread
+    }
+    ahead_ = std::async(std::launch::async, [this, epoch, at, order, lists = lists_]() {
+      return Build(epoch, at, order ? order : Order(epoch), lists);
+    });
+  }
+  // The loader thread done: before anything else reads the corpus or the lists.
+  void Wait() const {
+    if (ahead_.valid()) ahead_.wait();
+  }
+  // The negative lists were mined again: what was drawn from the old ones is drawn again.
+  void ListsChanged() { ++lists_; }
+
+  // Where the next micro-batch starts, as checkpoints keep it, and the epoch of the last.
+  int64_t epoch() const { return epoch_; }
+  int64_t position() const { return position_; }
+
+ private:
+  std::shared_ptr<const std::vector<int64_t>> Order(int64_t epoch) const {
+    return std::make_shared<const std::vector<int64_t>>(EpochOrder(pairs_.drawn.size(), options_.seed, epoch));
+  }
+  // Whether the pairs after `at` hold no more global batch.
+  bool EpochEnds(int64_t at) const { return at + global_batch_ > static_cast<int64_t>(pairs_.drawn.size()); }
+  MicroBatch Build(int64_t epoch, int64_t at, const std::shared_ptr<const std::vector<int64_t>>& order,
+                   uint64_t lists) const {
+    MicroBatch b{epoch, at, lists, {}, {}, {}};
+    const int64_t begin = at + rank_ * options_.batch_size, end = begin + options_.batch_size;
+    if (contrastive_) {
+      for (int64_t from = begin; from < end; from += chunk_) {
+        b.chunks.push_back(PrepareChunk(model_, corpus_,
+                                        DrawPairs(pairs_.drawn, *order, from, std::min(end, from + chunk_), pairs_.hard,
+                                                  options_.hard_negatives, options_.seed, epoch)));
         const std::vector<int64_t> drawn = b.chunks.back().documents.All();
         b.documents.insert(b.documents.end(), drawn.begin(), drawn.end());
       }
     } else {
-      b.pairs = PreparePairs(*model, corpus, training, *in_order, begin, end);
+      b.pairs = PreparePairs(model_, corpus_, pairs_.drawn, *order, begin, end);
       b.documents = b.pairs.documents;
     }
     return b;
-  };
-  std::future<MicroBatch> ahead;  // the loader thread's next micro-batch
-  // Whether the pairs left in this epoch's order hold no more global batch:
-  // the next micro-step then starts the next epoch at position 0.
-  const auto epoch_ends = [&](int64_t at) { return at + global_batch > static_cast<int64_t>(training.size()); };
+  }
 
-  console::ProgressBar bar("[finetune] step", options.steps, "steps", "pairs", rank == 0 && options.progress);
-  bar.Resume(step);
-  model->module().train();
-  PhaseTimer timer(options.time_split, device);  // "data": the wait for the loader thread's batch
-  StepProfiler profiler(options, "finetune", rank, /*start_step=*/step, device);
-  int64_t timed_from = step;
-  while (step < options.steps && !result.stopped_early && !result.interrupted) {
-    profiler.Begin(step + 1);
-    levels.BeginStep(step);
+  const FinetuneOptions& options_;
+  const model::DocumentModel& model_;
+  const data::Corpus& corpus_;
+  const TrainingPairs& pairs_;
+  const bool contrastive_;
+  const int rank_;
+  const int64_t global_batch_, chunk_;
+  int64_t epoch_, position_;
+  std::shared_ptr<const std::vector<int64_t>> order_;
+  uint64_t lists_ = 0;
+  std::future<MicroBatch> ahead_;
+};
+
+// The fine-tuning loop. The constructor sets the run up (or resumes it);
+// Run() takes the steps, each a sequence of named phases.
+class FinetuningLoop {
+ public:
+  FinetuningLoop(const FinetuneOptions& options, dist::ProcessGroup& group);
+  LoopResult Run();
+
+ private:
+  // What a step's micro-steps computed, averaged over them.
+  struct StepLosses {
     double loss = 0;
     bool finite = true;
     std::map<std::string, double> parts;
-    for (int64_t micro = 0; micro < options.accumulation; ++micro) {
-      if (epoch_ends(position)) {
-        order = std::make_shared<const std::vector<int64_t>>(EpochOrder(training.size(), options.seed, ++epoch));
-        position = 0;
-      }
-      const int64_t at = position;
-      position += global_batch;
-      std::optional<MicroBatch> taken;
-      if (ahead.valid()) taken = ahead.get();  // rethrows what the loader thread threw
-      if (!taken || taken->epoch != epoch || taken->position != at || taken->mined != mined_version) {
-        taken = build(epoch, at, order, mined_version);  // the first, or one drawn before a refresh
-      }
-      MicroBatch& batch = *taken;
-      timer.Mark("data");
-      {
-        // The next micro-step's, on the loader thread, while this one runs.
-        int64_t next_epoch = epoch, next_at = position;
-        std::shared_ptr<const std::vector<int64_t>> next_order = order;
-        if (epoch_ends(next_at)) {
-          ++next_epoch;
-          next_at = 0;
-          next_order = nullptr;  // that epoch's order, made on the thread
-        }
-        ahead = std::async(std::launch::async,
-                           [&build, &training, &options, next_epoch, next_at, next_order, mined = mined_version]() {
-                             return build(next_epoch, next_at,
-                                          next_order ? next_order
-                                                     : std::make_shared<const std::vector<int64_t>>(
-                                                           EpochOrder(training.size(), options.seed, next_epoch)),
-                                          mined);
-                           });
-      }
-      torch::Tensor labels;
-      const std::vector<int64_t>& documents = batch.documents;
-      std::optional<Objective> computed;
-      {
-        const Autocast autocast(device, options.precision);
-        if (contrastive) {
-          computed = ContrastiveOverChunks(*model, std::move(batch.chunks), temperature, group,
-                                           options.drop_related ? &relation : nullptr);
-        } else {
-          const torch::Tensor logits = PairLogitsOf(*model, batch.pairs, device, &labels);
-          computed = Siamese(logits.to(torch::kFloat), labels, group);
-        }
-      }
-      const Objective& objective = *computed;
-      finite = finite && TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, corpus, documents);
-      timer.Mark("forward");
-      const bool last_micro = micro + 1 == options.accumulation;
-      Backward(objective, 1.0 / static_cast<double>(options.accumulation),
-               [&](bool last) { synchronizer.Prepare(/*sync=*/last_micro && last); });
-      timer.Mark("backward");
-      loss += objective.value / options.accumulation;
-      for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
-    }
-    if (finite) {
-      TrainingRun::Step(synchronizer, model->module(), *optimizer, options.optimizer, step, &timer, lr_factors(step),
-                        levels.Frozen(step));
-    } else {
-      synchronizer.Finalize();
-      optimizer->zero_grad();
-    }
-    ++step;
-    // The loader thread done before anything else reads the corpus or the lists.
-    if (ahead.valid()) ahead.wait();
-    // At every multiple, the last step too: a run stopped there resumes with the lists it would have used.
-    if (options.refresh_negatives > 0 && step % options.refresh_negatives == 0) {
-      const MinedNegatives mined = MineFromTheModel(*model, corpus, train_pairs, options, group);
-      hard.SetMined(mined.by_source);
-      ++mined_version;
-      if (rank == 0) {
-        LOG(INFO) << "[finetune] step " << step << ": negatives mined again from the model's vectors of "
-                  << corpus.num_documents() << " documents (left out: " << mined.dropped_related
-                  << " labelled related, " << mined.dropped_margin << " above the best positive by more than "
-                  << options.mine_margin << ")";
-      }
-    }
-    const char* score = contrastive ? "top1" : "accuracy";
-    bar.SetStatus("loss " + std::to_string(loss).substr(0, 6) + "  " + score + " " +
-                  std::to_string(parts[score]).substr(0, 5));
-    bar.Add(1, global_batch * options.accumulation);
+  };
 
-    if (step % options.log_every == 0 || step == options.steps) {
-      parts["loss"] = loss;
-      parts["lr"] = LearningRate(options.optimizer, step - 1);
-      parts["epoch"] = static_cast<double>(epoch);
-      parts.merge(timer.Take(step - timed_from));
-      timed_from = step;
-      run.Log(step, "train", parts);
-    }
-    const bool last = step == options.steps;
-    result.interrupted = run.StopRequested(step);
-    if (!valid_pairs.empty() && options.validate_every > 0 && (step % options.validate_every == 0 || last)) {
-      const Autocast autocast(device, options.precision);  // validated as trained
-      const Validation v = contrastive
-                               ? ValidateContrastive(*model, corpus, valid_pairs, options, temperature.value(), device)
-                               : Validate(*model, corpus, valid_pairs, options.batch_size, group);
-      run.Log(step, "valid", {{"loss", v.loss}, {contrastive ? "top1" : "accuracy", v.accuracy}});
-      result.stopped_early = best.Update(v.loss, step, model->module(), info, group);
-    }
-    if (step % options.checkpoint_every == 0 || last || result.stopped_early || result.interrupted) {
-      nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};
-      if (log_scale.defined()) trainer["log_scale"] = log_scale.item<double>();  // float32, exact in a double
-      levels.Save(&trainer);
-      if (options.refresh_negatives > 0) trainer["mined_negatives"] = hard.mined();
-      run.Save(step, epoch, position, model->module(), *optimizer, info, trainer);
-    }
-    timer.Mark("other");  // progress, logging, validation, checkpoints
-    profiler.End(step);
+  StepLosses ForwardBackward();          // the step's micro-steps, gradients accumulated
+  Objective Compute(MicroBatch& batch);  // one micro-step's objective, under autocast
+  void Update(bool finite);              // gradients averaged, clipped and applied; dropped after a non-finite loss
+  void RefreshNegativesWhenDue();        // --refresh-negatives: the lists mined again from the model
+  void Report(StepLosses& losses);       // the progress bar; every --log-every steps the metrics
+  void ValidateWhenDue();                // the validation loss, the best model and early stopping
+  void CheckpointWhenDue();              // at every --checkpoint-every, the last step, a stop or an interruption
+  // Per optimizer group, times the scheduled learning rate: the two levels', then the temperature's.
+  std::vector<double> LrFactors() const {
+    std::vector<double> factors = levels_.LrFactors(step_);
+    temperature_.AddLrFactor(&factors);
+    return factors;
   }
-  bar.Finish();
-  result.step = step;
-  result.best_step = best.best_step();
-  result.best_valid_loss = best.best_loss();
-  return result;
+
+  const FinetuneOptions& options_;
+  dist::ProcessGroup& group_;
+  const torch::Device device_;
+  const bool contrastive_;
+  const data::Corpus corpus_;
+  StartingModel start_;
+  model::DocumentModel& model_;
+  TrainingPairs pairs_;
+  RunTemperature temperature_;
+  SentenceLevel levels_;  // SMITH's sentence level, when it has groups of its own
+  dist::GradientSynchronizer synchronizer_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  TrainingRun run_;
+  BestModel best_;
+  int64_t step_ = 0;
+  std::optional<MicroBatches> batches_;
+  // Their clocks start with the first step.
+  std::optional<console::ProgressBar> bar_;
+  std::optional<PhaseTimer> timer_;  // "data": the wait for the loader thread's batch
+  std::optional<StepProfiler> profiler_;
+  int64_t timed_from_ = 0;
+  LoopResult result_;
+};
+
+FinetuningLoop::FinetuningLoop(const FinetuneOptions& options, dist::ProcessGroup& group)
+    : options_(options),
+      group_(group),
+      device_(group.device()),
+      contrastive_(options.loss == "contrastive"),
+      corpus_(options.corpus),
+      start_(LoadStartingModel(options, corpus_, group.rank(), device_)),
+      model_(*start_.model),
+      pairs_(ReadTrainingPairs(options, corpus_, group.rank(), group.size())),
+      temperature_(options, device_),
+      levels_(options, model_.config().kind, "finetune"),
+      synchronizer_(temperature_.After(model_.module().parameters()), group, TrainingRun::Synchronizer(options)),
+      optimizer_(levels_.MakeOptimizer(model_.module(), options.optimizer)),
+      run_(options.run, options.keep_last, group),
+      best_(options.run, options.patience) {
+  const int rank = group.rank();
+  synchronizer_.BroadcastParameters();
+  temperature_.AddGroup(optimizer_.get());
+  run_.set_console_lines(!options.progress);
+  torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));  // dropout, per rank
+  const std::optional<ResumedState> resumed = run_.Resume(options.resume, model_.module(), *optimizer_, start_.info);
+  run_.RecordConfig(options.config_yaml, resumed.has_value());
+  if (resumed) {
+    temperature_.Restore(resumed->trainer);
+    if (resumed->trainer.contains("mined_negatives")) {  // the lists of the last refresh
+      pairs_.hard.SetMined(
+          resumed->trainer["mined_negatives"].get<std::unordered_map<int64_t, std::vector<int64_t>>>());
+    }
+    best_.Restore(resumed->trainer);
+  }
+  step_ = resumed ? resumed->step : 0;
+  // The global pair position in the epoch: the same on every rank, so any
+  // world size resumes from rank 0's.
+  batches_.emplace(options, model_, corpus_, pairs_, rank, group.size(), resumed ? resumed->epoch : 0,
+                   resumed ? resumed->trainer.at("positions").at(0).get<int64_t>() : 0);
+  if (rank == 0 && !resumed) {
+    LOG(INFO) << "[finetune] " << start_.info.config.kind
+              << (options.init.empty() ? " from scratch" : " from " + start_.pretrained) << ", " << options.loss
+              << " loss on " << pairs_.drawn.size() << " of " << pairs_.train.size() << " training pairs, "
+              << pairs_.valid.size() << " validation pairs";
+    if (contrastive_ && options.drop_related) {
+      LOG(INFO) << "[finetune] --drop-related: an in-batch candidate that a training pair labels related to the "
+                   "query is left out of its negatives";
+    }
+    const model::MatchBertConfig& flat = start_.info.config.match_bert;
+    if (start_.info.config.kind == "match_bert" && flat.window_pooling == "maxsim") {
+      LOG(INFO) << "[finetune] window_pooling maxsim: the loss reads each document's mean window vector (up to "
+                << flat.chunks << " windows, all in one graph); eval and search score by MaxSim";
+    }
+  }
+}
+
+LoopResult FinetuningLoop::Run() {
+  bar_.emplace("[finetune] step", options_.steps, "steps", "pairs", group_.rank() == 0 && options_.progress);
+  bar_->Resume(step_);
+  model_.module().train();
+  timer_.emplace(options_.time_split, device_);
+  profiler_.emplace(options_, "finetune", group_.rank(), /*start_step=*/step_, device_);
+  timed_from_ = step_;
+  while (step_ < options_.steps && !result_.stopped_early && !result_.interrupted) {
+    profiler_->Begin(step_ + 1);
+    levels_.BeginStep(step_);
+    StepLosses losses = ForwardBackward();
+    Update(losses.finite);
+    ++step_;
+    batches_->Wait();
+    RefreshNegativesWhenDue();
+    Report(losses);
+    result_.interrupted = run_.StopRequested(step_);
+    ValidateWhenDue();
+    CheckpointWhenDue();
+    timer_->Mark("other");  // progress, logging, validation, checkpoints
+    profiler_->End(step_);
+  }
+  bar_->Finish();
+  result_.step = step_;
+  result_.best_step = best_.best_step();
+  result_.best_valid_loss = best_.best_loss();
+  return result_;
+}
+
+FinetuningLoop::StepLosses FinetuningLoop::ForwardBackward() {
+  StepLosses losses;
+  for (int64_t micro = 0; micro < options_.accumulation; ++micro) {
+    MicroBatch batch = batches_->Next();
+    timer_->Mark("data");
+    batches_->BuildNextAhead();  // the next micro-step's, while the device runs this one
+    const Objective objective = Compute(batch);
+    losses.finite = losses.finite &&
+                    TrainingRun::CheckFinite(objective.value, step_, options_.on_nonfinite, corpus_, batch.documents);
+    timer_->Mark("forward");
+    const bool last_micro = micro + 1 == options_.accumulation;
+    Backward(objective, 1.0 / static_cast<double>(options_.accumulation),
+             [&](bool last) { synchronizer_.Prepare(/*sync=*/last_micro && last); });
+    timer_->Mark("backward");
+    losses.loss += objective.value / options_.accumulation;
+    for (const auto& [name, value] : objective.parts) losses.parts[name] += value / options_.accumulation;
+  }
+  return losses;
+}
+
+Objective FinetuningLoop::Compute(MicroBatch& batch) {
+  const Autocast autocast(device_, options_.precision);
+  if (contrastive_) {
+    return ContrastiveOverChunks(model_, std::move(batch.chunks), temperature_.get(), group_,
+                                 options_.drop_related ? &pairs_.relation : nullptr);
+  }
+  torch::Tensor labels;
+  const torch::Tensor logits = PairLogitsOf(model_, batch.pairs, device_, &labels);
+  return Siamese(logits.to(torch::kFloat), labels, group_);
+}
+
+void FinetuningLoop::Update(bool finite) {
+  if (finite) {
+    TrainingRun::Step(synchronizer_, model_.module(), *optimizer_, options_.optimizer, step_, &*timer_, LrFactors(),
+                      levels_.Frozen(step_));
+  } else {  // the same on every rank, after the same collectives
+    synchronizer_.Finalize();
+    optimizer_->zero_grad();
+  }
+}
+
+void FinetuningLoop::RefreshNegativesWhenDue() {
+  // At every multiple, the last step too: a run stopped there resumes with the lists it would have used.
+  if (options_.refresh_negatives <= 0 || step_ % options_.refresh_negatives != 0) return;
+  const MinedNegatives mined = MineFromTheModel(model_, corpus_, pairs_.train, options_, group_);
+  pairs_.hard.SetMined(mined.by_source);
+  batches_->ListsChanged();
+  if (group_.rank() == 0) {
+    LOG(INFO) << "[finetune] step " << step_ << ": negatives mined again from the model's vectors of "
+              << corpus_.num_documents() << " documents (left out: " << mined.dropped_related << " labelled related, "
+              << mined.dropped_margin << " above the best positive by more than " << options_.mine_margin << ")";
+  }
+}
+
+void FinetuningLoop::Report(StepLosses& losses) {
+  const char* score = contrastive_ ? "top1" : "accuracy";
+  bar_->SetStatus("loss " + std::to_string(losses.loss).substr(0, 6) + "  " + score + " " +
+                  std::to_string(losses.parts[score]).substr(0, 5));
+  bar_->Add(1, options_.batch_size * group_.size() * options_.accumulation);
+  if (step_ % options_.log_every != 0 && step_ != options_.steps) return;
+  std::map<std::string, double>& parts = losses.parts;
+  parts["loss"] = losses.loss;
+  parts["lr"] = LearningRate(options_.optimizer, step_ - 1);
+  parts["epoch"] = static_cast<double>(batches_->epoch());
+  parts.merge(timer_->Take(step_ - timed_from_));
+  timed_from_ = step_;
+  run_.Log(step_, "train", parts);
+}
+
+void FinetuningLoop::ValidateWhenDue() {
+  if (pairs_.valid.empty() || options_.validate_every <= 0 ||
+      (step_ % options_.validate_every != 0 && step_ != options_.steps)) {
+    return;
+  }
+  const Autocast autocast(device_, options_.precision);  // validated as trained
+  const Validation v =
+      contrastive_ ? ValidateContrastive(model_, corpus_, pairs_.valid, options_, temperature_.get().value(), device_)
+                   : Validate(model_, corpus_, pairs_.valid, options_.batch_size, group_);
+  run_.Log(step_, "valid", {{"loss", v.loss}, {contrastive_ ? "top1" : "accuracy", v.accuracy}});
+  result_.stopped_early = best_.Update(v.loss, step_, model_.module(), start_.info, group_);
+}
+
+void FinetuningLoop::CheckpointWhenDue() {
+  if (step_ % options_.checkpoint_every != 0 && step_ != options_.steps && !result_.stopped_early &&
+      !result_.interrupted) {
+    return;
+  }
+  nlohmann::json trainer = {{"options", OptionsJson(options_)}, {"validation", best_.ToJson()}};
+  temperature_.Save(&trainer);
+  levels_.Save(&trainer);
+  if (options_.refresh_negatives > 0) trainer["mined_negatives"] = pairs_.hard.mined();
+  run_.Save(step_, batches_->epoch(), batches_->position(), model_.module(), *optimizer_, start_.info, trainer);
+}
+
+}  // namespace
+
+LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& group) {
+  return FinetuningLoop(options, group).Run();
 }
 
 }  // namespace docmatch::train

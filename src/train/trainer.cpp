@@ -4,6 +4,12 @@
 
 #include <glog/logging.h>
 
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "console/progress.h"
 #include "data/batches/batch_loader.h"
 #include "data/batches/blocks.h"
@@ -116,155 +122,245 @@ double Validate(Task<Batch>& task, const std::vector<Batch>& batches) {
   return total / static_cast<double>(batches.size());
 }
 
+// The pre-training loop of one objective. The constructor sets the run up
+// (or resumes it); Run() takes the steps, each a sequence of named phases.
 template <typename Batch>
-LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data::Corpus>& corpus, Task<Batch> task,
-                dist::ProcessGroup& group) {
-  const int rank = group.rank(), world = group.size();
-  const torch::Device device = group.device();
-  dist::GradientSynchronizer synchronizer(task.module.parameters(), group, TrainingRun::Synchronizer(options));
-  synchronizer.BroadcastParameters();
-  SentenceLevel levels(options, task.info.config.kind, "train");
-  std::unique_ptr<torch::optim::AdamW> optimizer = levels.MakeOptimizer(task.module, options.optimizer);
-  TrainingRun run(options.run, options.keep_last, group);
-  run.set_console_lines(!options.progress);
-  std::vector<Batch> valid_batches;
-  if (!options.valid_corpus.empty()) {
-    const data::Corpus valid(options.valid_corpus);
-    TORCH_CHECK(valid.manifest().tokenizer_hash == corpus->manifest().tokenizer_hash, "[train] ", options.valid_corpus,
-                " was prepared with another tokenizer than ", options.corpus, ": prepare it with --tokenizer ",
-                corpus->tokenizer_path());
-    valid_batches = ValidationBatches(task, valid, options, group);
-  }
-  BestModel best(options.run, options.patience);
-  // With a validation corpus and no interval, validate at every checkpoint.
-  const int64_t validate_every = options.validate_every > 0 ? options.validate_every : options.checkpoint_every;
+class PretrainingLoop {
+ public:
+  PretrainingLoop(const PretrainOptions& options, std::shared_ptr<const data::Corpus> corpus, Task<Batch> task,
+                  dist::ProcessGroup& group);
+  LoopResult Run();
 
-  // Dropout draws: a per-rank stream, saved and restored with checkpoints.
-  torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));
-  const std::optional<ResumedState> resumed = run.Resume(options.resume, task.module, *optimizer, task.info);
-  run.RecordConfig(options.config_yaml, resumed.has_value());
-  int64_t step = resumed ? resumed->step : 0;
-  if (resumed) best.Restore(resumed->trainer);
-
-  data::StreamOptions stream_options;
-  stream_options.seed = options.seed;
-  stream_options.rank = rank;
-  stream_options.world_size = world;
-  auto stream = std::make_shared<data::ShardStream>(corpus, stream_options);
-  stream->StartEpoch(resumed ? resumed->epoch : 0, std::min(resumed ? resumed->position : 0, stream->epoch_size()));
-  TORCH_CHECK(stream->epoch_size() >= options.batch_size, "[train] rank ", rank, " gets ", stream->epoch_size(),
-              " documents per epoch, fewer than one batch of ", options.batch_size,
-              ": use a smaller --batch-size or fewer ranks");
-  auto loader = std::make_unique<data::BatchLoader<Batch>>(stream, options.batch_size, task.builder, /*prefetch=*/4,
-                                                           /*drop_last=*/true, options.loader_threads);
-
-  console::ProgressBar bar("[train] step", options.steps, "steps", "docs", rank == 0 && options.progress);
-  bar.Resume(step);
-  int64_t tokens = 0, documents_seen = 0;  // this process's, all ranks (ranks hold batches of similar size)
-  double flops = 0;                        // this rank's model FLOPs since the last log
-  // Throughput over the last log interval (not since the start, so that a
-  // warm-up or a slow validation does not blur the steady rate).
-  int64_t logged_tokens = 0, logged_documents = 0;
-  double logged_seconds = 0;
-  LoopResult result;
-  PhaseTimer timer(options.time_split, device);
-  StepProfiler profiler(options, "train", rank, /*start_step=*/step, device);
-  int64_t timed_from = step;
-  while (step < options.steps && !result.stopped_early && !result.interrupted) {
-    profiler.Begin(step + 1);
-    levels.BeginStep(step);
+ private:
+  // What a step's micro-steps computed, summed over them.
+  struct StepLosses {
     double loss = 0;
     bool finite = true;
     std::map<std::string, double> parts;
     std::function<std::map<std::string, double>()> diagnostics;  // the last micro-step's, run only if logged
-    int64_t documents = 0;
-    for (int64_t micro = 0; micro < options.accumulation; ++micro) {
-      std::optional<Batch> batch = loader->Next();
-      if (!batch) {  // end of this rank's epoch: the next one
-        stream->StartEpoch(stream->epoch() + 1);
-        loader = std::make_unique<data::BatchLoader<Batch>>(stream, options.batch_size, task.builder, /*prefetch=*/4,
-                                                            /*drop_last=*/true, options.loader_threads);
-        batch = loader->Next();
-      }
-      timer.Mark("data");
-      std::optional<Objective> computed;
-      {
-        const Autocast autocast(device, options.precision);
-        computed = task.compute(*batch);
-      }
-      const Objective& objective = *computed;
-      finite = finite &&
-               TrainingRun::CheckFinite(objective.value, step, options.on_nonfinite, *corpus, batch->document_index);
-      timer.Mark("forward");
-      const bool last_micro = micro + 1 == options.accumulation;
-      Backward(objective, 1.0 / static_cast<double>(options.accumulation),
-               [&](bool last) { synchronizer.Prepare(/*sync=*/last_micro && last); });
-      timer.Mark("backward");
-      loss += objective.value / options.accumulation;
-      for (const auto& [name, value] : objective.parts) parts[name] += value / options.accumulation;
-      diagnostics = objective.diagnostics;
-      documents += task.documents(*batch) * world;
-      tokens += task.tokens(*batch) * world;
-      if (task.flops) flops += task.flops(*batch);
-    }
-    if (finite) {
-      TrainingRun::Step(synchronizer, task.module, *optimizer, options.optimizer, step, &timer, levels.LrFactors(step),
-                        levels.Frozen(step));
-    } else {  // the same on every rank, after the same collectives
-      synchronizer.Finalize();
-      optimizer->zero_grad();
-    }
-    ++step;
-    bar.SetStatus("loss " + std::to_string(loss).substr(0, 6) + "  " + console::HumanCount(tokens / bar.seconds()) +
-                  " tokens/s");
-    bar.Add(1, documents);
-    documents_seen += documents;
+    int64_t documents = 0;                                       // all ranks'
+  };
 
-    if (step % options.log_every == 0 || step == options.steps) {
-      if (diagnostics) parts.merge(diagnostics());
-      parts["loss"] = loss;
-      parts["lr"] = LearningRate(options.optimizer, step - 1);
-      parts["epoch"] = static_cast<double>(stream->epoch());
-      const double interval = std::max(1e-9, bar.seconds() - logged_seconds);
-      parts["docs_per_s"] = static_cast<double>(documents_seen - logged_documents) / interval;
-      parts["tokens_per_s"] = static_cast<double>(tokens - logged_tokens) / interval;
-      logged_seconds = bar.seconds();
-      logged_documents = documents_seen;
-      logged_tokens = tokens;
-      if (device.is_cuda()) parts["gpu_peak_gib"] = PeakDeviceMemoryGiB(device);
-      std::map<std::string, double> times = timer.Take(step - timed_from);
-      if (times.count("time/step_ms") && task.flops) {  // this rank's achieved model FLOP rate
-        parts["model_tflops_per_s"] = flops / (times["time/step_ms"] * (step - timed_from) * 1e-3) / 1e12;
-      }
-      flops = 0;
-      parts.merge(times);
-      timed_from = step;
-      run.Log(step, "train", parts);
-    }
-    if (!valid_batches.empty() && (step % validate_every == 0 || step == options.steps)) {
-      double loss = 0;
-      {
-        const Autocast autocast(device, options.precision);  // validated as trained
-        loss = Validate(task, valid_batches);
-      }
-      run.Log(step, "valid", {{"loss", loss}});
-      result.stopped_early = best.Update(loss, step, task.module, task.info, group);
-    }
-    result.interrupted = run.StopRequested(step);
-    if (step % options.checkpoint_every == 0 || step == options.steps || result.stopped_early || result.interrupted) {
-      const data::StreamCursor now = loader->cursor();
-      nlohmann::json trainer = {{"options", OptionsJson(options)}, {"validation", best.ToJson()}};
-      levels.Save(&trainer);
-      run.Save(step, now.epoch, now.position, task.module, *optimizer, task.info, trainer);
-    }
-    timer.Mark("other");  // progress, logging, validation, checkpoints
-    profiler.End(step);
+  Batch NextBatch();                // this rank's next batch; at the end of its epoch, the next epoch's first
+  StepLosses ForwardBackward();     // the step's micro-steps, gradients accumulated
+  void Update(bool finite);         // gradients averaged, clipped and applied; dropped after a non-finite loss
+  void Report(StepLosses& losses);  // the progress bar; every --log-every steps the metrics
+  void ValidateWhenDue();           // the validation loss, the best model and early stopping
+  void CheckpointWhenDue();         // at every --checkpoint-every, the last step, a stop or an interruption
+  std::unique_ptr<data::BatchLoader<Batch>> MakeLoader() const {
+    return std::make_unique<data::BatchLoader<Batch>>(stream_, options_.batch_size, task_.builder, /*prefetch=*/4,
+                                                      /*drop_last=*/true, options_.loader_threads);
   }
-  bar.Finish();
-  result.step = step;
-  result.best_step = best.best_step();
-  result.best_valid_loss = best.best_loss();
-  return result;
+
+  const PretrainOptions& options_;
+  const std::shared_ptr<const data::Corpus> corpus_;
+  Task<Batch> task_;
+  dist::ProcessGroup& group_;
+  const torch::Device device_;
+  dist::GradientSynchronizer synchronizer_;
+  SentenceLevel levels_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  TrainingRun run_;
+  std::vector<Batch> valid_batches_;
+  BestModel best_;
+  int64_t validate_every_;
+  int64_t step_ = 0;
+  std::shared_ptr<data::ShardStream> stream_;
+  std::unique_ptr<data::BatchLoader<Batch>> loader_;
+  // Their clocks start with the first step.
+  std::optional<console::ProgressBar> bar_;
+  std::optional<PhaseTimer> timer_;
+  std::optional<StepProfiler> profiler_;
+  int64_t tokens_ = 0, documents_ = 0;  // this process's count, all ranks' (ranks hold batches of similar size)
+  double flops_ = 0;                    // this rank's model FLOPs since the last log
+  // Throughput over the last log interval (not since the start, so that a
+  // warm-up or a slow validation does not blur the steady rate).
+  int64_t logged_tokens_ = 0, logged_documents_ = 0, timed_from_ = 0;
+  double logged_seconds_ = 0;
+  LoopResult result_;
+};
+
+template <typename Batch>
+PretrainingLoop<Batch>::PretrainingLoop(const PretrainOptions& options, std::shared_ptr<const data::Corpus> corpus,
+                                        Task<Batch> task, dist::ProcessGroup& group)
+    : options_(options),
+      corpus_(std::move(corpus)),
+      task_(std::move(task)),
+      group_(group),
+      device_(group.device()),
+      synchronizer_(task_.module.parameters(), group, TrainingRun::Synchronizer(options)),
+      levels_(options, task_.info.config.kind, "train"),
+      optimizer_(levels_.MakeOptimizer(task_.module, options.optimizer)),
+      run_(options.run, options.keep_last, group),
+      best_(options.run, options.patience),
+      // With a validation corpus and no interval, validate at every checkpoint.
+      validate_every_(options.validate_every > 0 ? options.validate_every : options.checkpoint_every) {
+  const int rank = group.rank();
+  synchronizer_.BroadcastParameters();
+  run_.set_console_lines(!options.progress);
+  if (!options.valid_corpus.empty()) {
+    const data::Corpus valid(options.valid_corpus);
+    TORCH_CHECK(valid.manifest().tokenizer_hash == corpus_->manifest().tokenizer_hash, "[train] ", options.valid_corpus,
+                " was prepared with another tokenizer than ", options.corpus, ": prepare it with --tokenizer ",
+                corpus_->tokenizer_path());
+    valid_batches_ = ValidationBatches(task_, valid, options, group);
+  }
+
+  // Dropout draws: a per-rank stream, saved and restored with checkpoints.
+  torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));
+  const std::optional<ResumedState> resumed = run_.Resume(options.resume, task_.module, *optimizer_, task_.info);
+  run_.RecordConfig(options.config_yaml, resumed.has_value());
+  step_ = resumed ? resumed->step : 0;
+  if (resumed) best_.Restore(resumed->trainer);
+
+  data::StreamOptions stream_options;
+  stream_options.seed = options.seed;
+  stream_options.rank = rank;
+  stream_options.world_size = group.size();
+  stream_ = std::make_shared<data::ShardStream>(corpus_, stream_options);
+  stream_->StartEpoch(resumed ? resumed->epoch : 0, std::min(resumed ? resumed->position : 0, stream_->epoch_size()));
+  TORCH_CHECK(stream_->epoch_size() >= options.batch_size, "[train] rank ", rank, " gets ", stream_->epoch_size(),
+              " documents per epoch, fewer than one batch of ", options.batch_size,
+              ": use a smaller --batch-size or fewer ranks");
+  loader_ = MakeLoader();
+}
+
+template <typename Batch>
+LoopResult PretrainingLoop<Batch>::Run() {
+  bar_.emplace("[train] step", options_.steps, "steps", "docs", group_.rank() == 0 && options_.progress);
+  bar_->Resume(step_);
+  timer_.emplace(options_.time_split, device_);
+  profiler_.emplace(options_, "train", group_.rank(), /*start_step=*/step_, device_);
+  timed_from_ = step_;
+  while (step_ < options_.steps && !result_.stopped_early && !result_.interrupted) {
+    profiler_->Begin(step_ + 1);
+    levels_.BeginStep(step_);
+    StepLosses losses = ForwardBackward();
+    Update(losses.finite);
+    ++step_;
+    Report(losses);
+    ValidateWhenDue();
+    result_.interrupted = run_.StopRequested(step_);
+    CheckpointWhenDue();
+    timer_->Mark("other");  // progress, logging, validation, checkpoints
+    profiler_->End(step_);
+  }
+  bar_->Finish();
+  result_.step = step_;
+  result_.best_step = best_.best_step();
+  result_.best_valid_loss = best_.best_loss();
+  return result_;
+}
+
+template <typename Batch>
+Batch PretrainingLoop<Batch>::NextBatch() {
+  std::optional<Batch> batch = loader_->Next();
+  if (!batch) {
+    stream_->StartEpoch(stream_->epoch() + 1);
+    loader_ = MakeLoader();
+    batch = loader_->Next();
+  }
+  return std::move(*batch);
+}
+
+template <typename Batch>
+typename PretrainingLoop<Batch>::StepLosses PretrainingLoop<Batch>::ForwardBackward() {
+  StepLosses losses;
+  const int64_t world = group_.size();
+  for (int64_t micro = 0; micro < options_.accumulation; ++micro) {
+    const Batch batch = NextBatch();
+    timer_->Mark("data");
+    std::optional<Objective> computed;
+    {
+      const Autocast autocast(device_, options_.precision);
+      computed = task_.compute(batch);
+    }
+    const Objective& objective = *computed;
+    losses.finite = losses.finite && TrainingRun::CheckFinite(objective.value, step_, options_.on_nonfinite, *corpus_,
+                                                              batch.document_index);
+    timer_->Mark("forward");
+    const bool last_micro = micro + 1 == options_.accumulation;
+    Backward(objective, 1.0 / static_cast<double>(options_.accumulation),
+             [&](bool last) { synchronizer_.Prepare(/*sync=*/last_micro && last); });
+    timer_->Mark("backward");
+    losses.loss += objective.value / options_.accumulation;
+    for (const auto& [name, value] : objective.parts) losses.parts[name] += value / options_.accumulation;
+    losses.diagnostics = objective.diagnostics;
+    losses.documents += task_.documents(batch) * world;
+    tokens_ += task_.tokens(batch) * world;
+    if (task_.flops) flops_ += task_.flops(batch);
+  }
+  return losses;
+}
+
+template <typename Batch>
+void PretrainingLoop<Batch>::Update(bool finite) {
+  if (finite) {
+    TrainingRun::Step(synchronizer_, task_.module, *optimizer_, options_.optimizer, step_, &*timer_,
+                      levels_.LrFactors(step_), levels_.Frozen(step_));
+  } else {  // the same on every rank, after the same collectives
+    synchronizer_.Finalize();
+    optimizer_->zero_grad();
+  }
+}
+
+template <typename Batch>
+void PretrainingLoop<Batch>::Report(StepLosses& losses) {
+  bar_->SetStatus("loss " + std::to_string(losses.loss).substr(0, 6) + "  " +
+                  console::HumanCount(tokens_ / bar_->seconds()) + " tokens/s");
+  bar_->Add(1, losses.documents);
+  documents_ += losses.documents;
+  if (step_ % options_.log_every != 0 && step_ != options_.steps) return;
+  std::map<std::string, double>& parts = losses.parts;
+  if (losses.diagnostics) parts.merge(losses.diagnostics());
+  parts["loss"] = losses.loss;
+  parts["lr"] = LearningRate(options_.optimizer, step_ - 1);
+  parts["epoch"] = static_cast<double>(stream_->epoch());
+  const double interval = std::max(1e-9, bar_->seconds() - logged_seconds_);
+  parts["docs_per_s"] = static_cast<double>(documents_ - logged_documents_) / interval;
+  parts["tokens_per_s"] = static_cast<double>(tokens_ - logged_tokens_) / interval;
+  logged_seconds_ = bar_->seconds();
+  logged_documents_ = documents_;
+  logged_tokens_ = tokens_;
+  if (device_.is_cuda()) parts["gpu_peak_gib"] = PeakDeviceMemoryGiB(device_);
+  std::map<std::string, double> times = timer_->Take(step_ - timed_from_);
+  if (times.count("time/step_ms") && task_.flops) {  // this rank's achieved model FLOP rate
+    parts["model_tflops_per_s"] = flops_ / (times["time/step_ms"] * (step_ - timed_from_) * 1e-3) / 1e12;
+  }
+  flops_ = 0;
+  parts.merge(times);
+  timed_from_ = step_;
+  run_.Log(step_, "train", parts);
+}
+
+template <typename Batch>
+void PretrainingLoop<Batch>::ValidateWhenDue() {
+  if (valid_batches_.empty() || (step_ % validate_every_ != 0 && step_ != options_.steps)) return;
+  double loss = 0;
+  {
+    const Autocast autocast(device_, options_.precision);  // validated as trained
+    loss = Validate(task_, valid_batches_);
+  }
+  run_.Log(step_, "valid", {{"loss", loss}});
+  result_.stopped_early = best_.Update(loss, step_, task_.module, task_.info, group_);
+}
+
+template <typename Batch>
+void PretrainingLoop<Batch>::CheckpointWhenDue() {
+  if (step_ % options_.checkpoint_every != 0 && step_ != options_.steps && !result_.stopped_early &&
+      !result_.interrupted) {
+    return;
+  }
+  const data::StreamCursor now = loader_->cursor();
+  nlohmann::json trainer = {{"options", OptionsJson(options_)}, {"validation", best_.ToJson()}};
+  levels_.Save(&trainer);
+  run_.Save(step_, now.epoch, now.position, task_.module, *optimizer_, task_.info, trainer);
+}
+
+template <typename Batch>
+LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data::Corpus>& corpus, Task<Batch> task,
+                dist::ProcessGroup& group) {
+  return PretrainingLoop<Batch>(options, corpus, std::move(task), group).Run();
 }
 
 // The kind an objective trains, or a message saying which kinds it takes.
