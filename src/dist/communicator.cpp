@@ -4,9 +4,6 @@
 
 #include <glog/logging.h>
 
-#include <algorithm>
-#include <thread>
-
 #include "dist/control_plane.h"
 #include "dist/mpi_communicator.h"
 #include "dist/runtime.h"
@@ -16,17 +13,15 @@
 
 namespace docmatch::dist {
 
-bool PollBackoff::hot() const { return std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(5); }
+namespace {
 
-void PollBackoff::Pause() {
-  constexpr auto kLongest = std::chrono::microseconds(1000);
-  if (hot()) {
-    std::this_thread::yield();
-    return;
-  }
-  std::this_thread::sleep_for(sleep_);
-  sleep_ = std::min(kLongest, sleep_ * 2);
-}
+// What a collective of one rank returns: its result is its input, ready.
+class CompletedWork : public Work {
+ public:
+  void Wait() override {}
+};
+
+}  // namespace
 
 Communicator::Communicator(const torch::Device& device) : device_(ResolveDevice(device)) {}
 
@@ -41,6 +36,9 @@ void Communicator::CheckPayload(const char* op, const torch::Tensor& tensor) con
 
 WorkHandle Communicator::AllReduceAsync(torch::Tensor tensor) {
   CheckPayload("all_reduce", tensor);
+  // One rank: the sum is the tensor itself. Nothing to launch, so a
+  // one-GPU run's step makes no NCCL call.
+  if (size() == 1) return std::make_shared<CompletedWork>();
   return DoAllReduce(std::move(tensor));
 }
 
@@ -69,6 +67,7 @@ WorkHandle Communicator::ReduceScatterUnevenAsync(torch::Tensor input, torch::Te
 
 WorkHandle Communicator::BroadcastAsync(torch::Tensor tensor, int root) {
   CheckPayload("broadcast", tensor);
+  if (size() == 1) return std::make_shared<CompletedWork>();  // the root's tensor is this one
   return DoBroadcast(std::move(tensor), root);
 }
 

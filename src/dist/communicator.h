@@ -36,21 +36,6 @@ class Work {
 };
 using WorkHandle = std::shared_ptr<Work>;
 
-// How a Wait() polls: hot for the first few milliseconds (a collective
-// usually completes soon after its last peer arrives), then sleeping, with
-// the sleep doubling up to a millisecond, so a rank that waits minutes on a
-// stalled peer uses a few percent of a core instead of all of it.
-class PollBackoff {
- public:
-  void Pause();
-  // Still in the first, hot milliseconds.
-  bool hot() const;
-
- private:
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::microseconds sleep_{10};
-};
-
 class ControlPlane;
 
 // The data plane: floating-point tensors on the run's device (activations,
@@ -71,7 +56,8 @@ class Communicator {
   // The device every tensor of this communicator lives on.
   const torch::Device& device() const { return device_; }
 
-  // In place: every rank ends with the sum over ranks. Any shape.
+  // In place: every rank ends with the sum over ranks. Any shape. At one
+  // rank (as the broadcast) checked and not launched.
   WorkHandle AllReduceAsync(torch::Tensor tensor);
   // `output` (size * n, ...) receives every rank's `input` (n, ...) in rank order.
   WorkHandle AllGatherAsync(torch::Tensor input, torch::Tensor output);

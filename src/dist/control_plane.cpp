@@ -46,8 +46,7 @@ void ControlPlane::Wait(MPI_Request* request, const char* what) {
       [&] {
         MPI_Test(request, &complete, MPI_STATUS_IGNORE);
         return complete != 0;
-      },
-      nullptr);
+      });
 }
 
 std::vector<int64_t> ControlPlane::AllGather(int64_t value) {

@@ -85,8 +85,7 @@ class MpiWork : public Work {
         [this] {
           Progress();
           return complete_ != 0;
-        },
-        nullptr);
+        });
     done_ = true;
     if (finish_) finish_();
   }

@@ -86,16 +86,14 @@ std::string Describe(const char* op, const torch::Tensor& t) {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(const torch::Device& device, std::chrono::milliseconds timeout)
-    : Communicator(device),
-      device_(device),
-      stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index())) {
+    : Communicator(device), stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, this->device().index())) {
   timeout_ = timeout;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   ncclUniqueId id;
   if (rank_ == 0) Check(ncclGetUniqueId(&id), "get unique id");
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
-  c10::cuda::CUDAGuard guard(device_);
+  c10::cuda::CUDAGuard guard(this->device());
   {
     // ncclCommInitRank blocks until every rank has joined; a rank that never
     // does (a network fault, a dead peer) must end the job, not hang it.
@@ -125,17 +123,22 @@ NcclCommunicator::NcclCommunicator(const torch::Device& device, std::chrono::mil
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  // Unwinding an error, the collectives still queued may need peers that
+  // will never issue them: they are abandoned and the communicator aborted,
+  // so the error reaches the user at once. Otherwise every rank issued the
+  // same collectives: the watchdog follows the last of them to their end (or
+  // the timeout ends the job) and the communicator is destroyed, as on every
+  // other rank. One rank aborting while its peers destroy can hang NCCL's
+  // teardown, which is collective within a node.
   {
     std::lock_guard<std::mutex> lock(watched_mutex_);
     stopping_ = true;
+    abandoning_ = std::uncaught_exceptions() > 0;
   }
   watched_changed_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   if (!comm_) return;
-  // ncclCommDestroy waits for the collectives still queued, which may need
-  // peers that will never issue them (this rank is unwinding an error):
-  // abort those instead, so the error reaches the user at once.
-  if (abandoned_ || std::uncaught_exceptions() > 0) {
+  if (abandoned_) {
     ncclCommAbort(comm_);
   } else {
     ncclCommDestroy(comm_);
@@ -145,7 +148,7 @@ NcclCommunicator::~NcclCommunicator() {
 void NcclCommunicator::Watch() {
   // This thread's CUDA calls (event queries) go to the rank's GPU, not GPU 0,
   // where they would make a context of their own.
-  c10::cuda::CUDAGuard guard(device_);
+  c10::cuda::CUDAGuard guard(device());
   try {
     for (;;) {
       std::shared_ptr<NcclWork> work;
@@ -165,16 +168,15 @@ void NcclCommunicator::Watch() {
                          << work->pending().what << ": " << ncclGetErrorString(state) << " (" << ncclGetLastError(comm_)
                          << "). Aborting the job.";
               google::FlushLogFiles(google::GLOG_INFO);
-              ncclCommAbort(comm_);
-              MPI_Abort(MPI_COMM_WORLD, 3);
+              AbortJob();
             }
             if (work->done().query()) return true;
-            // At shutdown, collectives nobody will complete are not followed.
+            // Unwinding an error, collectives nobody may complete are not followed.
             std::lock_guard<std::mutex> lock(watched_mutex_);
-            if (stopping_) abandoned_ = true;
-            return stopping_;
+            if (abandoning_) abandoned_ = true;
+            return abandoning_;
           },
-          [this] { ncclCommAbort(comm_); });
+          PollBackoff::Patient());
       std::lock_guard<std::mutex> lock(watched_mutex_);
       watched_.pop_front();
     }
@@ -184,25 +186,31 @@ void NcclCommunicator::Watch() {
     LOG(ERROR) << "[dist] " << probe_->Name(rank_) << ": the NCCL watchdog failed: " << e.what()
                << ". Aborting the job.";
     google::FlushLogFiles(google::GLOG_INFO);
-    ncclCommAbort(comm_);
-    MPI_Abort(MPI_COMM_WORLD, 3);
+    AbortJob();
   }
+}
+
+void NcclCommunicator::AbortJob() {
+  // Not ncclCommAbort first: on a dead or hung peer, which is when this runs,
+  // it can block, and MPI_Abort would never come. Ending the processes frees
+  // NCCL's resources.
+  MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
 WorkHandle NcclCommunicator::Launch(const std::string& what, const std::vector<torch::Tensor>& tensors,
                                     const std::function<void(cudaStream_t)>& enqueue) {
-  c10::cuda::CUDAGuard guard(device_);
+  c10::cuda::CUDAGuard guard(device());
   for (const auto& t : tensors) {
-    TORCH_CHECK(t.is_cuda() && t.device() == device_, "[dist] NCCL ", what, ": tensor on ", t.device().str(),
-                ", communicator on ", device_.str());
+    TORCH_CHECK(t.is_cuda() && t.device() == device(), "[dist] NCCL ", what, ": tensor on ", t.device().str(),
+                ", communicator on ", device().str());
     TORCH_CHECK(t.is_contiguous(), "[dist] NCCL collectives need contiguous tensors");
     // The allocator must not hand this memory out while NCCL still uses it.
     c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
   }
   at::cuda::CUDAEvent ready;
-  ready.record(c10::cuda::getCurrentCUDAStream(device_.index()));
+  ready.record(c10::cuda::getCurrentCUDAStream(device().index()));
   ready.block(stream_);
-  auto work = std::make_shared<NcclWork>(probe_->Start(what, timeout_), device_, tensors);
+  auto work = std::make_shared<NcclWork>(probe_->Start(what, timeout_), device(), tensors);
   enqueue(stream_.stream());
   work->done().record(stream_);
   {
@@ -278,7 +286,7 @@ WorkHandle NcclCommunicator::DoReduceScatterUneven(torch::Tensor input, torch::T
     int64_t offset = 0;
     const char* base = static_cast<const char*>(input.data_ptr());
     for (int r = 0; r < size_; ++r) {
-      Check(ncclReduce(base + offset * row * input.element_size(), r == rank_ ? output.data_ptr() : nullptr,
+      Check(ncclReduce(base + offset * row * input.element_size(), output.data_ptr() /* written on root r alone */,
                        counts[r] * row, TypeOf(input), ncclSum, r, comm_, stream),
             "reduce");
       offset += counts[r];
@@ -295,7 +303,7 @@ WorkHandle NcclCommunicator::DoBroadcast(torch::Tensor tensor, int root) {
 }
 
 WorkHandle NcclCommunicator::BarrierAsync() {
-  torch::Tensor token = torch::zeros({1}, torch::TensorOptions().device(device_));
+  torch::Tensor token = torch::zeros({1}, torch::TensorOptions().device(device()));
   return AllReduceAsync(token);
 }
 

@@ -56,8 +56,9 @@ class NcclCommunicator : public Communicator {
   // The watchdog's loop: each launched collective, in order, until it
   // completes, the communicator reports an error, or the timeout passes.
   void Watch();
+  // Ends every rank of the job (exit code 3), after the error is logged.
+  void AbortJob();
 
-  torch::Device device_;
   ncclComm_t comm_ = nullptr;
   c10::cuda::CUDAStream stream_;
   int rank_ = 0, size_ = 1;
@@ -65,8 +66,9 @@ class NcclCommunicator : public Communicator {
   std::mutex watched_mutex_;
   std::condition_variable watched_changed_;
   std::deque<std::shared_ptr<NcclWork>> watched_;
-  bool stopping_ = false;
-  bool abandoned_ = false;  // a collective was still running at shutdown
+  bool stopping_ = false;    // the communicator is being destroyed: follow what is left, then stop
+  bool abandoning_ = false;  // ... while an exception unwinds: stop following at once
+  bool abandoned_ = false;   // a collective was still running when following stopped
   std::thread watchdog_;
 };
 

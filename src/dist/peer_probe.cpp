@@ -13,8 +13,6 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
-
 namespace docmatch::dist {
 namespace {
 
@@ -160,13 +158,22 @@ std::string PeerProbe::Survey(int64_t number, const std::string& what, std::chro
   return report.str();
 }
 
-void WaitOrAbort(const Pending& pending, const std::function<bool()>& done,
-                 const std::function<void()>& abort_backend) {
+bool PollBackoff::hot() const { return std::chrono::steady_clock::now() - start_ < hot_for_; }
+
+void PollBackoff::Pause() {
+  if (hot()) {
+    std::this_thread::yield();
+    return;
+  }
+  std::this_thread::sleep_for(sleep_);
+  sleep_ = std::min(longest_, sleep_ * 2);
+}
+
+void WaitOrAbort(const Pending& pending, const std::function<bool()>& done, PollBackoff backoff) {
   // Questions come only from a peer that timed out, so answering them can
   // wait until the collective is no longer about to complete: the hot
   // polling stays one MPI call per turn.
   const auto deadline = std::chrono::steady_clock::now() + pending.timeout;
-  PollBackoff backoff;
   while (!done()) {
     if (!backoff.hot()) pending.probe->Answer(pending.number, pending.what);
     if (std::chrono::steady_clock::now() > deadline) {
@@ -175,7 +182,6 @@ void WaitOrAbort(const Pending& pending, const std::function<bool()>& done,
                  << pending.number << ") did not complete within " << Seconds(pending.timeout) << " s." << peers
                  << " Aborting the job (--collective-timeout sets the limit).";
       google::FlushLogFiles(google::GLOG_INFO);
-      if (abort_backend) abort_backend();
       MPI_Abort(MPI_COMM_WORLD, 3);
     }
     backoff.Pause();

@@ -75,10 +75,35 @@ struct Pending {
   std::shared_ptr<PeerProbe> probe;
 };
 
-// Polls `done` (with PollBackoff) until it returns true, answering peers'
-// questions once past the first hot milliseconds. Past the timeout: surveys the peers, logs which rank stalls and
-// where everyone waits, runs `abort_backend` (may be empty) and aborts the
-// job with exit code 3.
-void WaitOrAbort(const Pending& pending, const std::function<bool()>& done, const std::function<void()>& abort_backend);
+// How a wait polls. By default, for a rank that waits on a collective of its
+// own: hot for the first few milliseconds (a collective usually completes
+// soon after its last peer arrives), then sleeping, the sleep doubling up to
+// a millisecond, so a rank that waits minutes on a stalled peer uses a few
+// percent of a core instead of all of it. Patient(): never hot, sleeps
+// doubling up to 10 ms, for a thread that only follows completion (NCCL's
+// watchdog: nothing waits on it, and spinning would take a core, and the CUDA
+// driver's lock, from the thread that launches the step's kernels).
+class PollBackoff {
+ public:
+  PollBackoff() = default;
+  static PollBackoff Patient() { return PollBackoff(std::chrono::microseconds(0), std::chrono::microseconds(10000)); }
+  void Pause();
+  // Still in the first, hot milliseconds.
+  bool hot() const;
+
+ private:
+  PollBackoff(std::chrono::microseconds hot_for, std::chrono::microseconds longest)
+      : hot_for_(hot_for), longest_(longest) {}
+
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::microseconds hot_for_{5000}, longest_{1000}, sleep_{10};
+};
+
+// Polls `done` as `backoff` says until it returns true, answering peers'
+// questions once past the hot milliseconds. Past the timeout: surveys the
+// peers, logs which rank stalls and where everyone waits, and aborts the job
+// with exit code 3 (MPI_Abort alone: a backend's own abort can block on the
+// dead or hung peer that brought the job here).
+void WaitOrAbort(const Pending& pending, const std::function<bool()>& done, PollBackoff backoff = PollBackoff());
 
 }  // namespace docmatch::dist

@@ -90,7 +90,9 @@ TEST(ControlPlane, HostValuesMeetOnEveryRank) {
   EXPECT_EQ(all_ids, expected_ids);
   const std::vector<double> all_scores = control.AllGatherUneven(std::vector<double>(me, 0.5 + me));
   EXPECT_EQ(static_cast<int>(all_scores.size()), n * (n - 1) / 2);
-  if (n > 1) EXPECT_EQ(all_scores.back(), 0.5 + (n - 1));
+  if (n > 1) {
+    EXPECT_EQ(all_scores.back(), 0.5 + (n - 1));
+  }
   const std::vector<uint8_t> bytes = control.AllGatherUneven(std::vector<uint8_t>(3, static_cast<uint8_t>(me)));
   ASSERT_EQ(static_cast<int>(bytes.size()), 3 * n);
   for (int r = 0; r < n; ++r) EXPECT_EQ(bytes[3 * r + 2], r);
