@@ -10,9 +10,10 @@ launch_usage() {
 usage: $1 $2 [launch options] [-- docmatch flags...]
 
 launch options:
-  --np N             ranks in all (default: 1; with --device cuda, the GPUs of this host)
+  --np N             ranks in all (default: 1; with --device cuda, the GPUs of this host
+                     that the job may use)
   --hostfile FILE    Open MPI hostfile (host slots=N lines) for several hosts
-  --device D         auto (default: cuda when nvidia-smi lists GPUs, else cpu), cpu, or
+  --device D         auto (default: cuda when the job may use a GPU, else cpu), cpu, or
                      cuda: one rank per GPU
   --threads T        threads per rank (default: this host's cores / ranks per host)
   --oversubscribe    allow more ranks than slots (off unless asked)
@@ -21,8 +22,10 @@ launch options:
   -h, --help         this text
 
 Everything after -- goes to docmatch unchanged (flags override the config).
-Environment: DOCMATCH_BIN (default build/src/docmatch), MPIRUN (default mpirun),
-NCCL_* and OMP_* already set are passed to every rank.
+Environment: DOCMATCH_BIN (default build/src/docmatch), MPIRUN (default mpirun).
+PATH, LD_LIBRARY_PATH, NCCL_* and GLOG_* reach every rank, and with --device cuda
+CUDA_VISIBLE_DEVICES when set: the GPUs the job may use, which it then counts
+(nvidia-smi lists every GPU of the host, whatever the job was given).
 USAGE
 }
 
@@ -46,12 +49,33 @@ launch_option() {
 
 launch_fail() { echo "launch: $*" >&2; exit 2; }
 
+# The GPUs of this host that the job may use: CUDA_VISIBLE_DEVICES when set
+# (a scheduler's or the user's share of the node; CUDA reads its entries up to
+# the first that is not an index or a GPU-/MIG- UUID, so "", "-1" and
+# "NoDevFiles" give none), else every GPU nvidia-smi -L lists.
+launch_gpus() {
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    local entries entry count=0
+    IFS=, read -ra entries <<< "$CUDA_VISIBLE_DEVICES"
+    for entry in "${entries[@]}"; do
+      entry="${entry// /}"
+      [[ "$entry" =~ ^([0-9]+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$ ]] || break
+      count=$((count + 1))
+    done
+    echo "$count"
+    return
+  fi
+  local gpus=0
+  if command -v nvidia-smi > /dev/null; then gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU') || gpus=0; fi
+  echo "$gpus"
+}
+
 # Resolves defaults once every option is read.
 launch_finish_options() {
   case "$LAUNCH_DEVICE" in cpu | cuda | auto) ;; *) launch_fail "--device is auto, cpu or cuda, not '$LAUNCH_DEVICE'" ;; esac
   # This host's GPUs, for auto and for --np's default.
-  local gpus=0
-  if command -v nvidia-smi > /dev/null; then gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU') || gpus=0; fi
+  local gpus
+  gpus=$(launch_gpus)
   if [ "$LAUNCH_DEVICE" = auto ]; then
     LAUNCH_DEVICE=cpu
     [ "$gpus" -eq 0 ] || LAUNCH_DEVICE=cuda
@@ -96,6 +120,8 @@ launch_command() {
   LAUNCH_CMD+=(-x "OMP_NUM_THREADS=$LAUNCH_THREADS" -x PATH -x LD_LIBRARY_PATH)
   if [ "$LAUNCH_DEVICE" = cuda ]; then
     LAUNCH_CMD+=(-x "NCCL_DEBUG=${NCCL_DEBUG:-WARN}")
+    # mpirun does not pass it to ranks on other hosts by itself.
+    [ -z "${CUDA_VISIBLE_DEVICES+set}" ] || LAUNCH_CMD+=(-x CUDA_VISIBLE_DEVICES)
   fi
   local name
   for name in $(compgen -e | grep -E '^(NCCL_|GLOG_)' | grep -v '^NCCL_DEBUG$'); do LAUNCH_CMD+=(-x "$name"); done

@@ -3,7 +3,8 @@
 under a real Slurm: real_slurm_check.py):
 
   * every launch and cluster script passes `bash -n`; each launch script's
-    --dry-run prints the mpirun command expected for its options;
+    --dry-run prints the mpirun command expected for its options, its
+    ranks and device counted from the GPUs the job may use;
   * launch/pipeline.sh --local runs pretrain -> finetune -> eval on 2 ranks;
     --pretrain-flags reach pretrain alone, flags after -- every stage.
 
@@ -77,6 +78,29 @@ def dry_runs(docmatch, configs):
     return checked
 
 
+def gpu_counts(docmatch, configs, scratch):
+    """--device auto and --np's default count the GPUs the job may use:
+    CUDA_VISIBLE_DEVICES when set (passed on to every rank), else every GPU
+    nvidia-smi lists (here a stand-in that lists four)."""
+    bin_dir = os.path.join(scratch, "fake-bin")
+    os.makedirs(bin_dir, exist_ok=True)
+    write(os.path.join(bin_dir, "nvidia-smi"),
+          "#!/bin/sh\nfor i in 0 1 2 3; do echo \"GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)\"; done\n", 0o755)
+    base = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    base.update(DOCMATCH_BIN=docmatch, PATH=bin_dir + os.pathsep + os.environ["PATH"])
+    # (CUDA_VISIBLE_DEVICES, expected ranks, device, whether it is passed on);
+    # CUDA reads the list up to its first entry that is not a GPU.
+    cases = [(None, 4, "cuda", False), ("2,3", 2, "cuda", True), ("", 1, "cpu", False),
+             ("NoDevFiles", 1, "cpu", False), ("0,-1,2", 1, "cuda", True)]
+    for visible, ranks, device, passed in cases:
+        env = dict(base) if visible is None else dict(base, CUDA_VISIBLE_DEVICES=visible)
+        line = run(["launch/pretrain.sh", "--config", configs["pretrain"], "--dry-run"], env).stdout
+        check(f"mpirun -np {ranks} " in line and f"--device {device}" in line,
+              f"CUDA_VISIBLE_DEVICES={visible!r}: expected {ranks} ranks on {device}: {line}")
+        check(("-x CUDA_VISIBLE_DEVICES" in line) == passed, f"CUDA_VISIBLE_DEVICES={visible!r} passed on: {line}")
+    return len(cases)
+
+
 def pipeline(docmatch, configs, scratch):
     env = dict(os.environ, DOCMATCH_BIN=docmatch)
     out = run(["launch/pipeline.sh", "--pretrain-config", configs["pretrain"], "--finetune-config",
@@ -134,7 +158,7 @@ def main():
 """)
     started = time.time()
     scripts = syntax()
-    dry = dry_runs(docmatch, configs)
+    dry = dry_runs(docmatch, configs) + gpu_counts(docmatch, configs, scratch)
     accuracy = pipeline(docmatch, configs, scratch)
     print(json.dumps({"scripts_parsed": scripts, "dry_runs": dry, "pipeline_test_accuracy": accuracy,
                       "seconds": round(time.time() - started, 1)}))
