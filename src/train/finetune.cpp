@@ -766,9 +766,8 @@ void FinetuningLoop::Update(bool finite) {
   if (finite) {
     TrainingRun::Step(synchronizer_, model_.module(), *optimizer_, options_.optimizer, step_, &*timer_, LrFactors(),
                       levels_.Frozen(step_));
-  } else {  // the same on every rank, after the same collectives
-    synchronizer_.Finalize();
-    optimizer_->zero_grad();
+  } else {
+    TrainingRun::SkipStep(synchronizer_, *optimizer_);
   }
 }
 
@@ -790,7 +789,7 @@ void FinetuningLoop::Report(StepLosses& losses) {
   bar_->SetStatus("loss " + std::to_string(losses.loss).substr(0, 6) + "  " + score + " " +
                   std::to_string(losses.parts[score]).substr(0, 5));
   bar_->Add(1, options_.batch_size * group_.size() * options_.accumulation);
-  if (step_ % options_.log_every != 0 && step_ != options_.steps) return;
+  if (!TrainingRun::LogDue(options_, step_)) return;
   std::map<std::string, double>& parts = losses.parts;
   parts["loss"] = losses.loss;
   parts["lr"] = LearningRate(options_.optimizer, step_ - 1);
@@ -814,10 +813,7 @@ void FinetuningLoop::ValidateWhenDue() {
 }
 
 void FinetuningLoop::CheckpointWhenDue() {
-  if (step_ % options_.checkpoint_every != 0 && step_ != options_.steps && !result_.stopped_early &&
-      !result_.interrupted) {
-    return;
-  }
+  if (!TrainingRun::CheckpointDue(options_, step_, result_)) return;
   nlohmann::json trainer = {{"options", OptionsJson(options_)}, {"validation", best_.ToJson()}};
   temperature_.Save(&trainer);
   levels_.Save(&trainer);

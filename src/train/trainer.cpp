@@ -298,9 +298,8 @@ void PretrainingLoop<Batch>::Update(bool finite) {
   if (finite) {
     TrainingRun::Step(synchronizer_, task_.module, *optimizer_, options_.optimizer, step_, &*timer_,
                       levels_.LrFactors(step_), levels_.Frozen(step_));
-  } else {  // the same on every rank, after the same collectives
-    synchronizer_.Finalize();
-    optimizer_->zero_grad();
+  } else {
+    TrainingRun::SkipStep(synchronizer_, *optimizer_);
   }
 }
 
@@ -310,7 +309,7 @@ void PretrainingLoop<Batch>::Report(StepLosses& losses) {
                   console::HumanCount(tokens_ / bar_->seconds()) + " tokens/s");
   bar_->Add(1, losses.documents);
   documents_ += losses.documents;
-  if (step_ % options_.log_every != 0 && step_ != options_.steps) return;
+  if (!TrainingRun::LogDue(options_, step_)) return;
   std::map<std::string, double>& parts = losses.parts;
   if (losses.diagnostics) parts.merge(losses.diagnostics());
   parts["loss"] = losses.loss;
@@ -347,10 +346,7 @@ void PretrainingLoop<Batch>::ValidateWhenDue() {
 
 template <typename Batch>
 void PretrainingLoop<Batch>::CheckpointWhenDue() {
-  if (step_ % options_.checkpoint_every != 0 && step_ != options_.steps && !result_.stopped_early &&
-      !result_.interrupted) {
-    return;
-  }
+  if (!TrainingRun::CheckpointDue(options_, step_, result_)) return;
   const data::StreamCursor now = loader_->cursor();
   nlohmann::json trainer = {{"options", OptionsJson(options_)}, {"validation", best_.ToJson()}};
   levels_.Save(&trainer);

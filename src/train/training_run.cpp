@@ -552,6 +552,19 @@ void TrainingRun::Log(int64_t step, const std::string& prefix, const std::map<st
   }
 }
 
+void TrainingRun::SkipStep(dist::GradientSynchronizer& synchronizer, torch::optim::Optimizer& optimizer) {
+  synchronizer.Finalize();
+  optimizer.zero_grad();
+}
+
+bool TrainingRun::LogDue(const LoopOptions& options, int64_t step) {
+  return step % options.log_every == 0 || step == options.steps;
+}
+
+bool TrainingRun::CheckpointDue(const LoopOptions& options, int64_t step, const LoopResult& result) {
+  return step % options.checkpoint_every == 0 || step == options.steps || result.stopped_early || result.interrupted;
+}
+
 double TrainingRun::Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
                          torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
                          PhaseTimer* timer, const std::vector<double>& lr_factors,

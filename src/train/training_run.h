@@ -294,6 +294,17 @@ class TrainingRun {
                      PhaseTimer* timer = nullptr, const std::vector<double>& lr_factors = {},
                      const std::vector<torch::Tensor>& frozen = {});
 
+  // The step instead, after a loss that was not finite (CheckFinite returned
+  // false): the gradients' collectives run as on every rank (Finalize), then
+  // the gradients are dropped; no update.
+  static void SkipStep(dist::GradientSynchronizer& synchronizer, torch::optim::Optimizer& optimizer);
+  // Whether step `step` (numbered from 1) logs its metrics: every --log-every
+  // steps, and the last.
+  static bool LogDue(const LoopOptions& options, int64_t step);
+  // Whether it ends with a checkpoint: every --checkpoint-every steps, the
+  // last, and a step after which the run stops early or was interrupted.
+  static bool CheckpointDue(const LoopOptions& options, int64_t step, const LoopResult& result);
+
   // A loss that is NaN or Inf (the global value, the same on every rank):
   // with policy "stop" throws naming the step and this rank's documents (ids
   // from `corpus`); with "skip" warns and returns false (drop this step's
