@@ -32,6 +32,9 @@ void Communicator::CheckPayload(const char* op, const torch::Tensor& tensor) con
               " on ", tensor.device().str(),
               ". Counts, orders, flags and metric sums travel on the control plane (dist/control_plane.h) as host "
               "values; data tensors belong on the run's device");
+  // Every backend needs it; checked here so that one rank, which launches
+  // nothing, refuses what several ranks would.
+  TORCH_CHECK(tensor.is_contiguous(), "[dist] ", op, " (", backend(), "): collectives need contiguous tensors");
 }
 
 WorkHandle Communicator::AllReduceAsync(torch::Tensor tensor) {
@@ -67,6 +70,7 @@ WorkHandle Communicator::ReduceScatterUnevenAsync(torch::Tensor input, torch::Te
 
 WorkHandle Communicator::BroadcastAsync(torch::Tensor tensor, int root) {
   CheckPayload("broadcast", tensor);
+  TORCH_CHECK(root >= 0 && root < size(), "[dist] broadcast from rank ", root, " of ", size());
   if (size() == 1) return std::make_shared<CompletedWork>();  // the root's tensor is this one
   return DoBroadcast(std::move(tensor), root);
 }

@@ -138,7 +138,7 @@ NcclCommunicator::~NcclCommunicator() {
   watched_changed_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   if (!comm_) return;
-  if (abandoned_) {
+  if (abandoning_ || abandoned_) {
     ncclCommAbort(comm_);
   } else {
     ncclCommDestroy(comm_);

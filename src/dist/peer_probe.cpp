@@ -171,11 +171,12 @@ void PollBackoff::Pause() {
 
 void WaitOrAbort(const Pending& pending, const std::function<bool()>& done, PollBackoff backoff) {
   // Questions come only from a peer that timed out, so answering them can
-  // wait until the collective is no longer about to complete: the hot
-  // polling stays one MPI call per turn.
-  const auto deadline = std::chrono::steady_clock::now() + pending.timeout;
+  // wait until the collective is no longer about to complete (5 ms, however
+  // `backoff` polls): a collective that completes soon costs no MPI call.
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + pending.timeout, answer_from = start + std::chrono::milliseconds(5);
   while (!done()) {
-    if (!backoff.hot()) pending.probe->Answer(pending.number, pending.what);
+    if (std::chrono::steady_clock::now() >= answer_from) pending.probe->Answer(pending.number, pending.what);
     if (std::chrono::steady_clock::now() > deadline) {
       const std::string peers = pending.probe->Survey(pending.number, pending.what, SurveyGrace(pending.timeout));
       LOG(ERROR) << "[dist] " << pending.probe->Name(pending.probe->rank()) << ": " << pending.what << " (collective #"

@@ -100,7 +100,7 @@ class PollBackoff {
 };
 
 // Polls `done` as `backoff` says until it returns true, answering peers'
-// questions once past the hot milliseconds. Past the timeout: surveys the
+// questions once past the first 5 ms. Past the timeout: surveys the
 // peers, logs which rank stalls and where everyone waits, and aborts the job
 // with exit code 3 (MPI_Abort alone: a backend's own abort can block on the
 // dead or hung peer that brought the job here).

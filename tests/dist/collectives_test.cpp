@@ -63,6 +63,17 @@ TEST_F(Collectives, DataPlaneRefusesMetadataAndOtherDevices) {
   refused([&] { comm_.AllGather(torch::ones({2}, torch::kInt32)); }, "all_gather (mpi)");
   // The meta device stands in for a GPU here: a tensor not on the run's device.
   refused([&] { comm_.AllReduce(torch::empty({2}, torch::TensorOptions().device(torch::kMeta))); }, "on meta");
+  // What every backend refuses, one rank (which launches nothing) refuses too.
+  const auto refused_at_any_size = [&](const std::function<void()>& call, const std::string& words) {
+    try {
+      call();
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what_without_backtrace()).find(words), std::string::npos) << e.what_without_backtrace();
+    }
+  };
+  refused_at_any_size([&] { comm_.AllReduce(torch::ones({2, 3}).t()); }, "need contiguous tensors");
+  refused_at_any_size([&] { comm_.Broadcast(torch::ones({2}), size()); }, "broadcast from rank");
   // Nothing was sent: the next collective still pairs up on every rank.
   torch::Tensor t = torch::ones({2});
   comm_.AllReduce(t);

@@ -164,8 +164,10 @@ TEST(Pretraining, ProfiledStepsAreTracedByEveryRankAndTrainTheSame) {
 // all-reduce, the first step's order), DocSplit by gradient caching, and a
 // checkpoint (generator states, positions) each run through a recording data
 // plane. With the order, the counts, the stop flag and the generator states
-// on the data plane, as before issue 37, this fails. At one rank only the
-// loss sums cross it.
+// on the data plane, as before issue 37, this fails. At one rank nothing
+// crosses it: the test then requires that nothing is launched (the payload
+// rule itself is checked before the one-rank shortcut:
+// Collectives.DataPlaneRefusesMetadataAndOtherDevices).
 TEST(DataPlane, TrainingHandsItOnlyFloatingTensorsOnTheRunsDevice) {
   auto recording = std::make_unique<dist::testing::RecordingCommunicator>(
       std::make_unique<dist::MpiCommunicator>(), std::set<torch::ScalarType>{torch::kFloat, torch::kDouble});
