@@ -23,9 +23,10 @@ launch options:
 
 Everything after -- goes to docmatch unchanged (flags override the config).
 Environment: DOCMATCH_BIN (default build/src/docmatch), MPIRUN (default mpirun).
-PATH, LD_LIBRARY_PATH, NCCL_* and GLOG_* reach every rank, and with --device cuda
-CUDA_VISIBLE_DEVICES when set: the GPUs the job may use, which it then counts
-(nvidia-smi lists every GPU of the host, whatever the job was given).
+PATH, LD_LIBRARY_PATH, NCCL_* and GLOG_* reach every rank. CUDA_VISIBLE_DEVICES,
+when set, names the GPUs the job may use on this host, which --np and auto count
+(nvidia-smi lists every GPU of the host, whatever the job was given); with
+--device cuda and no hostfile it reaches every rank.
 USAGE
 }
 
@@ -50,24 +51,29 @@ launch_option() {
 launch_fail() { echo "launch: $*" >&2; exit 2; }
 
 # The GPUs of this host that the job may use: CUDA_VISIBLE_DEVICES when set
-# (a scheduler's or the user's share of the node; CUDA reads its entries up to
-# the first that is not an index or a GPU-/MIG- UUID, so "", "-1" and
-# "NoDevFiles" give none), else every GPU nvidia-smi -L lists.
+# (a scheduler's or the user's share of the node), read as CUDA reads it: its
+# entries up to the first that is not an index of a GPU nvidia-smi lists (any
+# index where there is no nvidia-smi) or a GPU-/MIG- UUID, so "", "-1" and
+# "NoDevFiles" give none; else every GPU nvidia-smi -L lists.
 launch_gpus() {
+  local listed=-1  # unknown without nvidia-smi (a container may lack it)
+  if command -v nvidia-smi > /dev/null; then listed=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU') || listed=0; fi
   if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
     local entries entry count=0
     IFS=, read -ra entries <<< "$CUDA_VISIBLE_DEVICES"
     for entry in "${entries[@]}"; do
       entry="${entry// /}"
-      [[ "$entry" =~ ^([0-9]+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$ ]] || break
+      if [[ "$entry" =~ ^[0-9]+$ ]]; then
+        [ "$listed" -lt 0 ] || [ "$entry" -lt "$listed" ] || break
+      elif ! [[ "$entry" =~ ^(GPU-[0-9a-fA-F-]+|MIG-[0-9a-zA-Z/-]+)$ ]]; then
+        break
+      fi
       count=$((count + 1))
     done
     echo "$count"
     return
   fi
-  local gpus=0
-  if command -v nvidia-smi > /dev/null; then gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU') || gpus=0; fi
-  echo "$gpus"
+  echo $((listed < 0 ? 0 : listed))
 }
 
 # Resolves defaults once every option is read.
@@ -120,8 +126,9 @@ launch_command() {
   LAUNCH_CMD+=(-x "OMP_NUM_THREADS=$LAUNCH_THREADS" -x PATH -x LD_LIBRARY_PATH)
   if [ "$LAUNCH_DEVICE" = cuda ]; then
     LAUNCH_CMD+=(-x "NCCL_DEBUG=${NCCL_DEBUG:-WARN}")
-    # mpirun does not pass it to ranks on other hosts by itself.
-    [ -z "${CUDA_VISIBLE_DEVICES+set}" ] || LAUNCH_CMD+=(-x CUDA_VISIBLE_DEVICES)
+    # On one host, this host's share reaches every rank. With a hostfile each
+    # host keeps its own (a scheduler gives each node its own GPUs).
+    [ -z "${CUDA_VISIBLE_DEVICES+set}" ] || [ -n "$LAUNCH_HOSTFILE" ] || LAUNCH_CMD+=(-x CUDA_VISIBLE_DEVICES)
   fi
   local name
   for name in $(compgen -e | grep -E '^(NCCL_|GLOG_)' | grep -v '^NCCL_DEBUG$'); do LAUNCH_CMD+=(-x "$name"); done

@@ -51,8 +51,28 @@ def syntax():
     return len(scripts)
 
 
-def dry_runs(docmatch, configs):
-    env = dict(os.environ, DOCMATCH_BIN=docmatch)
+def stand_in_nvidia_smi(scratch, gpus):
+    """A folder holding an nvidia-smi that lists `gpus` GPUs, for PATH."""
+    bin_dir = os.path.join(scratch, f"nvidia-smi-{gpus}")
+    os.makedirs(bin_dir, exist_ok=True)
+    write(os.path.join(bin_dir, "nvidia-smi"),
+          f"#!/bin/sh\nfor i in $(seq 0 {gpus - 1}); do echo \"GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)\"; done\n",
+          0o755)
+    return bin_dir
+
+
+def launch_env(docmatch, scratch, gpus, visible=None):
+    """This environment, with a stand-in nvidia-smi listing `gpus` GPUs and
+    CUDA_VISIBLE_DEVICES set to `visible` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env.update(DOCMATCH_BIN=docmatch, PATH=stand_in_nvidia_smi(scratch, gpus) + os.pathsep + os.environ["PATH"])
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    return env
+
+
+def dry_runs(docmatch, configs, scratch):
+    env = launch_env(docmatch, scratch, gpus=0)  # the same on a machine with GPUs
     out = run(["launch/pretrain.sh", "--config", configs["pretrain"], "--np", "4", "--threads", "3", "--dry-run",
                "--", "--steps", "7"], env).stdout.strip().splitlines()
     check(len(out) == 1 and out[0].startswith("[launch] mpirun -np 4 "), f"pretrain dry run: {out}")
@@ -80,25 +100,25 @@ def dry_runs(docmatch, configs):
 
 def gpu_counts(docmatch, configs, scratch):
     """--device auto and --np's default count the GPUs the job may use:
-    CUDA_VISIBLE_DEVICES when set (passed on to every rank), else every GPU
-    nvidia-smi lists (here a stand-in that lists four)."""
-    bin_dir = os.path.join(scratch, "fake-bin")
-    os.makedirs(bin_dir, exist_ok=True)
-    write(os.path.join(bin_dir, "nvidia-smi"),
-          "#!/bin/sh\nfor i in 0 1 2 3; do echo \"GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)\"; done\n", 0o755)
-    base = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    base.update(DOCMATCH_BIN=docmatch, PATH=bin_dir + os.pathsep + os.environ["PATH"])
+    CUDA_VISIBLE_DEVICES when set, read as CUDA reads it, else every GPU
+    nvidia-smi lists (here a stand-in that lists four). On one host the
+    variable reaches every rank; with a hostfile each host keeps its own."""
     # (CUDA_VISIBLE_DEVICES, expected ranks, device, whether it is passed on);
-    # CUDA reads the list up to its first entry that is not a GPU.
+    # CUDA reads the list up to its first entry that is not a GPU of the host.
     cases = [(None, 4, "cuda", False), ("2,3", 2, "cuda", True), ("", 1, "cpu", False),
-             ("NoDevFiles", 1, "cpu", False), ("0,-1,2", 1, "cuda", True)]
+             ("NoDevFiles", 1, "cpu", False), ("0,-1,2", 1, "cuda", True), ("0,1,7", 2, "cuda", True)]
     for visible, ranks, device, passed in cases:
-        env = dict(base) if visible is None else dict(base, CUDA_VISIBLE_DEVICES=visible)
-        line = run(["launch/pretrain.sh", "--config", configs["pretrain"], "--dry-run"], env).stdout
+        line = run(["launch/pretrain.sh", "--config", configs["pretrain"], "--dry-run"],
+                   launch_env(docmatch, scratch, 4, visible)).stdout
         check(f"mpirun -np {ranks} " in line and f"--device {device}" in line,
               f"CUDA_VISIBLE_DEVICES={visible!r}: expected {ranks} ranks on {device}: {line}")
         check(("-x CUDA_VISIBLE_DEVICES" in line) == passed, f"CUDA_VISIBLE_DEVICES={visible!r} passed on: {line}")
-    return len(cases)
+    hostfile = os.path.join(scratch, "hosts")
+    line = run(["launch/pretrain.sh", "--config", configs["pretrain"], "--hostfile", hostfile, "--np", "4",
+                "--device", "cuda", "--dry-run"], launch_env(docmatch, scratch, 4, "2,3")).stdout
+    check("-x CUDA_VISIBLE_DEVICES" not in line and "--map-by ppr:2:node" in line,
+          f"with a hostfile each host keeps its own CUDA_VISIBLE_DEVICES: {line}")
+    return len(cases) + 1
 
 
 def pipeline(docmatch, configs, scratch):
@@ -158,7 +178,7 @@ def main():
 """)
     started = time.time()
     scripts = syntax()
-    dry = dry_runs(docmatch, configs) + gpu_counts(docmatch, configs, scratch)
+    dry = dry_runs(docmatch, configs, scratch) + gpu_counts(docmatch, configs, scratch)
     accuracy = pipeline(docmatch, configs, scratch)
     print(json.dumps({"scripts_parsed": scripts, "dry_runs": dry, "pipeline_test_accuracy": accuracy,
                       "seconds": round(time.time() - started, 1)}))
