@@ -4,9 +4,12 @@
 // tensors on the run's device; anything else refused by name) and the
 // control plane's (host values).
 #include <gtest/gtest.h>
+#include <mpi.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -78,6 +81,35 @@ TEST_F(Collectives, DataPlaneRefusesMetadataAndOtherDevices) {
   torch::Tensor t = torch::ones({2});
   comm_.AllReduce(t);
   EXPECT_EQ(t[0].item<float>(), static_cast<float>(size()));
+}
+
+// NCCL at one rank, on a machine with a GPU: all-reduce and broadcast are
+// checked and not launched there, but the gathers and the reduce-scatter
+// still go through NCCL, so the GPU path's launch, its events, the watchdog
+// and the communicator's teardown run on one GPU. Skipped without a GPU or
+// NCCL, and at more ranks (NCCL refuses two ranks on one GPU).
+TEST(NcclAtOneRank, GathersAndScattersRunOnTheGpuAndTheCommunicatorClosesCleanly) {
+  int ranks = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+#ifndef DOCMATCH_HAS_NCCL
+  GTEST_SKIP() << "built without NCCL";
+#endif
+  if (!torch::cuda::is_available() || ranks != 1) GTEST_SKIP() << "needs one rank and a GPU";
+  const torch::Device gpu(torch::kCUDA, 0);
+  const torch::Tensor rows = torch::arange(6, torch::TensorOptions(torch::kFloat).device(gpu)).reshape({3, 2});
+  {
+    const std::unique_ptr<Communicator> nccl = MakeCommunicator("nccl", gpu, std::chrono::seconds(60));
+    ASSERT_EQ(nccl->backend(), "nccl");
+    EXPECT_TRUE(torch::equal(nccl->AllGather(rows).cpu(), rows.cpu()));
+    torch::Tensor uneven = torch::zeros_like(rows);
+    nccl->AllGatherUnevenAsync(rows, uneven, {3})->Wait();
+    EXPECT_TRUE(torch::equal(uneven.cpu(), rows.cpu()));
+    EXPECT_TRUE(torch::equal(nccl->ReduceScatterUneven(rows, {3}).cpu(), rows.cpu()));
+    torch::Tensor summed = rows.clone();
+    nccl->AllReduce(summed);  // one rank: the sum is the tensor itself
+    EXPECT_TRUE(torch::equal(summed.cpu(), rows.cpu()));
+    nccl->Barrier();
+  }  // the watchdog follows what is left to its end; then ncclCommDestroy
 }
 
 // The control plane against hand-computed values: counts, uneven values of
