@@ -341,7 +341,7 @@ StartingModel LoadStartingModel(const FinetuneOptions& options, const data::Corp
     info.config = model::LoadModelConfig(options.model);
     model::SetVocabSize(&info.config, corpus.manifest().vocab_size);
   }
-  const bool contrastive = options.loss == "contrastive";
+  const bool contrastive = options.contrastive();
   TORCH_CHECK(contrastive || !options.drop_related,
               "[finetune] --drop-related leaves labelled related documents out of the contrastive loss's "
               "in-batch negatives; --loss bce has none");
@@ -375,7 +375,7 @@ struct TrainingPairs {
   RelatedPairs relation;                  // the training pairs' relation, for --drop-related
 };
 TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const data::Corpus& corpus, int rank, int world) {
-  const bool contrastive = options.loss == "contrastive";
+  const bool contrastive = options.contrastive();
   std::vector<data::LabelledPair> train = data::ReadPairs(options.train_pairs, corpus);
   std::vector<data::LabelledPair> valid =
       options.valid_pairs.empty() ? std::vector<data::LabelledPair>{} : data::ReadPairs(options.valid_pairs, corpus);
@@ -458,7 +458,7 @@ class RunTemperature {
 
  private:
   static torch::Tensor LogScale(const FinetuneOptions& options, const torch::Device& device) {
-    TORCH_CHECK(!options.learn_temperature || options.loss == "contrastive",
+    TORCH_CHECK(!options.learn_temperature || options.contrastive(),
                 "[finetune] --learn-temperature applies to --loss contrastive; bce has no temperature");
     TORCH_CHECK(options.temperature_lr > 0, "[finetune] --temperature-lr must be positive, not ",
                 options.temperature_lr);
@@ -508,7 +508,6 @@ class MicroBatches {
         model_(model),
         corpus_(corpus),
         pairs_(pairs),
-        contrastive_(options.loss == "contrastive"),
         rank_(rank),
         global_batch_(options.batch_size * world),
         // Pairs a contrastive chunk draws and embeds (the whole batch without gradient caching).
@@ -569,7 +568,7 @@ class MicroBatches {
                    uint64_t lists) const {
     MicroBatch b{epoch, at, lists, {}, {}, {}};
     const int64_t begin = at + rank_ * options_.batch_size, end = begin + options_.batch_size;
-    if (contrastive_) {
+    if (options_.contrastive()) {
       for (int64_t from = begin; from < end; from += chunk_) {
         b.chunks.push_back(PrepareChunk(model_, corpus_,
                                         DrawPairs(pairs_.drawn, *order, from, std::min(end, from + chunk_), pairs_.hard,
@@ -588,7 +587,6 @@ class MicroBatches {
   const model::DocumentModel& model_;
   const data::Corpus& corpus_;
   const TrainingPairs& pairs_;
-  const bool contrastive_;
   const int rank_;
   const int64_t global_batch_, chunk_;
   int64_t epoch_, position_;
@@ -605,18 +603,11 @@ class FinetuningLoop {
   LoopResult Run();
 
  private:
-  // What a step's micro-steps computed, averaged over them.
-  struct StepLosses {
-    double loss = 0;
-    bool finite = true;
-    std::map<std::string, double> parts;
-  };
-
-  StepLosses ForwardBackward();          // the step's micro-steps, gradients accumulated
+  StepObjective ForwardBackward();       // the step's micro-steps, gradients accumulated
   Objective Compute(MicroBatch& batch);  // one micro-step's objective, under autocast
   void Update(bool finite);              // gradients averaged, clipped and applied; dropped after a non-finite loss
   void RefreshNegativesWhenDue();        // --refresh-negatives: the lists mined again from the model
-  void Report(StepLosses& losses);       // the progress bar; every --log-every steps the metrics
+  void Report(StepObjective& losses);    // the progress bar; every --log-every steps the metrics
   void ValidateWhenDue();                // the validation loss, the best model and early stopping
   void CheckpointWhenDue();              // at every --checkpoint-every, the last step, a stop or an interruption
   // Per optimizer group, times the scheduled learning rate: the two levels', then the temperature's.
@@ -629,7 +620,6 @@ class FinetuningLoop {
   const FinetuneOptions& options_;
   dist::ProcessGroup& group_;
   const torch::Device device_;
-  const bool contrastive_;
   const data::Corpus corpus_;
   StartingModel start_;
   model::DocumentModel& model_;
@@ -654,7 +644,6 @@ FinetuningLoop::FinetuningLoop(const FinetuneOptions& options, dist::ProcessGrou
     : options_(options),
       group_(group),
       device_(group.device()),
-      contrastive_(options.loss == "contrastive"),
       corpus_(options.corpus),
       start_(LoadStartingModel(options, corpus_, group.rank(), device_)),
       model_(*start_.model),
@@ -690,7 +679,7 @@ FinetuningLoop::FinetuningLoop(const FinetuneOptions& options, dist::ProcessGrou
               << (options.init.empty() ? " from scratch" : " from " + start_.pretrained) << ", " << options.loss
               << " loss on " << pairs_.drawn.size() << " of " << pairs_.train.size() << " training pairs, "
               << pairs_.valid.size() << " validation pairs";
-    if (contrastive_ && options.drop_related) {
+    if (options_.contrastive() && options.drop_related) {
       LOG(INFO) << "[finetune] --drop-related: an in-batch candidate that a training pair labels related to the "
                    "query is left out of its negatives";
     }
@@ -712,7 +701,7 @@ LoopResult FinetuningLoop::Run() {
   while (step_ < options_.steps && !result_.stopped_early && !result_.interrupted) {
     profiler_->Begin(step_ + 1);
     levels_.BeginStep(step_);
-    StepLosses losses = ForwardBackward();
+    StepObjective losses = ForwardBackward();
     Update(losses.finite);
     ++step_;
     batches_->Wait();
@@ -731,29 +720,29 @@ LoopResult FinetuningLoop::Run() {
   return result_;
 }
 
-FinetuningLoop::StepLosses FinetuningLoop::ForwardBackward() {
-  StepLosses losses;
+StepObjective FinetuningLoop::ForwardBackward() {
+  StepObjective losses;
   for (int64_t micro = 0; micro < options_.accumulation; ++micro) {
     MicroBatch batch = batches_->Next();
     timer_->Mark("data");
     batches_->BuildNextAhead();  // the next micro-step's, while the device runs this one
     const Objective objective = Compute(batch);
-    losses.finite = losses.finite &&
-                    TrainingRun::CheckFinite(objective.value, step_, options_.on_nonfinite, corpus_, batch.documents);
+    // After a non-finite micro-step the step is dropped: the rest are not checked.
+    const bool usable = losses.finite && TrainingRun::CheckFinite(objective.value, step_, options_.on_nonfinite,
+                                                                  corpus_, batch.documents);
     timer_->Mark("forward");
     const bool last_micro = micro + 1 == options_.accumulation;
     Backward(objective, 1.0 / static_cast<double>(options_.accumulation),
              [&](bool last) { synchronizer_.Prepare(/*sync=*/last_micro && last); });
     timer_->Mark("backward");
-    losses.loss += objective.value / options_.accumulation;
-    for (const auto& [name, value] : objective.parts) losses.parts[name] += value / options_.accumulation;
+    losses.Add(objective, options_.accumulation, usable);
   }
   return losses;
 }
 
 Objective FinetuningLoop::Compute(MicroBatch& batch) {
   const Autocast autocast(device_, options_.precision);
-  if (contrastive_) {
+  if (options_.contrastive()) {
     return ContrastiveOverChunks(model_, std::move(batch.chunks), temperature_.get(), group_,
                                  options_.drop_related ? &pairs_.relation : nullptr);
   }
@@ -784,14 +773,14 @@ void FinetuningLoop::RefreshNegativesWhenDue() {
   }
 }
 
-void FinetuningLoop::Report(StepLosses& losses) {
-  const char* score = contrastive_ ? "top1" : "accuracy";
-  bar_->SetStatus("loss " + std::to_string(losses.loss).substr(0, 6) + "  " + score + " " +
+void FinetuningLoop::Report(StepObjective& losses) {
+  const char* score = options_.contrastive() ? "top1" : "accuracy";
+  bar_->SetStatus("loss " + std::to_string(losses.value).substr(0, 6) + "  " + score + " " +
                   std::to_string(losses.parts[score]).substr(0, 5));
   bar_->Add(1, options_.batch_size * group_.size() * options_.accumulation);
   if (!TrainingRun::LogDue(options_, step_)) return;
   std::map<std::string, double>& parts = losses.parts;
-  parts["loss"] = losses.loss;
+  parts["loss"] = losses.value;
   parts["lr"] = LearningRate(options_.optimizer, step_ - 1);
   parts["epoch"] = static_cast<double>(batches_->epoch());
   parts.merge(timer_->Take(step_ - timed_from_));
@@ -805,10 +794,10 @@ void FinetuningLoop::ValidateWhenDue() {
     return;
   }
   const Autocast autocast(device_, options_.precision);  // validated as trained
-  const Validation v =
-      contrastive_ ? ValidateContrastive(model_, corpus_, pairs_.valid, options_, temperature_.get().value(), device_)
-                   : Validate(model_, corpus_, pairs_.valid, options_.batch_size, group_);
-  run_.Log(step_, "valid", {{"loss", v.loss}, {contrastive_ ? "top1" : "accuracy", v.accuracy}});
+  const Validation v = options_.contrastive() ? ValidateContrastive(model_, corpus_, pairs_.valid, options_,
+                                                                    temperature_.get().value(), device_)
+                                              : Validate(model_, corpus_, pairs_.valid, options_.batch_size, group_);
+  run_.Log(step_, "valid", {{"loss", v.loss}, {options_.contrastive() ? "top1" : "accuracy", v.accuracy}});
   result_.stopped_early = best_.Update(v.loss, step_, model_.module(), start_.info, group_);
 }
 

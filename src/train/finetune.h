@@ -42,14 +42,16 @@ struct FinetuneOptions : LoopOptions {
   std::string init;                                      // model folder to start from; empty = from scratch
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML, from scratch only
   std::string loss = "contrastive";                      // contrastive | bce
-  double temperature = 0.05;                             // contrastive: cosine / temperature (scale 20)
-  bool learn_temperature = false;                        // contrastive: train log(1/temperature), from `temperature`
-  double temperature_lr = 1e-2;                          // its peak learning rate (the schedule of `optimizer`)
-  int64_t hard_negatives = 1;                            // contrastive: labelled negatives per source, at most
+  bool contrastive() const { return loss == "contrastive"; }
+  double temperature = 0.05;       // contrastive: cosine / temperature (scale 20)
+  bool learn_temperature = false;  // contrastive: train log(1/temperature), from `temperature`
+  double temperature_lr = 1e-2;    // its peak learning rate (the schedule of `optimizer`)
+  int64_t hard_negatives = 1;      // contrastive: labelled negatives per source, at most
   int64_t mine_negatives = 0;  // contrastive: TF-IDF-nearest negatives mined per source (0 = none; mined_negatives.h)
   double mine_margin = 0.1;    // ... leaving out those above the source's best positive by more (< 0: keep them)
-  int64_t refresh_negatives = 0;  // contrastive: re-mine them from the model's own vectors every N steps (ANCE; 0 = off)
-  int64_t grad_cache = 0;  // contrastive: gradient caching, this many pairs a chunk (0 = off)
+  int64_t refresh_negatives =
+      0;                      // contrastive: re-mine them from the model's own vectors every N steps (ANCE; 0 = off)
+  int64_t grad_cache = 0;     // contrastive: gradient caching, this many pairs a chunk (0 = off)
   bool drop_related = false;  // contrastive: in-batch candidates labelled related to the query are not negatives
 };
 

@@ -41,6 +41,23 @@ struct Objective {
   std::function<void(double scale, const std::function<void(bool last)>& prepare)> backward;
 };
 
+// A step's objective over its --accumulation micro-steps, as the loops log
+// it: the mean of their values and parts, the last one's diagnostics, and
+// whether every value was finite.
+struct StepObjective {
+  double value = 0;
+  std::map<std::string, double> parts;
+  std::function<std::map<std::string, double>()> diagnostics;
+  bool finite = true;
+  // One of `micro_steps` micro-steps, `usable` as CheckFinite judged it.
+  void Add(const Objective& micro, int64_t micro_steps, bool usable) {
+    finite = finite && usable;
+    value += micro.value / static_cast<double>(micro_steps);
+    for (const auto& [name, part] : micro.parts) parts[name] += part / static_cast<double>(micro_steps);
+    diagnostics = micro.diagnostics;
+  }
+};
+
 // Back-propagates `scale` x the objective into the parameters' gradients:
 // prepare(true), then loss.backward(); or, for a cached objective, one pass
 // per chunk with prepare(last chunk) before each. `prepare` is where the

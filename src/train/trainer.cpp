@@ -132,13 +132,9 @@ class PretrainingLoop {
   LoopResult Run();
 
  private:
-  // What a step's micro-steps computed, summed over them.
-  struct StepLosses {
-    double loss = 0;
-    bool finite = true;
-    std::map<std::string, double> parts;
-    std::function<std::map<std::string, double>()> diagnostics;  // the last micro-step's, run only if logged
-    int64_t documents = 0;                                       // all ranks'
+  // A step's objective, and the documents its batches held on all ranks.
+  struct StepLosses : StepObjective {
+    int64_t documents = 0;
   };
 
   Batch NextBatch();                // this rank's next batch; at the end of its epoch, the next epoch's first
@@ -276,16 +272,15 @@ typename PretrainingLoop<Batch>::StepLosses PretrainingLoop<Batch>::ForwardBackw
       computed = task_.compute(batch);
     }
     const Objective& objective = *computed;
-    losses.finite = losses.finite && TrainingRun::CheckFinite(objective.value, step_, options_.on_nonfinite, *corpus_,
-                                                              batch.document_index);
+    // After a non-finite micro-step the step is dropped: the rest are not checked.
+    const bool usable = losses.finite && TrainingRun::CheckFinite(objective.value, step_, options_.on_nonfinite,
+                                                                  *corpus_, batch.document_index);
     timer_->Mark("forward");
     const bool last_micro = micro + 1 == options_.accumulation;
     Backward(objective, 1.0 / static_cast<double>(options_.accumulation),
              [&](bool last) { synchronizer_.Prepare(/*sync=*/last_micro && last); });
     timer_->Mark("backward");
-    losses.loss += objective.value / options_.accumulation;
-    for (const auto& [name, value] : objective.parts) losses.parts[name] += value / options_.accumulation;
-    losses.diagnostics = objective.diagnostics;
+    losses.Add(objective, options_.accumulation, usable);
     losses.documents += task_.documents(batch) * world;
     tokens_ += task_.tokens(batch) * world;
     if (task_.flops) flops_ += task_.flops(batch);
@@ -305,14 +300,14 @@ void PretrainingLoop<Batch>::Update(bool finite) {
 
 template <typename Batch>
 void PretrainingLoop<Batch>::Report(StepLosses& losses) {
-  bar_->SetStatus("loss " + std::to_string(losses.loss).substr(0, 6) + "  " +
+  bar_->SetStatus("loss " + std::to_string(losses.value).substr(0, 6) + "  " +
                   console::HumanCount(tokens_ / bar_->seconds()) + " tokens/s");
   bar_->Add(1, losses.documents);
   documents_ += losses.documents;
   if (!TrainingRun::LogDue(options_, step_)) return;
   std::map<std::string, double>& parts = losses.parts;
   if (losses.diagnostics) parts.merge(losses.diagnostics());
-  parts["loss"] = losses.loss;
+  parts["loss"] = losses.value;
   parts["lr"] = LearningRate(options_.optimizer, step_ - 1);
   parts["epoch"] = static_cast<double>(stream_->epoch());
   const double interval = std::max(1e-9, bar_->seconds() - logged_seconds_);
