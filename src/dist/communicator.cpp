@@ -32,8 +32,8 @@ void Communicator::CheckPayload(const char* op, const torch::Tensor& tensor) con
               " on ", tensor.device().str(),
               ". Counts, orders, flags and metric sums travel on the control plane (dist/control_plane.h) as host "
               "values; data tensors belong on the run's device");
-  // Every backend needs it; checked here so that one rank, which launches
-  // nothing, refuses what several ranks would.
+  // Every backend needs it, checked here once for all of them: one rank,
+  // which launches nothing, refuses what several would.
   TORCH_CHECK(tensor.is_contiguous(), "[dist] ", op, " (", backend(), "): collectives need contiguous tensors");
 }
 

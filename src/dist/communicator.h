@@ -57,7 +57,7 @@ class Communicator {
   const torch::Device& device() const { return device_; }
 
   // In place: every rank ends with the sum over ranks. Any shape. At one
-  // rank (as the broadcast) checked and not launched.
+  // rank it, like the broadcast, is checked and not launched.
   WorkHandle AllReduceAsync(torch::Tensor tensor);
   // `output` (size * n, ...) receives every rank's `input` (n, ...) in rank order.
   WorkHandle AllGatherAsync(torch::Tensor input, torch::Tensor output);

@@ -41,12 +41,10 @@ ControlPlane::ControlPlane(MPI_Comm base) : comm_(base), probe_(std::make_shared
 
 void ControlPlane::Wait(MPI_Request* request, const char* what) {
   int complete = 0;
-  WaitOrAbort(
-      probe_->Start(std::string(what) + " (control plane)", timeout_),
-      [&] {
-        MPI_Test(request, &complete, MPI_STATUS_IGNORE);
-        return complete != 0;
-      });
+  WaitOrAbort(probe_->Start(std::string(what) + " (control plane)", timeout_), [&] {
+    MPI_Test(request, &complete, MPI_STATUS_IGNORE);
+    return complete != 0;
+  });
 }
 
 std::vector<int64_t> ControlPlane::AllGather(int64_t value) {

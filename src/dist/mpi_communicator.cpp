@@ -80,12 +80,10 @@ class MpiWork : public Work {
 
   void Wait() override {
     if (done_) return;
-    WaitOrAbort(
-        pending_,
-        [this] {
-          Progress();
-          return complete_ != 0;
-        });
+    WaitOrAbort(pending_, [this] {
+      Progress();
+      return complete_ != 0;
+    });
     done_ = true;
     if (finish_) finish_();
   }
@@ -106,7 +104,6 @@ struct Staged {
 };
 
 Staged Stage(const torch::Tensor& tensor, bool copy_in, bool copy_out) {
-  TORCH_CHECK(tensor.is_contiguous(), "[dist] MPI collectives need contiguous tensors");
   if (!tensor.is_cuda()) return {tensor, nullptr};
   torch::Tensor host =
       copy_in ? tensor.to(torch::kCPU) : torch::empty(tensor.sizes(), tensor.options().device(torch::kCPU));
@@ -144,7 +141,7 @@ WorkHandle MpiCommunicator::DoAllGather(torch::Tensor input, torch::Tensor outpu
   TORCH_CHECK(output.numel() == input.numel() * size_, "[dist] all_gather: output holds ", output.numel(),
               " elements, expected ", input.numel() * size_);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "[dist] all_gather: dtypes differ");
-  Staged in = Stage(input.contiguous(), true, false), out = Stage(output, false, true);
+  Staged in = Stage(input, true, false), out = Stage(output, false, true);
   const MpiType type = TypeOf(input);
   auto work = std::make_shared<MpiWork>(probe_->Start(Describe("all_gather", input), timeout_),
                                         std::vector<torch::Tensor>{input, output, in.host, out.host}, out.finish);
@@ -170,7 +167,7 @@ WorkHandle MpiCommunicator::DoAllGatherUneven(torch::Tensor input, torch::Tensor
   }
   TORCH_CHECK(output.numel() == offset, "[dist] all_gather (uneven): output holds ", output.numel(),
               " elements, expected ", offset);
-  Staged in = Stage(input.contiguous(), true, false), out = Stage(output, false, true);
+  Staged in = Stage(input, true, false), out = Stage(output, false, true);
   const MpiType type = TypeOf(input);
   // Non-blocking MPI may read the count arrays until completion: the work owns them.
   auto arrays = std::make_shared<std::pair<std::vector<int>, std::vector<int>>>(receive, displacement);
@@ -197,7 +194,7 @@ WorkHandle MpiCommunicator::DoReduceScatterUneven(torch::Tensor input, torch::Te
   const int64_t row = total > 0 ? input.numel() / total : 0;
   std::vector<int> receive(size_);
   for (int r = 0; r < size_; ++r) receive[r] = Count(counts[r] * row, "reduce_scatter (uneven)");
-  Staged in = Stage(input.contiguous(), true, false), out = Stage(output, false, true);
+  Staged in = Stage(input, true, false), out = Stage(output, false, true);
   const MpiType type = TypeOf(input);
   auto arrays = std::make_shared<std::vector<int>>(receive);
   auto work = std::make_shared<MpiWork>(probe_->Start(Describe("reduce_scatter", input), timeout_),

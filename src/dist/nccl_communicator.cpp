@@ -203,7 +203,6 @@ WorkHandle NcclCommunicator::Launch(const std::string& what, const std::vector<t
   for (const auto& t : tensors) {
     TORCH_CHECK(t.is_cuda() && t.device() == device(), "[dist] NCCL ", what, ": tensor on ", t.device().str(),
                 ", communicator on ", device().str());
-    TORCH_CHECK(t.is_contiguous(), "[dist] NCCL collectives need contiguous tensors");
     // The allocator must not hand this memory out while NCCL still uses it.
     c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
   }
