@@ -35,9 +35,10 @@
 #                  benchmark and the peer comparison at that batch
 #   ab.txt         (stage ab) the pre-training step's docs/s, this build against
 #                  .device/base.tar.xz (an earlier pack), interleaved in one call;
-#                  then this build's trainer profiled over steps 31-33 (each
-#                  step's GPU busy time, its operators; trainer-profile.json.gz:
-#                  the trace) and smith_step's host synchronisations
+#                  then this build's trainer profiled over steps 31-33 at batch
+#                  32 and 256 (each step's GPU busy time, its operators;
+#                  trainer-profile-B.json.gz: the traces) and smith_step's host
+#                  synchronisations
 #   curve.txt      (stage curve, issue 41) MRR against the global batch on the GPU;
 #                  scripts/device/prepare-curve.py says which two calls it takes
 #   finetune.txt   (stage finetune) contrastive fine-tuning, paper config, bf16,
@@ -319,17 +320,22 @@ print(sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step", rows[-1][
       done
     done
   done
-  # Where this build's trainer step goes at batch 32: steps 31-33 of 40 under
-  # the profiler (not the last, which checkpoints; step 30 logs: 31-33 do not;
-  # each step's wall, leaf ops, the GPU work it launched, then the ops),
-  # and the host synchronisations of smith_step's step (the model alone).
-  echo "[gpu-checks] this build's trainer, steps 31-33 profiled, batch 32" | tee -a "$OUT/ab.txt"
-  "${mpi[@]}" -np 1 build/src/docmatch pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml \
-    --device cuda --backend nccl --precision bf16 --steps 40 --batch-size 32 --checkpoint-every 1000 \
-    --profile-steps 31:33 --run /tmp/gpu-ab > "$OUT/ab-profile.log" 2>&1
-  python3 bench/profile_table.py /tmp/gpu-ab/profile/steps-31-33.rank-0.json --top 30 >> "$OUT/ab.txt" 2>&1
-  grep -m 4 -E "^(GPU|docmatch step)" "$OUT/ab.txt"
-  gzip -c /tmp/gpu-ab/profile/steps-31-33.rank-0.json > "$OUT/trainer-profile.json.gz"
+  # Where this build's trainer step goes: steps 31-33 of 40 under the profiler
+  # (not the last, which checkpoints; step 30 logs: 31-33 do not; each step's
+  # wall, leaf ops, the GPU work it launched, then the ops). Batch 32, where
+  # the step is launch-bound, and 256, where the epoch target can only be met
+  # and the GPU's own kernel time bounds the step (bench/NOTES.md); then the
+  # host synchronisations of smith_step's step (the model alone).
+  for batch in 32 256; do
+    echo "[gpu-checks] this build's trainer, steps 31-33 profiled, batch $batch" | tee -a "$OUT/ab.txt"
+    "${mpi[@]}" -np 1 build/src/docmatch pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml \
+      --device cuda --backend nccl --precision bf16 --steps 40 --batch-size $batch --checkpoint-every 1000 \
+      --profile-steps 31:33 --run /tmp/gpu-ab > "$OUT/ab-profile-$batch.log" 2>&1
+    python3 bench/profile_table.py /tmp/gpu-ab/profile/steps-31-33.rank-0.json --top 30 > /tmp/gpu-ab-table.txt 2>&1
+    cat /tmp/gpu-ab-table.txt >> "$OUT/ab.txt"
+    grep -m 4 -E "^(GPU|docmatch step)" /tmp/gpu-ab-table.txt
+    gzip -c /tmp/gpu-ab/profile/steps-31-33.rank-0.json > "$OUT/trainer-profile-$batch.json.gz"
+  done
   build/bench/smith_step --model configs/models/smith-paper.yaml --corpus $corpus --batch 32 --steps 3 \
     --device cuda --precision bf16 --sync-debug 2>&1 | grep -o '"host_syncs":{[^}]*}' | tee -a "$OUT/ab.txt"
   rm -rf /tmp/gpu-ab
