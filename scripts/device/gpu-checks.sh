@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run ON the lent GPU machine (device tool, carry [".device"]):
-#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune ab curve
+#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune ab profile curve
 # (default all; a device call runs at most 10 minutes, so the stages can also
 # go a few per call, e.g. `build test train`, then `bench large`.)
 # The build: where scripts/device/pack-build.sh left .device/build.tar.xz
@@ -34,9 +34,9 @@
 #                  batch of 256..16 whose bf16 step fits, then the train-step
 #                  benchmark and the peer comparison at that batch
 #   ab.txt         (stage ab) the pre-training step's docs/s, this build against
-#                  .device/base.tar.xz (an earlier pack), interleaved in one call;
-#                  then this build's trainer profiled over steps 31-33 at batch
-#                  32 and 256 (each step's GPU busy time, its operators;
+#                  .device/base.tar.xz (an earlier pack), interleaved in one call
+#   profile.txt    (stage profile) this build's trainer profiled over steps 31-33
+#                  at batch 32 and 256 (each step's GPU busy time, its operators;
 #                  trainer-profile-B.json.gz: the traces) and smith_step's host
 #                  synchronisations
 #   curve.txt      (stage curve, issue 41) MRR against the global batch on the GPU;
@@ -52,8 +52,8 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 [ "${stages[*]}" = all ] && stages=(build test train bench large finetune)
 for stage in "${stages[@]}"; do
-  case "$stage" in build|test|train|bench|large|finetune|ab|curve) ;;
-    *) echo "usage: $0 [all | build|test|train|bench|large|finetune|ab|curve ...]" >&2; exit 2 ;; esac
+  case "$stage" in build|test|train|bench|large|finetune|ab|profile|curve) ;;
+    *) echo "usage: $0 [all | build|test|train|bench|large|finetune|ab|profile|curve ...]" >&2; exit 2 ;; esac
 done
 OUT="${OUT:-/tmp/gpu-checks}"
 mkdir -p "$OUT"
@@ -320,25 +320,32 @@ print(sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step", rows[-1][
       done
     done
   done
+  rm -rf /tmp/gpu-ab
+}
+
+profile() {
   # Where this build's trainer step goes: steps 31-33 of 40 under the profiler
   # (not the last, which checkpoints; step 30 logs: 31-33 do not; each step's
   # wall, leaf ops, the GPU work it launched, then the ops). Batch 32, where
   # the step is launch-bound, and 256, where the epoch target can only be met
   # and the GPU's own kernel time bounds the step (bench/NOTES.md); then the
-  # host synchronisations of smith_step's step (the model alone).
+  # host synchronisations of smith_step's step (the model alone). Needs no
+  # base pack, unlike ab.
+  local batch
   for batch in 32 256; do
-    echo "[gpu-checks] this build's trainer, steps 31-33 profiled, batch $batch" | tee -a "$OUT/ab.txt"
+    echo "[gpu-checks] this build's trainer, steps 31-33 profiled, batch $batch" | tee -a "$OUT/profile.txt"
     "${mpi[@]}" -np 1 build/src/docmatch pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml \
       --device cuda --backend nccl --precision bf16 --steps 40 --batch-size $batch --checkpoint-every 1000 \
-      --profile-steps 31:33 --run /tmp/gpu-ab > "$OUT/ab-profile-$batch.log" 2>&1
-    python3 bench/profile_table.py /tmp/gpu-ab/profile/steps-31-33.rank-0.json --top 30 > /tmp/gpu-ab-table.txt 2>&1
-    cat /tmp/gpu-ab-table.txt >> "$OUT/ab.txt"
-    grep -m 4 -E "^(GPU|docmatch step)" /tmp/gpu-ab-table.txt
-    gzip -c /tmp/gpu-ab/profile/steps-31-33.rank-0.json > "$OUT/trainer-profile-$batch.json.gz"
+      --profile-steps 31:33 --run /tmp/gpu-profile > "$OUT/profile-$batch.log" 2>&1
+    python3 bench/profile_table.py /tmp/gpu-profile/profile/steps-31-33.rank-0.json --top 30 \
+      > /tmp/gpu-profile-table.txt 2>&1
+    cat /tmp/gpu-profile-table.txt >> "$OUT/profile.txt"
+    grep -m 4 -E "^(GPU|docmatch step)" /tmp/gpu-profile-table.txt
+    gzip -c /tmp/gpu-profile/profile/steps-31-33.rank-0.json > "$OUT/trainer-profile-$batch.json.gz"
+    rm -rf /tmp/gpu-profile
   done
   build/bench/smith_step --model configs/models/smith-paper.yaml --corpus $corpus --batch 32 --steps 3 \
-    --device cuda --precision bf16 --sync-debug 2>&1 | grep -o '"host_syncs":{[^}]*}' | tee -a "$OUT/ab.txt"
-  rm -rf /tmp/gpu-ab
+    --device cuda --precision bf16 --sync-debug 2>&1 | grep -o '"host_syncs":{[^}]*}' | tee -a "$OUT/profile.txt"
 }
 
 curve() {
@@ -426,7 +433,7 @@ print({k.split("/")[-1]: round(v, 2) for k, v in m.items() if "time/" in k or k 
 # archive, the short summaries beside it. Packed on any exit, so that a call
 # stopped at its limit (timeout -k 10 N bash gpu-checks.sh ...) still returns them.
 pack_logs() {
-  (cd "$OUT" && logs=$(ls | grep -vE '^(epoch|large|backends|syncs|finetune)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
+  (cd "$OUT" && logs=$(ls | grep -vE '^(epoch|large|backends|syncs|finetune|ab|profile)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
     [ -n "$logs" ] && tar -czf "logs-$(IFS=-; echo "${stages[*]}").tar.gz" $logs && rm -f $logs)
   ls "$OUT"
 }
@@ -442,6 +449,7 @@ for stage in "${stages[@]}"; do
     large) large ;;
     finetune) finetune ;;
     ab) ab ;;
+    profile) profile ;;
     curve) curve ;;
   esac
 done
