@@ -7,7 +7,8 @@
 #   .device/debs/           the Debian run-time libraries it needs (fetch-debs.py --runtime)
 #   .device/corpus.tar.xz   1,500 Wikispeedia articles prepared with the corpus's
 #                           tokenizer (a 30 MB shard, 7 MiB compressed), which
-#                           gpu-checks.sh unpacks there
+#                           gpu-checks.sh unpacks there; data/wikispeedia and
+#                           corpora/wikispeedia are made first where missing
 #   scripts/device/prepare.sh --build-there   instead: no build, and every package the
 #                           build needs (headers too, 49 MB), for gpu-checks.sh to compile there
 # Then: device runs with carry [".device"], a few stages a call:
@@ -24,8 +25,14 @@ else
 fi
 rm -rf .device/corpus  # an earlier prepare.sh's uncompressed shard: it would not fit beside the packages
 if [ ! -f .device/corpus.tar.xz ]; then
-  [ -s data/wikispeedia/articles.jsonl ] && [ -f corpora/wikispeedia/tokenizer.model ] || {
-    echo "[device] needs data/wikispeedia and corpora/wikispeedia (README, Corpora)" >&2; exit 1; }
+  # A fresh checkout has neither: make them as the README's Corpora section does
+  # (the articles from ../shared/data, then the corpus and its tokenizer: minutes).
+  if [ ! -s data/wikispeedia/articles.jsonl ]; then
+    "${DOCMATCH_VENV:-$HOME/.cache/docmatch/venv}/bin/python" scripts/make-wikispeedia.py --output data/wikispeedia
+  fi
+  if [ ! -f corpora/wikispeedia/tokenizer.model ]; then
+    build/src/docmatch prepare --config configs/prepare-wikispeedia.yaml --output corpora/wikispeedia --no-progress
+  fi
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   head -n 1500 data/wikispeedia/articles.jsonl > "$work/articles.jsonl"
