@@ -87,7 +87,9 @@ torch::Device ProcessDevice(const std::string& device) {
   if (torch::cuda::device_count() == 0) {
     throw std::invalid_argument("[dist] --device cuda, but no CUDA device is visible");
   }
-  return torch::Device(torch::kCUDA, 0);
+  const torch::Device first(torch::kCUDA, 0);
+  UseDevice(first);
+  return first;
 }
 
 namespace {

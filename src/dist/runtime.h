@@ -37,7 +37,8 @@ struct Placement {
 
 // One process's device (encode, search): "cpu", "cuda" (the first visible
 // GPU) or "auto" (cuda when one is visible); an unknown name or cuda without
-// a GPU is an error saying so.
+// a GPU is an error saying so. The device is made current with UseDevice, as
+// a rank's is, so these commands run with the same attention kernels.
 torch::Device ProcessDevice(const std::string& device);
 
 // `device`: "cpu", "cuda" (one GPU per local rank) or "auto" (cuda when one is

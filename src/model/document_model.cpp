@@ -156,13 +156,23 @@ class SmashModel : public DocumentModel {
       std::fill(read.begin(), read.begin() + std::min(document.num_tokens(), input.max_document_words), true);
     return std::count(read.begin(), read.end(), true);
   }
-  torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override { return pair_->Head(a, b); }
+  // The head's parameters may sit on another device than the vectors it
+  // scores (search keeps the model on the GPU for its text queries and reads
+  // the file's vectors on the host): the vectors go to the head, the logits
+  // come back to theirs.
+  torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override {
+    const torch::Device head = HeadDevice();
+    return pair_->Head(a.to(head), b.to(head)).to(a.device());
+  }
   torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {
-    return pair_->ScoreMatrix(q, c);
+    const torch::Device head = HeadDevice();
+    return pair_->ScoreMatrix(q.to(head), c.to(head)).to(q.device());
   }
   bool cosine() const override { return false; }
 
  private:
+  torch::Device HeadDevice() const { return pair_->parameters().front().device(); }
+
   SmashPair pair_;
 };
 

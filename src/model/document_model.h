@@ -59,10 +59,12 @@ class DocumentModel {
   torch::Tensor Embed(const std::vector<const data::Document*>& documents, const torch::Device& device) {
     return EmbedBatch(*Batch(documents), device);
   }
-  // Logits (B,) that pairs (a[i], b[i]) are related; a, b (B, dimension()).
+  // Logits (B,) that pairs (a[i], b[i]) are related; a, b (B, dimension()),
+  // on a's device wherever the parameters are.
   virtual torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) = 0;
   // Logits (Q, N) of every query (Q, D) against every candidate (N, D);
-  // entry (i, j) equals PairLogits(queries[i], candidates[j]).
+  // entry (i, j) equals PairLogits(queries[i], candidates[j]); on the
+  // queries' device wherever the parameters are.
   virtual torch::Tensor ScoreMatrix(const torch::Tensor& queries, const torch::Tensor& candidates) = 0;
   // How many of `document`'s tokens its vector reads: all of them unless the
   // model's input cuts it (MatchBERT's windows, SMITH's blocks, SDR's and

@@ -78,8 +78,15 @@ GruAttentionImpl::GruAttentionImpl(int64_t input, int64_t units) {
   pooling_ = register_module("pooling", AttentionPooling(2 * units));
 }
 
-torch::Tensor GruAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& lengths) {
+torch::Tensor GruAttentionImpl::forward(const torch::Tensor& given, const torch::Tensor& lengths) {
   TORCH_CHECK(lengths.is_cpu(), "[model] SMASH's lengths live on the host, where packing reads them");
+  // In float32, outside autocast: PyTorch's autocast wrapper of cuDNN's RNNs
+  // casts them to fp16 whatever autocast's dtype, so under --precision bf16
+  // the GRU would run in fp16 with no loss scaling to keep its small
+  // gradients from flushing to zero. The GRU and its pooling are small next
+  // to the layers that feed them.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  const torch::Tensor x = given.to(torch::kFloat);
   const int64_t L = x.size(1);
   // Packing takes the sequences longest first. The order and its inverse are
   // found on the host, where the lengths are, and sent pinned: rnn::

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "../data/test_corpus.h"
+#include "model/document_model.h"
 #include "model/match_bert.h"
 #include "model/sdr.h"
 #include "model/smash.h"
@@ -121,6 +122,50 @@ TEST_F(CudaTest, SmithStepSynchronisesWithTheHostNowhere) {
   const torch::Tensor mask = torch::ones({4}, torch::TensorOptions(torch::kBool).device(cuda_));
   const NoSyncBf16 scope(/*refuse_syncs=*/true);
   EXPECT_ANY_THROW(mask.nonzero());
+}
+// SMASH under bf16 autocast on the GPU: the attention GRU and its pooling
+// run in float32 (PyTorch's autocast wrapper of cuDNN's RNNs would run the GRU
+// in fp16, with no loss scaling), so they equal the CPU's fp32 forward. And
+// the pair head on the GPU scores host vectors, as search gives it a file's
+// rows while the model stays on the GPU for text queries: host logits equal
+// to the CPU model's.
+TEST_F(CudaTest, SmashKeepsItsGruInFloat32UnderBf16AndItsHeadScoresHostVectors) {
+  torch::manual_seed(0);
+  GruAttention gru(16, 8);
+  const torch::Tensor x = torch::randn({4, 6, 16});
+  const torch::Tensor lengths = torch::tensor({6, 3, 5, 1}, torch::kLong);
+  const torch::Tensor fp32 = gru(x, lengths);
+  gru->to(cuda_);
+  torch::Tensor under_bf16;
+  {
+    NoSyncBf16 bf16(/*refuse_syncs=*/false);
+    under_bf16 = gru(x.to(cuda_), lengths);
+  }
+  EXPECT_EQ(under_bf16.scalar_type(), torch::kFloat);
+  EXPECT_TRUE(torch::allclose(under_bf16.cpu(), fp32, 1e-4, 1e-5))
+      << (under_bf16.cpu() - fp32).abs().max().item<double>();
+
+  ModelConfig config;
+  config.kind = "smash";
+  config.smash.vocab_size = 1005;
+  config.smash.embedding = 16;
+  config.smash.gru_units = 8;
+  config.smash.pair_hidden = 16;
+  config.smash.dropout = 0.0;
+  const std::unique_ptr<DocumentModel> model = DocumentModel::Create(config);
+  model->module().eval();
+  const torch::Tensor queries = torch::randn({3, model->dimension()});
+  const torch::Tensor candidates = torch::randn({5, model->dimension()});
+  const torch::NoGradGuard no_grad;
+  const torch::Tensor matrix_cpu = model->ScoreMatrix(queries, candidates);
+  const torch::Tensor pairs_cpu = model->PairLogits(queries, candidates.slice(0, 0, 3));
+  model->module().to(cuda_);
+  const torch::Tensor matrix = model->ScoreMatrix(queries, candidates);
+  const torch::Tensor pairs = model->PairLogits(queries, candidates.slice(0, 0, 3));
+  EXPECT_TRUE(matrix.is_cpu());
+  EXPECT_TRUE(pairs.is_cpu());
+  EXPECT_TRUE(torch::allclose(matrix, matrix_cpu, 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(pairs, pairs_cpu, 1e-4, 1e-5));
 }
 #endif
 

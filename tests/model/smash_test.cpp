@@ -4,6 +4,7 @@
 // and learning on a tiny batch.
 #include "model/smash.h"
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -269,6 +270,33 @@ TEST(Smash, PaperSizedParameterCount) {
   EXPECT_EQ(Count(*pair), expected);
   std::cout << "[model] SMASH P+S+W paper size: " << Count(*pair->encoder) << " encoder parameters, " << Count(*pair)
             << " with the pair head" << std::endl;
+}
+
+// Under bf16 autocast the attention GRU and its pooling stay in float32 and
+// outside autocast: PyTorch's autocast wrapper of cuDNN's RNNs would run the
+// GRU in fp16 without loss scaling (the GPU half of this check is in
+// cuda_test.cpp). Here the CPU's autocast: before, the pooling's projection
+// ran in bf16 and the vectors moved by about 1e-3; now they equal the fp32
+// forward's to float32 rounding.
+TEST(Smash, AttentionGruRunsInFloat32UnderBf16Autocast) {
+  torch::manual_seed(0);
+  GruAttention gru(16, 8);
+  const torch::Tensor x = torch::randn({4, 6, 16});
+  const torch::Tensor lengths = torch::tensor({6, 3, 5, 1}, torch::kLong);
+  const torch::Tensor fp32 = gru(x, lengths);
+  torch::Tensor under_bf16;
+  {
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    under_bf16 = gru(x.to(torch::kBFloat16), lengths);
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+    at::autocast::clear_cache();
+  }
+  EXPECT_EQ(under_bf16.scalar_type(), torch::kFloat);
+  // The input is rounded to bf16 once; from there on every op is float32.
+  const torch::Tensor from_rounded = gru(x.to(torch::kBFloat16).to(torch::kFloat), lengths);
+  EXPECT_TRUE(torch::allclose(under_bf16, from_rounded, 1e-6, 1e-6))
+      << (under_bf16 - from_rounded).abs().max().item<double>();
 }
 
 }  // namespace
