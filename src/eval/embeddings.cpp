@@ -229,12 +229,23 @@ torch::Tensor DocumentVectors(model::DocumentModel& model, const std::vector<con
                               const torch::Device& device, std::vector<model::DocumentSentences>* sentences) {
   torch::NoGradGuard no_grad;
   if (!model.has_sentences()) return model.Embed(documents, device).to(torch::kCPU, torch::kFloat).contiguous();
-  // One pass: the sentence vectors, and the document vector from them.
+  // One pass: the sentence vectors, and the document vector from them. The
+  // batch's sentence vectors come to the host in one copy, not one a
+  // document: each copy from a GPU waits for it.
+  std::vector<model::DocumentSentences> got = model.EmbedSentences(documents, device);
+  if (got.empty()) return torch::empty({0, model.dimension()});
+  std::vector<torch::Tensor> on_device;
+  std::vector<int64_t> counts;
+  for (const model::DocumentSentences& s : got) {
+    on_device.push_back(s.vectors);
+    counts.push_back(s.vectors.size(0));
+  }
+  const std::vector<torch::Tensor> on_host = torch::cat(on_device).to(torch::kCPU, torch::kFloat).split(counts);
   std::vector<torch::Tensor> means;
-  for (model::DocumentSentences& s : model.EmbedSentences(documents, device)) {
-    s.vectors = s.vectors.to(torch::kCPU, torch::kFloat).contiguous();
-    means.push_back(model::MeanSentenceVector(s));
-    if (sentences) sentences->push_back(std::move(s));
+  for (size_t d = 0; d < got.size(); ++d) {
+    got[d].vectors = on_host[d].contiguous();
+    means.push_back(model::MeanSentenceVector(got[d]));
+    if (sentences) sentences->push_back(std::move(got[d]));
   }
   return torch::stack(means).contiguous();
 }
