@@ -238,10 +238,16 @@ class SdrModel : public DocumentModel {
       std::copy(sentence_rows[r].begin(), sentence_rows[r].end(), out.tokens.begin() + r * out.T);
     return out;
   }
+  // Sentences of a batch of documents: with a graph (fine-tuning) in one
+  // pass; without one (embed, eval, search, mining) kRowsPerPass at a time,
+  // sentences of like length together, in memory bounded by one pass.
+  static constexpr int64_t kRowsPerPass = 256;
   std::vector<DocumentSentences> Sentences(const SentenceRows& batch, const torch::Device& device) {
-    const torch::Tensor ids =
-        HostToDevice(batch.tokens.data(), {batch.rows, batch.T}, torch::kInt32, device, torch::kLong);
-    const torch::Tensor vectors = Normalize(encoder_(ids));
+    const torch::Tensor vectors = Normalize(
+        torch::GradMode::is_enabled()
+            ? encoder_(HostToDevice(batch.tokens.data(), {batch.rows, batch.T}, torch::kInt32, device, torch::kLong))
+            : EncodeRowsWithoutGraph(batch.tokens.data(), batch.rows, batch.T, device, kRowsPerPass,
+                                     [this](const torch::Tensor& ids) { return encoder_(ids); }));
     std::vector<DocumentSentences> out;
     int64_t row = 0;
     for (size_t d = 0; d < batch.sentences.size(); ++d) {

@@ -79,26 +79,8 @@ torch::Tensor FlatEncoderImpl::PoolWindows(const torch::Tensor& rows, const data
 }
 
 torch::Tensor FlatEncoderImpl::RowsWithoutGraph(const data::FlatBatch& batch, const torch::Device& device) {
-  torch::NoGradGuard no_grad;
-  const torch::Tensor tokens = ToTensor(batch, device);
-  if (batch.B <= kRowsPerPass) return forward(tokens);
-  std::vector<torch::Tensor> parts;
-  for (int64_t begin = 0; begin < batch.B; begin += kRowsPerPass) {
-    // Each pass trimmed to its own longest row (read off the host batch):
-    // padding changes no vector.
-    const int64_t end = std::min(batch.B, begin + kRowsPerPass);
-    int64_t T = 1;
-    for (int64_t row = begin; row < end; ++row) {
-      for (int64_t t = batch.T - 1; t >= T; --t) {
-        if (batch.tokens[row * batch.T + t] != data::kPadId) {
-          T = t + 1;
-          break;
-        }
-      }
-    }
-    parts.push_back(forward(tokens.slice(0, begin, end).slice(1, 0, T)));
-  }
-  return torch::cat(parts);
+  return EncodeRowsWithoutGraph(batch.tokens.data(), batch.B, batch.T, device, kRowsPerPass,
+                                [this](const torch::Tensor& tokens) { return forward(tokens); });
 }
 
 torch::Tensor FlatEncoderImpl::Documents(const data::FlatBatch& batch, const torch::Device& device) {

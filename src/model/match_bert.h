@@ -61,7 +61,7 @@ class FlatEncoderImpl : public torch::nn::Module {
   torch::Tensor Pool(const torch::Tensor& states, const torch::Tensor& tokens);
   // Unit row vectors (B, C) of a batch, without a graph: at most
   // kRowsPerPass windows through the transformer at a time, so a document of
-  // hundreds of windows embeds in bounded memory.
+  // hundreds of windows embeds in bounded memory (EncodeRowsWithoutGraph).
   torch::Tensor RowsWithoutGraph(const data::FlatBatch& batch, const torch::Device& device);
   static constexpr int64_t kRowsPerPass = 64;
   // Unit row vectors (B, C) of a batch -> unit document vectors

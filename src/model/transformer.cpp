@@ -2,9 +2,45 @@
 // real-token path the sentence encoders run on (transformer.h).
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+
+#include "data/text/tokenizer.h"
+#include "model/host_to_device.h"
 
 namespace docmatch::model {
+
+torch::Tensor EncodeRowsWithoutGraph(const int32_t* tokens, int64_t rows, int64_t T, const torch::Device& device,
+                                     int64_t rows_per_pass,
+                                     const std::function<torch::Tensor(const torch::Tensor&)>& encode) {
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> length(rows, 1);  // to the last real token; an empty row reads its first
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t t = T - 1; t > 0; --t) {
+      if (tokens[r * T + t] != data::kPadId) {
+        length[r] = t + 1;
+        break;
+      }
+    }
+  }
+  std::vector<int64_t> order(rows);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return length[a] > length[b]; });
+  std::vector<torch::Tensor> parts;
+  std::vector<int32_t> pass;
+  for (int64_t begin = 0; begin < rows; begin += rows_per_pass) {
+    const int64_t end = std::min(rows, begin + rows_per_pass), t = length[order[begin]];  // longest first
+    pass.assign((end - begin) * t, data::kPadId);
+    for (int64_t i = begin; i < end; ++i)
+      std::copy_n(tokens + order[i] * T, t, pass.begin() + (i - begin) * t);
+    parts.push_back(encode(HostToDevice(pass.data(), {end - begin, t}, torch::kInt32, device, torch::kLong)));
+  }
+  if (parts.empty()) return encode(torch::zeros({0, 1}, torch::TensorOptions(device).dtype(torch::kLong)));
+  std::vector<int64_t> inverse(rows);
+  for (int64_t i = 0; i < rows; ++i) inverse[order[i]] = i;
+  return torch::cat(parts).index_select(0, HostToDevice(inverse.data(), {rows}, torch::kLong, device, torch::kLong));
+}
 
 PackedLayout PackedLayout::FromIndex(const torch::Tensor& index, int64_t B, int64_t T) {
   const torch::Tensor key_mask = torch::zeros({B * T}, index.options().dtype(torch::kBool)).index_fill_(0, index, true);

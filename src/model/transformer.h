@@ -16,7 +16,19 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+
 namespace docmatch::model {
+
+// Rows of token ids, padded at their ends (rows x T, int32 on the host),
+// through `encode` (ids (n, t) on `device` -> (n, C)) without a graph, in
+// passes of at most rows_per_pass rows: rows of like length go together, and
+// each pass is cut to its longest row, so memory is bounded by one pass and
+// little is paid for padding (padding changes no row's vector). The result
+// (rows, C) is in the rows' order.
+torch::Tensor EncodeRowsWithoutGraph(const int32_t* tokens, int64_t rows, int64_t T, const torch::Device& device,
+                                     int64_t rows_per_pass,
+                                     const std::function<torch::Tensor(const torch::Tensor&)>& encode);
 
 enum class AttentionKernel {
   kFused,  // at::scaled_dot_product_attention (flash / memory-efficient / math)

@@ -71,6 +71,45 @@ TEST(FlatBatch, ChunksAreConsecutiveWindowsEndedBySep) {
   EXPECT_EQ(both.real_tokens, 5 + covered + 2 * (both.B - 1));
 }
 
+// Rows through the encoder without a graph: passes of at most rows_per_pass
+// rows of like length, each as wide as its longest row, and the rows back in
+// their order. The encoder here returns, per row, its width in the pass, its
+// token sum and its real-token count, so every property can be read off.
+TEST(EncodeRowsWithoutGraph, PassesOfLikeLengthCutToTheirLongestRowInTheRowsOrder) {
+  const std::vector<std::vector<int32_t>> given = {{5, 6}, {7, 8, 9, 10, 11}, {12}, {13, 14, 15}, {16, 17, 18, 19, 20},
+                                                   {21, 22}, {23}};
+  const int64_t rows = static_cast<int64_t>(given.size()), T = 6;  // one column of padding past the longest
+  std::vector<int32_t> tokens(rows * T, data::kPadId);
+  for (int64_t r = 0; r < rows; ++r) std::copy(given[r].begin(), given[r].end(), tokens.begin() + r * T);
+  std::vector<std::vector<int64_t>> passes;  // each pass's (rows, width)
+  const auto encode = [&](const torch::Tensor& ids) {
+    passes.push_back({ids.size(0), ids.size(1)});
+    const torch::Tensor real = ids.ne(data::kPadId);
+    return torch::stack({torch::full({ids.size(0)}, ids.size(1), torch::kLong), ids.sum(1), real.sum(1)}, 1);
+  };
+  const torch::Tensor out = EncodeRowsWithoutGraph(tokens.data(), rows, T, torch::kCPU, 3, encode);
+  ASSERT_EQ(out.size(0), rows);
+  // Longest first, three a pass: lengths 5 5 3 | 2 2 1 | 1.
+  EXPECT_EQ(passes, (std::vector<std::vector<int64_t>>{{3, 5}, {3, 2}, {1, 1}}));
+  const std::vector<int64_t> width = {2, 5, 2, 5, 5, 2, 1};  // the width of the pass each row went in
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t sum = 0;
+    for (int32_t id : given[r]) sum += id;
+    EXPECT_EQ(out[r][0].item<int64_t>(), width[r]) << "row " << r;
+    EXPECT_EQ(out[r][1].item<int64_t>(), sum) << "row " << r;
+    EXPECT_EQ(out[r][2].item<int64_t>(), static_cast<int64_t>(given[r].size())) << "row " << r;
+  }
+  // A real encoder: the passes give each row the vector one full-width pass gives it.
+  torch::manual_seed(0);
+  FlatEncoder encoder(Tiny());
+  encoder->eval();
+  const torch::NoGradGuard no_grad;
+  const torch::Tensor whole = encoder(torch::tensor(tokens, torch::kLong).view({rows, T}));
+  const torch::Tensor passed = EncodeRowsWithoutGraph(tokens.data(), rows, T, torch::kCPU, 3,
+                                                      [&](const torch::Tensor& ids) { return encoder(ids); });
+  EXPECT_TRUE(torch::allclose(passed, whole, 1e-5, 1e-6)) << (passed - whole).abs().max().item<double>();
+}
+
 TEST(MatchBert, MeanPoolingAndChunkAveraging) {
   torch::manual_seed(0);
   MatchBertConfig c = Tiny();
