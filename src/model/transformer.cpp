@@ -32,8 +32,7 @@ torch::Tensor EncodeRowsWithoutGraph(const int32_t* tokens, int64_t rows, int64_
   for (int64_t begin = 0; begin < rows; begin += rows_per_pass) {
     const int64_t end = std::min(rows, begin + rows_per_pass), t = length[order[begin]];  // longest first
     pass.assign((end - begin) * t, data::kPadId);
-    for (int64_t i = begin; i < end; ++i)
-      std::copy_n(tokens + order[i] * T, t, pass.begin() + (i - begin) * t);
+    for (int64_t i = begin; i < end; ++i) std::copy_n(tokens + order[i] * T, t, pass.begin() + (i - begin) * t);
     parts.push_back(encode(HostToDevice(pass.data(), {end - begin, t}, torch::kInt32, device, torch::kLong)));
   }
   if (parts.empty()) return encode(torch::zeros({0, 1}, torch::TensorOptions(device).dtype(torch::kLong)));
