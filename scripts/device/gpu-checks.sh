@@ -328,24 +328,28 @@ profile() {
   # (not the last, which checkpoints; step 30 logs: 31-33 do not; each step's
   # wall, leaf ops, the GPU work it launched, then the ops). Batch 32, where
   # the step is launch-bound, and 256, where the epoch target can only be met
-  # and the GPU's own kernel time bounds the step (bench/NOTES.md); then the
-  # host synchronisations of smith_step's step (the model alone). Needs no
-  # base pack, unlike ab.
-  local batch
+  # and the GPU's own kernels bound the step (bench/NOTES.md); then the host
+  # synchronisations of smith_step's step (the model alone). Needs no base
+  # pack, unlike ab.
+  local batch trace=/tmp/gpu-profile/profile/steps-31-33.rank-0.json
   for batch in 32 256; do
     echo "[gpu-checks] this build's trainer, steps 31-33 profiled, batch $batch" | tee -a "$OUT/profile.txt"
-    "${mpi[@]}" -np 1 build/src/docmatch pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml \
+    if "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml \
       --device cuda --backend nccl --precision bf16 --steps 40 --batch-size $batch --checkpoint-every 1000 \
-      --profile-steps 31:33 --run /tmp/gpu-profile > "$OUT/profile-$batch.log" 2>&1
-    python3 bench/profile_table.py /tmp/gpu-profile/profile/steps-31-33.rank-0.json --top 30 \
-      > /tmp/gpu-profile-table.txt 2>&1
-    cat /tmp/gpu-profile-table.txt >> "$OUT/profile.txt"
-    grep -m 4 -E "^(GPU|docmatch step)" /tmp/gpu-profile-table.txt
-    gzip -c /tmp/gpu-profile/profile/steps-31-33.rank-0.json > "$OUT/trainer-profile-$batch.json.gz"
+      --profile-steps 31:33 --run /tmp/gpu-profile > "$OUT/profile-$batch.log" 2>&1 && [ -f $trace ]; then
+      python3 bench/profile_table.py $trace --top 30 > /tmp/gpu-profile-table.txt 2>&1
+      cat /tmp/gpu-profile-table.txt >> "$OUT/profile.txt"
+      grep -m 4 -E "^(GPU|docmatch step)" /tmp/gpu-profile-table.txt
+      gzip -c $trace > "$OUT/trainer-profile-$batch.json.gz"
+    else
+      echo "[gpu-checks] the profiled run at batch $batch failed:" | tee -a "$OUT/profile.txt"
+      tail -n 20 "$OUT/profile-$batch.log" | tee -a "$OUT/profile.txt"
+    fi
     rm -rf /tmp/gpu-profile
   done
-  build/bench/smith_step --model configs/models/smith-paper.yaml --corpus $corpus --batch 32 --steps 3 \
-    --device cuda --precision bf16 --sync-debug 2>&1 | grep -o '"host_syncs":{[^}]*}' | tee -a "$OUT/profile.txt"
+  $DOCMATCH_BUILD_DIR/bench/smith_step --model configs/models/smith-paper.yaml --corpus $corpus --batch 32 \
+    --steps 3 --device cuda --precision bf16 --sync-debug 2>&1 | grep -o '"host_syncs":{[^}]*}' |
+    tee -a "$OUT/profile.txt"
 }
 
 curve() {

@@ -78,15 +78,26 @@ MpiRuntime::~MpiRuntime() {
   if (!finalised) MPI_Finalize();
 }
 
-torch::Device ProcessDevice(const std::string& device) {
+namespace {
+
+// Whether --device names a GPU: a wrong name, or cuda without a GPU, is an
+// error. Nothing is set, so a rank asks this before its placement.
+bool NamesCuda(const std::string& device) {
   // Plain exceptions: these are the user's mistakes, not worth a c10 backtrace.
   if (device != "cpu" && device != "cuda" && device != "auto") {
     throw std::invalid_argument("[dist] unknown device '" + device + "' (cpu, cuda, auto)");
   }
-  if (device == "cpu" || (device == "auto" && !torch::cuda::is_available())) return torch::kCPU;
+  if (device == "cpu" || (device == "auto" && !torch::cuda::is_available())) return false;
   if (torch::cuda::device_count() == 0) {
     throw std::invalid_argument("[dist] --device cuda, but no CUDA device is visible");
   }
+  return true;
+}
+
+}  // namespace
+
+torch::Device ProcessDevice(const std::string& device) {
+  if (!NamesCuda(device)) return torch::kCPU;
   const torch::Device first(torch::kCUDA, 0);
   UseDevice(first);
   return first;
@@ -114,7 +125,7 @@ bool AnyShared(const std::vector<std::string>& identities) {
 }
 
 Placement DiscoverPlacement(const std::string& device, bool share_gpus) {
-  const bool cuda = ProcessDevice(device).is_cuda();  // a wrong name fails here, before any collective
+  const bool cuda = NamesCuda(device);  // a wrong name fails here, before any collective
   Placement p;
   MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &p.size);

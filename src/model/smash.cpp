@@ -83,8 +83,9 @@ torch::Tensor GruAttentionImpl::forward(const torch::Tensor& given, const torch:
   // In float32, outside autocast: PyTorch's autocast wrapper of cuDNN's RNNs
   // casts them to fp16 whatever autocast's dtype, so under --precision bf16
   // the GRU would run in fp16 with no loss scaling to keep its small
-  // gradients from flushing to zero. The GRU and its pooling are small next
-  // to the layers that feed them.
+  // gradients from flushing to zero. Only embeddings feed SMASH's GRUs, so
+  // under bf16 the whole encoder runs in float32; only the pair head's
+  // layers take bf16.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const torch::Tensor x = given.to(torch::kFloat);
   const int64_t L = x.size(1);

@@ -11,7 +11,8 @@
 // (N, C) rows of the real tokens, and only attention, which mixes positions,
 // lays them out as (B, T) again. Every other layer works per token, so on
 // SMITH's sentence blocks (83-86% real on Wikispeedia) it skips the padding's
-// share of nearly all FLOPs (bench/NOTES.md).
+// share of nearly all FLOPs (bench/NOTES.md). Without a graph, rows of like
+// length go through together in bounded passes (EncodeRowsWithoutGraph).
 #pragma once
 
 #include <torch/torch.h>
@@ -21,7 +22,7 @@
 namespace docmatch::model {
 
 // Rows of token ids, padded at their ends (rows x T, int32 on the host),
-// through `encode` (ids (n, t) on `device` -> (n, C)) without a graph, in
+// through `encode` (ids (B, T') on `device` -> (B, C)) without a graph, in
 // passes of at most rows_per_pass rows: rows of like length go together, and
 // each pass is cut to its longest row, so memory is bounded by one pass and
 // little is paid for padding (padding changes no row's vector). The result

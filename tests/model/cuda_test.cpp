@@ -123,6 +123,7 @@ TEST_F(CudaTest, SmithStepSynchronisesWithTheHostNowhere) {
   const NoSyncBf16 scope(/*refuse_syncs=*/true);
   EXPECT_ANY_THROW(mask.nonzero());
 }
+
 // SMASH under bf16 autocast on the GPU: the attention GRU and its pooling
 // run in float32 (PyTorch's autocast wrapper of cuDNN's RNNs would run the GRU
 // in fp16, with no loss scaling), so they equal the CPU's fp32 forward. And

@@ -284,13 +284,21 @@ TEST(Smash, AttentionGruRunsInFloat32UnderBf16Autocast) {
   const torch::Tensor x = torch::randn({4, 6, 16});
   const torch::Tensor lengths = torch::tensor({6, 3, 5, 1}, torch::kLong);
   const torch::Tensor fp32 = gru(x, lengths);
+  // CPU bf16 autocast for a scope, turned off however the scope ends.
+  struct Bf16Autocast {
+    Bf16Autocast() {
+      at::autocast::set_autocast_enabled(at::kCPU, true);
+      at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    }
+    ~Bf16Autocast() {
+      at::autocast::set_autocast_enabled(at::kCPU, false);
+      at::autocast::clear_cache();
+    }
+  };
   torch::Tensor under_bf16;
   {
-    at::autocast::set_autocast_enabled(at::kCPU, true);
-    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    const Bf16Autocast bf16;
     under_bf16 = gru(x.to(torch::kBFloat16), lengths);
-    at::autocast::set_autocast_enabled(at::kCPU, false);
-    at::autocast::clear_cache();
   }
   EXPECT_EQ(under_bf16.scalar_type(), torch::kFloat);
   // The input is rounded to bf16 once; from there on every op is float32.
