@@ -9,17 +9,10 @@ import os
 import subprocess
 import sys
 
-import h5py
-import numpy as np
+from vectors_file import write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "scripts", "compare-pairs.py")
-
-
-def write(path, ids, vectors):
-    with h5py.File(path, "w") as h:
-        h["document_ids"] = np.array(ids, dtype=h5py.string_dtype())
-        h["vectors"] = np.array(vectors, dtype=np.float32)
 
 
 def pairs(path, rows):
