@@ -275,9 +275,9 @@ TEST(Smash, PaperSizedParameterCount) {
 // Under bf16 autocast the attention GRU and its pooling stay in float32 and
 // outside autocast: PyTorch's autocast wrapper of cuDNN's RNNs would run the
 // GRU in fp16 without loss scaling (the GPU half of this check is in
-// cuda_test.cpp). Here the CPU's autocast: before, the pooling's projection
-// ran in bf16 and the vectors moved by about 1e-3; now they equal the fp32
-// forward's to float32 rounding.
+// cuda_test.cpp). Here the CPU's autocast, under which PyTorch runs a GRU
+// given bf16 in bf16, and the pooling's projection too: now the output is
+// float32 and equals the fp32 forward of the rounded input.
 TEST(Smash, AttentionGruRunsInFloat32UnderBf16Autocast) {
   torch::manual_seed(0);
   GruAttention gru(16, 8);
