@@ -36,8 +36,9 @@
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/smith.h"
+#include "train/autocast.h"
 #include "train/optimizer.h"
-#include "train/training_run.h"
+#include "train/step_profiling.h"
 
 using namespace docmatch;
 

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/training_flags.h"
 #include "train/finetune.h"
+#include "train/finetuning_losses.h"
 
 namespace docmatch::cli {
 
@@ -37,8 +38,8 @@ Command AddFinetuneCommand(CLI::App* app) {
       ->check(ModelFolder());
   sub->add_option("--model-config", o->model, "model YAML when training from scratch (configs/models/)")
       ->check(ModelConfigFile());
-  sub->add_option("--loss", o->loss, "contrastive (ranking; the default) or bce (the papers' pair classifier)")
-      ->check(CLI::IsMember({"contrastive", "bce"}))
+  sub->add_option("--loss", o->loss, train::DescribeFinetuneLosses())
+      ->check(CLI::IsMember(train::FinetuneLossNames()))
       ->capture_default_str();
   sub->add_option("--temperature", o->temperature, "contrastive: softmax temperature of the cosines")
       ->check(Positive())

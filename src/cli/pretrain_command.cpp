@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/training_flags.h"
+#include "train/pretraining_objectives.h"
 #include "train/trainer.h"
 
 namespace docmatch::cli {
@@ -42,11 +43,9 @@ Command AddPretrainCommand(CLI::App* app) {
                   "model folder to continue from (import-hf output, checkpoint step-<N>/ or latest, export); "
                   "the corpus must be prepared with its tokenizer")
       ->check(ModelFolder());
-  sub->add_option("--objective", o->objective,
-                  "wp (word LM: smith, match_bert), wp+sp (plus sentence blocks: smith), docsplit (contrastive "
-                  "halves: smith, match_bert) or sdr (an sdr model)")
+  sub->add_option("--objective", o->objective, train::DescribePretrainObjectives())
       ->capture_default_str()
-      ->check(CLI::IsMember({"wp", "wp+sp", "docsplit", "sdr"}));
+      ->check(CLI::IsMember(train::PretrainObjectiveNames()));
   sub->add_option("--temperature", o->temperature, "DocSplit's InfoNCE temperature")
       ->capture_default_str()
       ->check(Positive());

@@ -13,7 +13,7 @@
 
 #include "cli/yaml_config.h"
 #include "dist/runtime.h"
-#include "train/training_run.h"
+#include "train/step_profiling.h"
 
 namespace docmatch::cli {
 

@@ -16,17 +16,17 @@
 #include <unordered_map>
 #include <vector>
 
-#include "console/progress.h"
 #include "data/batches/pairs.h"
 #include "data/corpus/random.h"
-#include "dist/gradient_synchronizer.h"
 #include "eval/lexical.h"
 #include "model/document_model.h"
 #include "model/host_to_device.h"
 #include "model/smith.h"
+#include "train/finetuning_losses.h"
 #include "train/grad_cache.h"
 #include "train/mined_negatives.h"
 #include "train/objectives.h"
+#include "train/training_loop.h"
 #include "train/training_run.h"
 
 namespace docmatch::train {
@@ -61,13 +61,13 @@ std::vector<int64_t> EpochOrder(size_t pairs, uint64_t seed, int64_t epoch) {
   return order;
 }
 
-// Pair logits for pairs [begin, end) of `pairs` taken in `order`.
 // Pairs [begin, end) of `pairs` taken in `order`, read and batched on the
 // host (any thread): the sources' batch, the targets', the labels.
 struct PreparedPairs {
   std::shared_ptr<const model::DocumentModel::HostBatch> sources, targets;
   std::vector<float> labels;
   std::vector<int64_t> documents;  // corpus indices, source and target of each pair
+  int64_t tokens = 0;              // the tokens the model reads of them
 };
 PreparedPairs PreparePairs(const model::DocumentModel& model, const data::Corpus& corpus,
                            const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order,
@@ -78,6 +78,7 @@ PreparedPairs PreparePairs(const model::DocumentModel& model, const data::Corpus
     const data::LabelledPair& p = pairs[order[i]];
     sources.push_back(corpus.Get(p.source));
     targets.push_back(corpus.Get(p.target));
+    prepared.tokens += model.TokensRead(sources.back()) + model.TokensRead(targets.back());
     prepared.labels.push_back(p.label);
     prepared.documents.insert(prepared.documents.end(), {p.source, p.target});
   }
@@ -189,14 +190,19 @@ PairDocuments DrawPairs(const std::vector<data::LabelledPair>& pairs, const std:
 struct PreparedChunk {
   PairDocuments documents;
   std::shared_ptr<const model::DocumentModel::HostBatch> batch;  // sources, targets, negatives
+  int64_t tokens = 0;                                            // the tokens the model reads of them
 };
 PreparedChunk PrepareChunk(const model::DocumentModel& model, const data::Corpus& corpus, PairDocuments documents) {
   std::vector<data::Document> read;
   for (int64_t id : documents.All()) read.push_back(corpus.Get(id));
   std::vector<const data::Document*> pointers;
-  for (const data::Document& d : read) pointers.push_back(&d);
+  int64_t tokens = 0;
+  for (const data::Document& d : read) {
+    pointers.push_back(&d);
+    tokens += model.TokensRead(d);
+  }
   std::shared_ptr<const model::DocumentModel::HostBatch> batch = model.Batch(pointers);
-  return {std::move(documents), std::move(batch)};
+  return {std::move(documents), std::move(batch), tokens};
 }
 
 // Their vectors, from one pass of the encoder over all of them.
@@ -296,8 +302,8 @@ Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& 
 }
 
 // Every rank scores its share (i % world == rank) of the validation pairs.
-Validation Validate(model::DocumentModel& model, const data::Corpus& corpus,
-                    const std::vector<data::LabelledPair>& pairs, int64_t batch_size, dist::ProcessGroup& group) {
+Validation ValidatePairs(model::DocumentModel& model, const data::Corpus& corpus,
+                         const std::vector<data::LabelledPair>& pairs, int64_t batch_size, dist::ProcessGroup& group) {
   const torch::Device device = group.device();
   torch::NoGradGuard no_grad;
   model.module().eval();
@@ -328,8 +334,8 @@ struct StartingModel {
   std::string pretrained;    // the stage of the folder it came from, for the log
   std::unique_ptr<model::DocumentModel> model;
 };
-StartingModel LoadStartingModel(const FinetuneOptions& options, const data::Corpus& corpus, int rank,
-                                const torch::Device& device) {
+StartingModel LoadStartingModel(const FinetuneOptions& options, const FinetuneLossInfo& loss,
+                                const data::Corpus& corpus, int rank, const torch::Device& device) {
   const TrainingRun::ModelSource source =
       TrainingRun::SourceOfModel(options.run, options.resume, options.init, "finetune", rank);
   StartingModel start;
@@ -341,15 +347,11 @@ StartingModel LoadStartingModel(const FinetuneOptions& options, const data::Corp
     info.config = model::LoadModelConfig(options.model);
     model::SetVocabSize(&info.config, corpus.manifest().vocab_size);
   }
-  const bool contrastive = options.contrastive();
-  TORCH_CHECK(contrastive || !options.drop_related,
+  TORCH_CHECK(loss.in_batch_negatives || !options.drop_related,
               "[finetune] --drop-related leaves labelled related documents out of the contrastive loss's "
-              "in-batch negatives; --loss bce has none");
-  TORCH_CHECK(contrastive || options.loss == "bce", "[finetune] --loss is contrastive or bce, not '", options.loss,
-              "'");
-  TORCH_CHECK(contrastive || info.config.kind != "sdr",
-              "[finetune] SDR has no pair head for --loss bce; fine-tune it with --loss contrastive (its mean "
-              "sentence vector) or evaluate its pre-training checkpoint");
+              "in-batch negatives; --loss ",
+              loss.name, " has none");
+  CheckLossTrains(loss, info.config.kind);
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
   start.model = model::DocumentModel::Create(info.config);
@@ -370,12 +372,13 @@ StartingModel LoadStartingModel(const FinetuneOptions& options, const data::Corp
 // options that concern them.
 struct TrainingPairs {
   std::vector<data::LabelledPair> train, valid;
-  std::vector<data::LabelledPair> drawn;  // every labelled pair (bce), or the related ones (contrastive)
+  std::vector<data::LabelledPair> drawn;  // every labelled pair, or the related ones (in-batch negatives)
   HardNegatives hard;                     // each source's labelled negatives, and the mined ones
   RelatedPairs relation;                  // the training pairs' relation, for --drop-related
 };
-TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const data::Corpus& corpus, int rank, int world) {
-  const bool contrastive = options.contrastive();
+TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const FinetuneLossInfo& loss,
+                                const data::Corpus& corpus, int rank, int world) {
+  const bool contrastive = loss.in_batch_negatives;
   std::vector<data::LabelledPair> train = data::ReadPairs(options.train_pairs, corpus);
   std::vector<data::LabelledPair> valid =
       options.valid_pairs.empty() ? std::vector<data::LabelledPair>{} : data::ReadPairs(options.valid_pairs, corpus);
@@ -384,9 +387,8 @@ TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const data::Corp
   RelatedPairs relation(train);
   TrainingPairs pairs{std::move(train), std::move(valid), std::move(drawn), std::move(hard), std::move(relation)};
   if (options.mine_negatives > 0) {
-    TORCH_CHECK(contrastive,
-                "[finetune] --mine-negatives adds negatives to the contrastive loss; bce scores the "
-                "labelled pairs alone");
+    TORCH_CHECK(contrastive, "[finetune] --mine-negatives adds negatives to the contrastive loss; ", loss.name,
+                " scores the labelled pairs alone");
     TORCH_CHECK(options.hard_negatives > 0, "[finetune] --mine-negatives ", options.mine_negatives,
                 " with --hard-negatives 0 would mine negatives no pair draws: give --hard-negatives N");
     // Every rank mines the same negatives from the same corpus (no traffic).
@@ -410,7 +412,8 @@ TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const data::Corp
               options.grad_cache);
   TORCH_CHECK(options.grad_cache == 0 || contrastive,
               "[finetune] --grad-cache applies to --loss contrastive, whose in-batch negatives make the batch one "
-              "loss; bce scores each pair alone: use --accumulation");
+              "loss; ",
+              loss.name, " scores each pair alone: use --accumulation");
   TORCH_CHECK(static_cast<int64_t>(pairs.drawn.size()) >= global_batch, "[finetune] ", options.train_pairs, " has ",
               pairs.drawn.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ",
               global_batch, " (ranks x --batch-size)");
@@ -425,8 +428,8 @@ TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const data::Corp
 // it).
 class RunTemperature {
  public:
-  RunTemperature(const FinetuneOptions& options, const torch::Device& device)
-      : log_scale_(LogScale(options, device)),
+  RunTemperature(const FinetuneOptions& options, const FinetuneLossInfo& loss, const torch::Device& device)
+      : log_scale_(LogScale(options, loss, device)),
         temperature_(log_scale_.defined() ? model::Temperature::Learned(log_scale_)
                                           : model::Temperature(options.temperature)),
         lr_(options.optimizer.lr),
@@ -438,7 +441,7 @@ class RunTemperature {
     return parameters;
   }
   // The log-scale's group, after the optimizer's others, and its factor of
-  // the scheduled learning rate after theirs (TrainingRun::Step's lr_factors).
+  // the scheduled learning rate after theirs (the training loop's lr_factors).
   void AddGroup(torch::optim::AdamW* optimizer) const {
     if (!log_scale_.defined()) return;
     optimizer->add_param_group(torch::optim::OptimizerParamGroup(
@@ -457,9 +460,10 @@ class RunTemperature {
   }
 
  private:
-  static torch::Tensor LogScale(const FinetuneOptions& options, const torch::Device& device) {
-    TORCH_CHECK(!options.learn_temperature || options.contrastive(),
-                "[finetune] --learn-temperature applies to --loss contrastive; bce has no temperature");
+  static torch::Tensor LogScale(const FinetuneOptions& options, const FinetuneLossInfo& loss,
+                                const torch::Device& device) {
+    TORCH_CHECK(!options.learn_temperature || loss.in_batch_negatives,
+                "[finetune] --learn-temperature applies to --loss contrastive; ", loss.name, " has no temperature");
     TORCH_CHECK(options.temperature_lr > 0, "[finetune] --temperature-lr must be positive, not ",
                 options.temperature_lr);
     // A run learns its temperature for its whole life or never: the
@@ -487,10 +491,103 @@ class RunTemperature {
 struct MicroBatch {
   int64_t epoch = 0, position = 0;    // where it was drawn
   uint64_t lists = 0;                 // from which version of the negative lists
-  std::vector<PreparedChunk> chunks;  // contrastive
-  PreparedPairs pairs;                // bce
+  std::vector<PreparedChunk> chunks;  // a loss with in-batch negatives: the related pairs in chunks
+  PreparedPairs pairs;                // a loss of each pair alone: the labelled pairs
   std::vector<int64_t> documents;     // corpus indices, for the non-finite report
+  int64_t tokens = 0;                 // the tokens the model reads of them
 };
+
+// A fine-tuning loss as the stage runs it (its entry in FinetuneLosses()
+// names it): a micro-batch of the pairs it draws, built on the host (any
+// thread: Build reads only the corpus, the pairs and the model's batching),
+// its objective on the device, and the validation figures.
+class PairLoss {
+ public:
+  virtual ~PairLoss() = default;
+  // Pairs [begin, end) of `order` into `batch`: its documents, tokens and
+  // whatever Compute reads.
+  virtual void Build(MicroBatch* batch, const std::vector<int64_t>& order, int64_t begin, int64_t end,
+                     int64_t epoch) const = 0;
+  virtual Objective Compute(MicroBatch& batch) = 0;
+  virtual Validation Validate() = 0;
+};
+
+// What a PairLoss reads: the run's options, model, corpus, pairs and temperature.
+struct PairLossContext {
+  const FinetuneOptions& options;
+  model::DocumentModel& model;
+  const data::Corpus& corpus;
+  const TrainingPairs& pairs;
+  const RunTemperature& temperature;
+  dist::ProcessGroup& group;
+};
+
+// --loss contrastive: related pairs in chunks of --grad-cache (the whole
+// batch without), each chunk's sources, targets and hard negatives embedded
+// in one pass; symmetric InfoNCE over every rank's (objectives.h, Contrastive).
+class ContrastivePairLoss : public PairLoss {
+ public:
+  explicit ContrastivePairLoss(const PairLossContext& c)
+      : c_(c), chunk_(c.options.grad_cache > 0 ? c.options.grad_cache : c.options.batch_size) {}
+  void Build(MicroBatch* b, const std::vector<int64_t>& order, int64_t begin, int64_t end,
+             int64_t epoch) const override {
+    const FinetuneOptions& o = c_.options;
+    for (int64_t from = begin; from < end; from += chunk_) {
+      b->chunks.push_back(PrepareChunk(c_.model, c_.corpus,
+                                       DrawPairs(c_.pairs.drawn, order, from, std::min(end, from + chunk_),
+                                                 c_.pairs.hard, o.hard_negatives, o.seed, epoch)));
+      const std::vector<int64_t> drawn = b->chunks.back().documents.All();
+      b->documents.insert(b->documents.end(), drawn.begin(), drawn.end());
+      b->tokens += b->chunks.back().tokens;
+    }
+  }
+  Objective Compute(MicroBatch& b) override {
+    return ContrastiveOverChunks(c_.model, std::move(b.chunks), c_.temperature.get(), c_.group,
+                                 c_.options.drop_related ? &c_.pairs.relation : nullptr);
+  }
+  Validation Validate() override {
+    return ValidateContrastive(c_.model, c_.corpus, c_.pairs.valid, c_.options, c_.temperature.get().value(),
+                               c_.group.device());
+  }
+
+ private:
+  PairLossContext c_;
+  const int64_t chunk_;  // pairs a chunk draws and embeds
+};
+
+// --loss bce: each labelled pair's logit against its label (objectives.h, Siamese).
+class BcePairLoss : public PairLoss {
+ public:
+  explicit BcePairLoss(const PairLossContext& c) : c_(c) {}
+  void Build(MicroBatch* b, const std::vector<int64_t>& order, int64_t begin, int64_t end,
+             int64_t /*epoch*/) const override {
+    b->pairs = PreparePairs(c_.model, c_.corpus, c_.pairs.drawn, order, begin, end);
+    b->documents = b->pairs.documents;
+    b->tokens = b->pairs.tokens;
+  }
+  Objective Compute(MicroBatch& b) override {
+    torch::Tensor labels;
+    const torch::Tensor logits = PairLogitsOf(c_.model, b.pairs, c_.group.device(), &labels);
+    return Siamese(logits.to(torch::kFloat), labels, c_.group);
+  }
+  Validation Validate() override {
+    return ValidatePairs(c_.model, c_.corpus, c_.pairs.valid, c_.options.batch_size, c_.group);
+  }
+
+ private:
+  PairLossContext c_;
+};
+
+// Each loss of FinetuneLosses() and its PairLoss.
+std::unique_ptr<PairLoss> MakePairLoss(FinetuneLoss loss, const PairLossContext& context) {
+  switch (loss) {
+    case FinetuneLoss::kContrastive:
+      return std::make_unique<ContrastivePairLoss>(context);
+    case FinetuneLoss::kBce:
+      return std::make_unique<BcePairLoss>(context);
+  }
+  throw std::logic_error("[finetune] a loss of the table without a PairLoss");
+}
 
 // This rank's micro-batches in order: each epoch's permutation of the pairs
 // (the same on every rank), global batches of ranks x --batch-size taken
@@ -502,16 +599,13 @@ struct MicroBatch {
 class MicroBatches {
  public:
   // From `position` (a global pair position, the same on every rank) of `epoch`.
-  MicroBatches(const FinetuneOptions& options, const model::DocumentModel& model, const data::Corpus& corpus,
-               const TrainingPairs& pairs, int rank, int world, int64_t epoch, int64_t position)
+  MicroBatches(const FinetuneOptions& options, const PairLoss& loss, const TrainingPairs& pairs, int rank, int world,
+               int64_t epoch, int64_t position)
       : options_(options),
-        model_(model),
-        corpus_(corpus),
+        loss_(loss),
         pairs_(pairs),
         rank_(rank),
         global_batch_(options.batch_size * world),
-        // Pairs a contrastive chunk draws and embeds (the whole batch without gradient caching).
-        chunk_(options.grad_cache > 0 ? options.grad_cache : options.batch_size),
         epoch_(epoch),
         position_(position),
         order_(Order(epoch)) {}
@@ -566,254 +660,150 @@ class MicroBatches {
   bool EpochEnds(int64_t at) const { return at + global_batch_ > static_cast<int64_t>(pairs_.drawn.size()); }
   MicroBatch Build(int64_t epoch, int64_t at, const std::shared_ptr<const std::vector<int64_t>>& order,
                    uint64_t lists) const {
-    MicroBatch b{epoch, at, lists, {}, {}, {}};
-    const int64_t begin = at + rank_ * options_.batch_size, end = begin + options_.batch_size;
-    if (options_.contrastive()) {
-      for (int64_t from = begin; from < end; from += chunk_) {
-        b.chunks.push_back(PrepareChunk(model_, corpus_,
-                                        DrawPairs(pairs_.drawn, *order, from, std::min(end, from + chunk_), pairs_.hard,
-                                                  options_.hard_negatives, options_.seed, epoch)));
-        const std::vector<int64_t> drawn = b.chunks.back().documents.All();
-        b.documents.insert(b.documents.end(), drawn.begin(), drawn.end());
-      }
-    } else {
-      b.pairs = PreparePairs(model_, corpus_, pairs_.drawn, *order, begin, end);
-      b.documents = b.pairs.documents;
-    }
+    MicroBatch b{epoch, at, lists, {}, {}, {}, 0};
+    const int64_t begin = at + rank_ * options_.batch_size;
+    loss_.Build(&b, *order, begin, begin + options_.batch_size, epoch);
     return b;
   }
 
   const FinetuneOptions& options_;
-  const model::DocumentModel& model_;
-  const data::Corpus& corpus_;
+  const PairLoss& loss_;
   const TrainingPairs& pairs_;
   const int rank_;
-  const int64_t global_batch_, chunk_;
+  const int64_t global_batch_;
   int64_t epoch_, position_;
   std::shared_ptr<const std::vector<int64_t>> order_;
   uint64_t lists_ = 0;
   std::future<MicroBatch> ahead_;
 };
 
-// The fine-tuning loop. The constructor sets the run up (or resumes it);
-// Run() takes the steps, each a sequence of named phases.
-class FinetuningLoop {
+// Fine-tuning as a stage of the training loop (training_loop.h): the
+// starting model, the labelled pairs drawn in micro-batches, the loss
+// (contrastive or bce), the temperature, and the negatives mined again from
+// the model when due.
+class FinetuningStage : public TrainingStage {
  public:
-  FinetuningLoop(const FinetuneOptions& options, dist::ProcessGroup& group);
-  LoopResult Run();
+  FinetuningStage(const FinetuneOptions& options, dist::ProcessGroup& group);
+
+  const char* name() const override { return "finetune"; }
+  const char* unit() const override { return "pairs"; }
+  const char* headline() const override { return loss_.headline; }
+  torch::nn::Module& module() override { return model_.module(); }
+  const io::ModelFolderInfo& info() const override { return start_.info; }
+  const data::Corpus& corpus() const override { return corpus_; }
+  std::vector<torch::Tensor> TrainedParameters() override { return temperature_.After(model_.module().parameters()); }
+  void AddOptimizerGroups(torch::optim::AdamW* optimizer) override { temperature_.AddGroup(optimizer); }
+  void AddLrFactors(std::vector<double>* factors) const override { temperature_.AddLrFactor(factors); }
+  void Start(const std::optional<ResumedState>& resumed) override;
+  void NextBatch() override { batch_ = batches_->Next(); }
+  Objective Compute() override;
+  BatchCounts Counts() const override {
+    const int64_t world = group_.size();
+    return {options_.batch_size * world, static_cast<int64_t>(batch_->documents.size()) * world, batch_->tokens * world,
+            0.0};
+  }
+  const std::vector<int64_t>& BatchDocuments() const override { return batch_->documents; }
+  void DropBatch() override { batch_.reset(); }
+  void AfterStep(int64_t step) override;
+  int64_t epoch() const override { return batches_->epoch(); }
+  int64_t validate_every() const override { return pairs_.valid.empty() ? 0 : options_.validate_every; }
+  std::map<std::string, double> Validate() override;
+  DataPosition Position() const override { return {batches_->epoch(), batches_->position()}; }
+  void Save(nlohmann::json* trainer) const override;
 
  private:
-  StepObjective ForwardBackward();       // the step's micro-steps, gradients accumulated
-  Objective Compute(MicroBatch& batch);  // one micro-step's objective, under autocast
-  void Update(bool finite);              // gradients averaged, clipped and applied; dropped after a non-finite loss
-  void RefreshNegativesWhenDue();        // --refresh-negatives: the lists mined again from the model
-  void Report(StepObjective& losses);    // the progress bar; every --log-every steps the metrics
-  void ValidateWhenDue();                // the validation loss, the best model and early stopping
-  void CheckpointWhenDue();              // at every --checkpoint-every, the last step, a stop or an interruption
-  // Per optimizer group, times the scheduled learning rate: the two levels', then the temperature's.
-  std::vector<double> LrFactors() const {
-    std::vector<double> factors = levels_.LrFactors(step_);
-    temperature_.AddLrFactor(&factors);
-    return factors;
-  }
-
   const FinetuneOptions& options_;
   dist::ProcessGroup& group_;
   const torch::Device device_;
   const data::Corpus corpus_;
+  const FinetuneLossInfo& loss_;
   StartingModel start_;
   model::DocumentModel& model_;
   TrainingPairs pairs_;
   RunTemperature temperature_;
-  SentenceLevel levels_;  // SMITH's sentence level, when it has groups of its own
-  dist::GradientSynchronizer synchronizer_;
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
-  TrainingRun run_;
-  BestModel best_;
-  int64_t step_ = 0;
+  std::unique_ptr<PairLoss> pair_loss_;
   std::optional<MicroBatches> batches_;
-  // Their clocks start with the first step.
-  std::optional<console::ProgressBar> bar_;
-  std::optional<PhaseTimer> timer_;  // "data": the wait for the loader thread's batch
-  std::optional<StepProfiler> profiler_;
-  int64_t timed_from_ = 0;
-  LoopResult result_;
+  std::optional<MicroBatch> batch_;  // the micro-batch taken
 };
 
-FinetuningLoop::FinetuningLoop(const FinetuneOptions& options, dist::ProcessGroup& group)
+FinetuningStage::FinetuningStage(const FinetuneOptions& options, dist::ProcessGroup& group)
     : options_(options),
       group_(group),
       device_(group.device()),
       corpus_(options.corpus),
-      start_(LoadStartingModel(options, corpus_, group.rank(), device_)),
+      loss_(FindFinetuneLoss(options.loss)),
+      start_(LoadStartingModel(options, loss_, corpus_, group.rank(), device_)),
       model_(*start_.model),
-      pairs_(ReadTrainingPairs(options, corpus_, group.rank(), group.size())),
-      temperature_(options, device_),
-      levels_(options, model_.config().kind, "finetune"),
-      synchronizer_(temperature_.After(model_.module().parameters()), group, TrainingRun::Synchronizer(options)),
-      optimizer_(levels_.MakeOptimizer(model_.module(), options.optimizer)),
-      run_(options.run, options.keep_last, group),
-      best_(options.run, options.patience) {
-  const int rank = group.rank();
-  synchronizer_.BroadcastParameters();
-  temperature_.AddGroup(optimizer_.get());
-  run_.set_console_lines(!options.progress);
-  torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));  // dropout, per rank
-  const std::optional<ResumedState> resumed = run_.Resume(options.resume, model_.module(), *optimizer_, start_.info);
-  run_.RecordConfig(options.config_yaml, resumed.has_value());
+      pairs_(ReadTrainingPairs(options, loss_, corpus_, group.rank(), group.size())),
+      temperature_(options, loss_, device_),
+      pair_loss_(MakePairLoss(loss_.id, {options, model_, corpus_, pairs_, temperature_, group})) {}
+
+void FinetuningStage::Start(const std::optional<ResumedState>& resumed) {
   if (resumed) {
     temperature_.Restore(resumed->trainer);
     if (resumed->trainer.contains("mined_negatives")) {  // the lists of the last refresh
       pairs_.hard.SetMined(
           resumed->trainer["mined_negatives"].get<std::unordered_map<int64_t, std::vector<int64_t>>>());
     }
-    best_.Restore(resumed->trainer);
   }
-  step_ = resumed ? resumed->step : 0;
   // The global pair position in the epoch: the same on every rank, so any
   // world size resumes from rank 0's.
-  batches_.emplace(options, model_, corpus_, pairs_, rank, group.size(), resumed ? resumed->epoch : 0,
+  batches_.emplace(options_, *pair_loss_, pairs_, group_.rank(), group_.size(), resumed ? resumed->epoch : 0,
                    resumed ? resumed->trainer.at("positions").at(0).get<int64_t>() : 0);
-  if (rank == 0 && !resumed) {
-    LOG(INFO) << "[finetune] " << start_.info.config.kind
-              << (options.init.empty() ? " from scratch" : " from " + start_.pretrained) << ", " << options.loss
-              << " loss on " << pairs_.drawn.size() << " of " << pairs_.train.size() << " training pairs, "
-              << pairs_.valid.size() << " validation pairs";
-    if (options_.contrastive() && options.drop_related) {
-      LOG(INFO) << "[finetune] --drop-related: an in-batch candidate that a training pair labels related to the "
-                   "query is left out of its negatives";
-    }
-    const model::MatchBertConfig& flat = start_.info.config.match_bert;
-    if (start_.info.config.kind == "match_bert" && flat.window_pooling == "maxsim") {
-      LOG(INFO) << "[finetune] window_pooling maxsim: the loss reads each document's mean window vector (up to "
-                << flat.chunks << " windows, all in one graph); eval and search score by MaxSim";
-    }
+  if (group_.rank() != 0 || resumed) return;
+  LOG(INFO) << "[finetune] " << start_.info.config.kind
+            << (options_.init.empty() ? " from scratch" : " from " + start_.pretrained) << ", " << options_.loss
+            << " loss on " << pairs_.drawn.size() << " of " << pairs_.train.size() << " training pairs, "
+            << pairs_.valid.size() << " validation pairs";
+  if (options_.drop_related) {  // only a loss with in-batch negatives takes it
+    LOG(INFO) << "[finetune] --drop-related: an in-batch candidate that a training pair labels related to the "
+                 "query is left out of its negatives";
+  }
+  const model::MatchBertConfig& flat = start_.info.config.match_bert;
+  if (start_.info.config.kind == "match_bert" && flat.window_pooling == "maxsim") {
+    LOG(INFO) << "[finetune] window_pooling maxsim: the loss reads each document's mean window vector (up to "
+              << flat.chunks << " windows, all in one graph); eval and search score by MaxSim";
   }
 }
 
-LoopResult FinetuningLoop::Run() {
-  bar_.emplace("[finetune] step", options_.steps, "steps", "pairs", group_.rank() == 0 && options_.progress);
-  bar_->Resume(step_);
-  model_.module().train();
-  timer_.emplace(options_.time_split, device_);
-  profiler_.emplace(options_, "finetune", group_.rank(), /*start_step=*/step_, device_);
-  timed_from_ = step_;
-  while (step_ < options_.steps && !result_.stopped_early && !result_.interrupted) {
-    profiler_->Begin(step_ + 1);
-    levels_.BeginStep(step_);
-    StepObjective losses = ForwardBackward();
-    Update(losses.finite);
-    ++step_;
-    batches_->Wait();
-    RefreshNegativesWhenDue();
-    Report(losses);
-    result_.interrupted = run_.StopRequested(step_);
-    ValidateWhenDue();
-    CheckpointWhenDue();
-    timer_->Mark("other");  // progress, logging, validation, checkpoints
-    profiler_->End(step_);
-  }
-  bar_->Finish();
-  result_.step = step_;
-  result_.best_step = best_.best_step();
-  result_.best_valid_loss = best_.best_loss();
-  return result_;
+Objective FinetuningStage::Compute() {
+  batches_->BuildNextAhead();  // the next micro-step's, while the device runs this one
+  return pair_loss_->Compute(*batch_);
 }
 
-StepObjective FinetuningLoop::ForwardBackward() {
-  StepObjective losses;
-  for (int64_t micro = 0; micro < options_.accumulation; ++micro) {
-    MicroBatch batch = batches_->Next();
-    timer_->Mark("data");
-    batches_->BuildNextAhead();  // the next micro-step's, while the device runs this one
-    const Objective objective = Compute(batch);
-    // After a non-finite micro-step the step is dropped: the rest are not checked.
-    const bool usable = losses.finite && TrainingRun::CheckFinite(objective.value, step_, options_.on_nonfinite,
-                                                                  corpus_, batch.documents);
-    timer_->Mark("forward");
-    const bool last_micro = micro + 1 == options_.accumulation;
-    Backward(objective, 1.0 / static_cast<double>(options_.accumulation),
-             [&](bool last) { synchronizer_.Prepare(/*sync=*/last_micro && last); });
-    timer_->Mark("backward");
-    losses.Add(objective, options_.accumulation, usable);
-  }
-  return losses;
-}
-
-Objective FinetuningLoop::Compute(MicroBatch& batch) {
-  const Autocast autocast(device_, options_.precision);
-  if (options_.contrastive()) {
-    return ContrastiveOverChunks(model_, std::move(batch.chunks), temperature_.get(), group_,
-                                 options_.drop_related ? &pairs_.relation : nullptr);
-  }
-  torch::Tensor labels;
-  const torch::Tensor logits = PairLogitsOf(model_, batch.pairs, device_, &labels);
-  return Siamese(logits.to(torch::kFloat), labels, group_);
-}
-
-void FinetuningLoop::Update(bool finite) {
-  if (finite) {
-    TrainingRun::Step(synchronizer_, model_.module(), *optimizer_, options_.optimizer, step_, &*timer_, LrFactors(),
-                      levels_.Frozen(step_));
-  } else {
-    TrainingRun::SkipStep(synchronizer_, *optimizer_);
-  }
-}
-
-void FinetuningLoop::RefreshNegativesWhenDue() {
-  // At every multiple, the last step too: a run stopped there resumes with the lists it would have used.
-  if (options_.refresh_negatives <= 0 || step_ % options_.refresh_negatives != 0) return;
+// The loader thread is done before anything else reads the corpus or the
+// lists; then --refresh-negatives mines the lists again from the model, at
+// every multiple and the last step too (a run stopped there resumes with
+// the lists it would have used).
+void FinetuningStage::AfterStep(int64_t step) {
+  batches_->Wait();
+  if (options_.refresh_negatives <= 0 || step % options_.refresh_negatives != 0) return;
   const MinedNegatives mined = MineFromTheModel(model_, corpus_, pairs_.train, options_, group_);
   pairs_.hard.SetMined(mined.by_source);
   batches_->ListsChanged();
   if (group_.rank() == 0) {
-    LOG(INFO) << "[finetune] step " << step_ << ": negatives mined again from the model's vectors of "
+    LOG(INFO) << "[finetune] step " << step << ": negatives mined again from the model's vectors of "
               << corpus_.num_documents() << " documents (left out: " << mined.dropped_related << " labelled related, "
               << mined.dropped_margin << " above the best positive by more than " << options_.mine_margin << ")";
   }
 }
 
-void FinetuningLoop::Report(StepObjective& losses) {
-  const char* score = options_.contrastive() ? "top1" : "accuracy";
-  bar_->SetStatus("loss " + std::to_string(losses.value).substr(0, 6) + "  " + score + " " +
-                  std::to_string(losses.parts[score]).substr(0, 5));
-  bar_->Add(1, options_.batch_size * group_.size() * options_.accumulation);
-  if (!TrainingRun::LogDue(options_, step_)) return;
-  std::map<std::string, double>& parts = losses.parts;
-  parts["loss"] = losses.value;
-  parts["lr"] = LearningRate(options_.optimizer, step_ - 1);
-  parts["epoch"] = static_cast<double>(batches_->epoch());
-  parts.merge(timer_->Take(step_ - timed_from_));
-  timed_from_ = step_;
-  run_.Log(step_, "train", parts);
+std::map<std::string, double> FinetuningStage::Validate() {
+  const Validation v = pair_loss_->Validate();
+  return {{"loss", v.loss}, {headline(), v.accuracy}};
 }
 
-void FinetuningLoop::ValidateWhenDue() {
-  if (pairs_.valid.empty() || options_.validate_every <= 0 ||
-      (step_ % options_.validate_every != 0 && step_ != options_.steps)) {
-    return;
-  }
-  const Autocast autocast(device_, options_.precision);  // validated as trained
-  const Validation v = options_.contrastive() ? ValidateContrastive(model_, corpus_, pairs_.valid, options_,
-                                                                    temperature_.get().value(), device_)
-                                              : Validate(model_, corpus_, pairs_.valid, options_.batch_size, group_);
-  run_.Log(step_, "valid", {{"loss", v.loss}, {options_.contrastive() ? "top1" : "accuracy", v.accuracy}});
-  result_.stopped_early = best_.Update(v.loss, step_, model_.module(), start_.info, group_);
-}
-
-void FinetuningLoop::CheckpointWhenDue() {
-  if (!TrainingRun::CheckpointDue(options_, step_, result_)) return;
-  nlohmann::json trainer = {{"options", OptionsJson(options_)}, {"validation", best_.ToJson()}};
-  temperature_.Save(&trainer);
-  levels_.Save(&trainer);
-  if (options_.refresh_negatives > 0) trainer["mined_negatives"] = pairs_.hard.mined();
-  run_.Save(step_, batches_->epoch(), batches_->position(), model_.module(), *optimizer_, start_.info, trainer);
+void FinetuningStage::Save(nlohmann::json* trainer) const {
+  (*trainer)["options"] = OptionsJson(options_);
+  temperature_.Save(trainer);
+  if (options_.refresh_negatives > 0) (*trainer)["mined_negatives"] = pairs_.hard.mined();
 }
 
 }  // namespace
 
 LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& group) {
-  return FinetuningLoop(options, group).Run();
+  FinetuningStage stage(options, group);
+  return RunTrainingLoop(stage, options, group);
 }
 
 }  // namespace docmatch::train

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "train/training_run.h"
+#include "train/autocast.h"
 
 namespace docmatch::train {
 namespace {

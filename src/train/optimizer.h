@@ -38,7 +38,7 @@ struct LoopOptions {
   double bucket_mb = 25;              // MB of fp32 gradient per all-reduce bucket
   bool bf16_gradients = false;        // all-reduce gradients in bf16 (half the bytes)
   bool deterministic = false;         // torch's deterministic algorithms (UseDeterministicAlgorithms)
-  // SMITH's two levels (train/training_run.h, SentenceLevel): the
+  // SMITH's two levels (train/sentence_level.h, SentenceLevel): the
   // sentence-block encoder (embeddings and sentence transformer) at this
   // multiple of the scheduled lr, and not updated at all for the first
   // freeze_sentence_steps steps (the document layers adapt to an imported
@@ -95,7 +95,7 @@ torch::Tensor ClipGradientNorm(const std::vector<torch::Tensor>& parameters, dou
 // With `lower` (a parameter name -> whether it belongs to the lower level,
 // e.g. SMITH's sentence-block encoder), two more groups after those hold the
 // lower level's parameters, so that it can have its own learning rate
-// (lr_factors of TrainingRun::Step); `lower_groups`, if given, receives which
+// (the lr_factors of the training loop's step); `lower_groups`, if given, receives which
 // groups those are. The optimizer is a FusedAdamW.
 std::unique_ptr<torch::optim::AdamW> MakeAdamW(const torch::nn::Module& module, const OptimizerOptions& options,
                                                const std::function<bool(const std::string&)>& lower = {},

@@ -10,19 +10,19 @@
 #include <string>
 #include <vector>
 
-#include "console/progress.h"
 #include "data/batches/batch_loader.h"
 #include "data/batches/blocks.h"
 #include "data/batches/docsplit.h"
 #include "data/batches/flat_batch.h"
 #include "data/batches/sdr_batch.h"
 #include "data/text/tokenizer.h"
-#include "dist/gradient_synchronizer.h"
 #include "model/config.h"
 #include "model/match_bert.h"
 #include "model/sdr.h"
 #include "model/smith.h"
 #include "train/objectives.h"
+#include "train/pretraining_objectives.h"
+#include "train/training_loop.h"
 #include "train/training_run.h"
 
 namespace docmatch::train {
@@ -113,7 +113,7 @@ std::vector<Batch> ValidationBatches(const Task<Batch>& task, const data::Corpus
 
 // The validation loss: the mean objective over `batches`, dropout off.
 template <typename Batch>
-double Validate(Task<Batch>& task, const std::vector<Batch>& batches) {
+double ValidationLoss(Task<Batch>& task, const std::vector<Batch>& batches) {
   torch::NoGradGuard no_grad;
   task.module.eval();
   double total = 0;
@@ -122,27 +122,40 @@ double Validate(Task<Batch>& task, const std::vector<Batch>& batches) {
   return total / static_cast<double>(batches.size());
 }
 
-// The pre-training loop of one objective. The constructor sets the run up
-// (or resumes it); Run() takes the steps, each a sequence of named phases.
+// Pre-training of one objective as a stage of the training loop
+// (training_loop.h): this rank's share of the corpus streamed in batches,
+// the task's objective, and the validation batches.
 template <typename Batch>
-class PretrainingLoop {
+class PretrainingStage : public TrainingStage {
  public:
-  PretrainingLoop(const PretrainOptions& options, std::shared_ptr<const data::Corpus> corpus, Task<Batch> task,
-                  dist::ProcessGroup& group);
-  LoopResult Run();
+  PretrainingStage(const PretrainOptions& options, std::shared_ptr<const data::Corpus> corpus, Task<Batch> task,
+                   const dist::ProcessGroup& group);
+
+  const char* name() const override { return "train"; }
+  const char* unit() const override { return "docs"; }
+  torch::nn::Module& module() override { return task_.module; }
+  const io::ModelFolderInfo& info() const override { return task_.info; }
+  const data::Corpus& corpus() const override { return *corpus_; }
+  void Start(const std::optional<ResumedState>& resumed) override;
+  void NextBatch() override;
+  Objective Compute() override { return task_.compute(*batch_); }
+  BatchCounts Counts() const override;
+  const std::vector<int64_t>& BatchDocuments() const override { return batch_->document_index; }
+  void DropBatch() override { batch_.reset(); }
+  int64_t epoch() const override { return stream_->epoch(); }
+  // With a validation corpus and no interval, validate at every checkpoint.
+  int64_t validate_every() const override {
+    if (valid_batches_.empty()) return 0;
+    return options_.validate_every > 0 ? options_.validate_every : options_.checkpoint_every;
+  }
+  std::map<std::string, double> Validate() override { return {{"loss", ValidationLoss(task_, valid_batches_)}}; }
+  DataPosition Position() const override {
+    const data::StreamCursor now = loader_->cursor();
+    return {now.epoch, now.position};
+  }
+  void Save(nlohmann::json* trainer) const override { (*trainer)["options"] = OptionsJson(options_); }
 
  private:
-  // A step's objective, and the documents its batches held on all ranks.
-  struct StepLosses : StepObjective {
-    int64_t documents = 0;
-  };
-
-  Batch NextBatch();                // this rank's next batch; at the end of its epoch, the next epoch's first
-  StepLosses ForwardBackward();     // the step's micro-steps, gradients accumulated
-  void Update(bool finite);         // gradients averaged, clipped and applied; dropped after a non-finite loss
-  void Report(StepLosses& losses);  // the progress bar; every --log-every steps the metrics
-  void ValidateWhenDue();           // the validation loss, the best model and early stopping
-  void CheckpointWhenDue();         // at every --checkpoint-every, the last step, a stop or an interruption
   std::unique_ptr<data::BatchLoader<Batch>> MakeLoader() const {
     return std::make_unique<data::BatchLoader<Batch>>(stream_, options_.batch_size, task_.builder, /*prefetch=*/4,
                                                       /*drop_last=*/true, options_.loader_threads);
@@ -151,49 +164,17 @@ class PretrainingLoop {
   const PretrainOptions& options_;
   const std::shared_ptr<const data::Corpus> corpus_;
   Task<Batch> task_;
-  dist::ProcessGroup& group_;
-  const torch::Device device_;
-  dist::GradientSynchronizer synchronizer_;
-  SentenceLevel levels_;
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
-  TrainingRun run_;
+  const int rank_, world_;
   std::vector<Batch> valid_batches_;
-  BestModel best_;
-  int64_t validate_every_;
-  int64_t step_ = 0;
   std::shared_ptr<data::ShardStream> stream_;
   std::unique_ptr<data::BatchLoader<Batch>> loader_;
-  // Their clocks start with the first step.
-  std::optional<console::ProgressBar> bar_;
-  std::optional<PhaseTimer> timer_;
-  std::optional<StepProfiler> profiler_;
-  int64_t tokens_ = 0, documents_ = 0;  // this process's count, all ranks' (ranks hold batches of similar size)
-  double flops_ = 0;                    // this rank's model FLOPs since the last log
-  // Throughput over the last log interval (not since the start, so that a
-  // warm-up or a slow validation does not blur the steady rate).
-  int64_t logged_tokens_ = 0, logged_documents_ = 0, timed_from_ = 0;
-  double logged_seconds_ = 0;
-  LoopResult result_;
+  std::optional<Batch> batch_;  // the micro-batch taken
 };
 
 template <typename Batch>
-PretrainingLoop<Batch>::PretrainingLoop(const PretrainOptions& options, std::shared_ptr<const data::Corpus> corpus,
-                                        Task<Batch> task, dist::ProcessGroup& group)
-    : options_(options),
-      corpus_(std::move(corpus)),
-      task_(std::move(task)),
-      group_(group),
-      device_(group.device()),
-      synchronizer_(task_.module.parameters(), group, TrainingRun::Synchronizer(options)),
-      levels_(options, task_.info.config.kind, "train"),
-      optimizer_(levels_.MakeOptimizer(task_.module, options.optimizer)),
-      run_(options.run, options.keep_last, group),
-      best_(options.run, options.patience),
-      // With a validation corpus and no interval, validate at every checkpoint.
-      validate_every_(options.validate_every > 0 ? options.validate_every : options.checkpoint_every) {
-  const int rank = group.rank();
-  synchronizer_.BroadcastParameters();
-  run_.set_console_lines(!options.progress);
+PretrainingStage<Batch>::PretrainingStage(const PretrainOptions& options, std::shared_ptr<const data::Corpus> corpus,
+                                          Task<Batch> task, const dist::ProcessGroup& group)
+    : options_(options), corpus_(std::move(corpus)), task_(std::move(task)), rank_(group.rank()), world_(group.size()) {
   if (!options.valid_corpus.empty()) {
     const data::Corpus valid(options.valid_corpus);
     TORCH_CHECK(valid.manifest().tokenizer_hash == corpus_->manifest().tokenizer_hash, "[train] ", options.valid_corpus,
@@ -201,168 +182,44 @@ PretrainingLoop<Batch>::PretrainingLoop(const PretrainOptions& options, std::sha
                 corpus_->tokenizer_path());
     valid_batches_ = ValidationBatches(task_, valid, options, group);
   }
+}
 
-  // Dropout draws: a per-rank stream, saved and restored with checkpoints.
-  torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(rank));
-  const std::optional<ResumedState> resumed = run_.Resume(options.resume, task_.module, *optimizer_, task_.info);
-  run_.RecordConfig(options.config_yaml, resumed.has_value());
-  step_ = resumed ? resumed->step : 0;
-  if (resumed) best_.Restore(resumed->trainer);
-
+template <typename Batch>
+void PretrainingStage<Batch>::Start(const std::optional<ResumedState>& resumed) {
   data::StreamOptions stream_options;
-  stream_options.seed = options.seed;
-  stream_options.rank = rank;
-  stream_options.world_size = group.size();
+  stream_options.seed = options_.seed;
+  stream_options.rank = rank_;
+  stream_options.world_size = world_;
   stream_ = std::make_shared<data::ShardStream>(corpus_, stream_options);
   stream_->StartEpoch(resumed ? resumed->epoch : 0, std::min(resumed ? resumed->position : 0, stream_->epoch_size()));
-  TORCH_CHECK(stream_->epoch_size() >= options.batch_size, "[train] rank ", rank, " gets ", stream_->epoch_size(),
-              " documents per epoch, fewer than one batch of ", options.batch_size,
+  TORCH_CHECK(stream_->epoch_size() >= options_.batch_size, "[train] rank ", rank_, " gets ", stream_->epoch_size(),
+              " documents per epoch, fewer than one batch of ", options_.batch_size,
               ": use a smaller --batch-size or fewer ranks");
   loader_ = MakeLoader();
 }
 
+// This rank's next batch; at the end of its epoch, the next epoch's first.
 template <typename Batch>
-LoopResult PretrainingLoop<Batch>::Run() {
-  bar_.emplace("[train] step", options_.steps, "steps", "docs", group_.rank() == 0 && options_.progress);
-  bar_->Resume(step_);
-  timer_.emplace(options_.time_split, device_);
-  profiler_.emplace(options_, "train", group_.rank(), /*start_step=*/step_, device_);
-  timed_from_ = step_;
-  while (step_ < options_.steps && !result_.stopped_early && !result_.interrupted) {
-    profiler_->Begin(step_ + 1);
-    levels_.BeginStep(step_);
-    StepLosses losses = ForwardBackward();
-    Update(losses.finite);
-    ++step_;
-    Report(losses);
-    ValidateWhenDue();
-    result_.interrupted = run_.StopRequested(step_);
-    CheckpointWhenDue();
-    timer_->Mark("other");  // progress, logging, validation, checkpoints
-    profiler_->End(step_);
-  }
-  bar_->Finish();
-  result_.step = step_;
-  result_.best_step = best_.best_step();
-  result_.best_valid_loss = best_.best_loss();
-  return result_;
-}
-
-template <typename Batch>
-Batch PretrainingLoop<Batch>::NextBatch() {
-  std::optional<Batch> batch = loader_->Next();
-  if (!batch) {
+void PretrainingStage<Batch>::NextBatch() {
+  batch_ = loader_->Next();
+  if (!batch_) {
     stream_->StartEpoch(stream_->epoch() + 1);
     loader_ = MakeLoader();
-    batch = loader_->Next();
-  }
-  return std::move(*batch);
-}
-
-template <typename Batch>
-typename PretrainingLoop<Batch>::StepLosses PretrainingLoop<Batch>::ForwardBackward() {
-  StepLosses losses;
-  const int64_t world = group_.size();
-  for (int64_t micro = 0; micro < options_.accumulation; ++micro) {
-    const Batch batch = NextBatch();
-    timer_->Mark("data");
-    std::optional<Objective> computed;
-    {
-      const Autocast autocast(device_, options_.precision);
-      computed = task_.compute(batch);
-    }
-    const Objective& objective = *computed;
-    // After a non-finite micro-step the step is dropped: the rest are not checked.
-    const bool usable = losses.finite && TrainingRun::CheckFinite(objective.value, step_, options_.on_nonfinite,
-                                                                  *corpus_, batch.document_index);
-    timer_->Mark("forward");
-    const bool last_micro = micro + 1 == options_.accumulation;
-    Backward(objective, 1.0 / static_cast<double>(options_.accumulation),
-             [&](bool last) { synchronizer_.Prepare(/*sync=*/last_micro && last); });
-    timer_->Mark("backward");
-    losses.Add(objective, options_.accumulation, usable);
-    losses.documents += task_.documents(batch) * world;
-    tokens_ += task_.tokens(batch) * world;
-    if (task_.flops) flops_ += task_.flops(batch);
-  }
-  return losses;
-}
-
-template <typename Batch>
-void PretrainingLoop<Batch>::Update(bool finite) {
-  if (finite) {
-    TrainingRun::Step(synchronizer_, task_.module, *optimizer_, options_.optimizer, step_, &*timer_,
-                      levels_.LrFactors(step_), levels_.Frozen(step_));
-  } else {
-    TrainingRun::SkipStep(synchronizer_, *optimizer_);
+    batch_ = loader_->Next();
   }
 }
 
 template <typename Batch>
-void PretrainingLoop<Batch>::Report(StepLosses& losses) {
-  bar_->SetStatus("loss " + std::to_string(losses.value).substr(0, 6) + "  " +
-                  console::HumanCount(tokens_ / bar_->seconds()) + " tokens/s");
-  bar_->Add(1, losses.documents);
-  documents_ += losses.documents;
-  if (!TrainingRun::LogDue(options_, step_)) return;
-  std::map<std::string, double>& parts = losses.parts;
-  if (losses.diagnostics) parts.merge(losses.diagnostics());
-  parts["loss"] = losses.value;
-  parts["lr"] = LearningRate(options_.optimizer, step_ - 1);
-  parts["epoch"] = static_cast<double>(stream_->epoch());
-  const double interval = std::max(1e-9, bar_->seconds() - logged_seconds_);
-  parts["docs_per_s"] = static_cast<double>(documents_ - logged_documents_) / interval;
-  parts["tokens_per_s"] = static_cast<double>(tokens_ - logged_tokens_) / interval;
-  logged_seconds_ = bar_->seconds();
-  logged_documents_ = documents_;
-  logged_tokens_ = tokens_;
-  if (device_.is_cuda()) parts["gpu_peak_gib"] = PeakDeviceMemoryGiB(device_);
-  std::map<std::string, double> times = timer_->Take(step_ - timed_from_);
-  if (times.count("time/step_ms") && task_.flops) {  // this rank's achieved model FLOP rate
-    parts["model_tflops_per_s"] = flops_ / (times["time/step_ms"] * (step_ - timed_from_) * 1e-3) / 1e12;
-  }
-  flops_ = 0;
-  parts.merge(times);
-  timed_from_ = step_;
-  run_.Log(step_, "train", parts);
-}
-
-template <typename Batch>
-void PretrainingLoop<Batch>::ValidateWhenDue() {
-  if (valid_batches_.empty() || (step_ % validate_every_ != 0 && step_ != options_.steps)) return;
-  double loss = 0;
-  {
-    const Autocast autocast(device_, options_.precision);  // validated as trained
-    loss = Validate(task_, valid_batches_);
-  }
-  run_.Log(step_, "valid", {{"loss", loss}});
-  result_.stopped_early = best_.Update(loss, step_, task_.module, task_.info, group_);
-}
-
-template <typename Batch>
-void PretrainingLoop<Batch>::CheckpointWhenDue() {
-  if (!TrainingRun::CheckpointDue(options_, step_, result_)) return;
-  const data::StreamCursor now = loader_->cursor();
-  nlohmann::json trainer = {{"options", OptionsJson(options_)}, {"validation", best_.ToJson()}};
-  levels_.Save(&trainer);
-  run_.Save(step_, now.epoch, now.position, task_.module, *optimizer_, task_.info, trainer);
+BatchCounts PretrainingStage<Batch>::Counts() const {
+  const int64_t documents = task_.documents(*batch_) * world_;
+  return {documents, documents, task_.tokens(*batch_) * world_, task_.flops ? task_.flops(*batch_) : 0.0};
 }
 
 template <typename Batch>
 LoopResult Loop(const PretrainOptions& options, const std::shared_ptr<const data::Corpus>& corpus, Task<Batch> task,
                 dist::ProcessGroup& group) {
-  return PretrainingLoop<Batch>(options, corpus, std::move(task), group).Run();
-}
-
-// The kind an objective trains, or a message saying which kinds it takes.
-void CheckKind(const std::string& objective, const std::string& kind, const std::string& source) {
-  const bool ok = objective == "sdr"     ? kind == "sdr"
-                  : objective == "wp+sp" ? kind == "smith"
-                                         : kind == "smith" || kind == "match_bert";  // wp, docsplit
-  const std::string kinds = objective == "sdr"     ? "'sdr'"
-                            : objective == "wp+sp" ? "'smith' (sentence blocks)"
-                                                   : "'smith' or 'match_bert'";
-  TORCH_CHECK(ok, "[train] objective ", objective, " trains a ", kinds, " model; ", source, " is kind '", kind, "'");
+  PretrainingStage<Batch> stage(options, corpus, std::move(task), group);
+  return RunTrainingLoop(stage, options, group);
 }
 
 // The starting weights of `init` into the pre-training module `whole` (whose
@@ -385,14 +242,141 @@ void LoadInit(const std::string& init, const io::ModelFolderInfo& info, torch::n
   }
 }
 
+// What every kind's pre-training starts from, set up once by RunPretraining.
+struct PretrainSetup {
+  const PretrainOptions& options;
+  const PretrainObjectiveInfo& objective;
+  std::shared_ptr<const data::Corpus> corpus;
+  const model::ModelConfig& config;
+  io::ModelFolderInfo info;       // how checkpoints describe the model
+  std::string init;               // a folder whose weights load before step 1; "" = none
+  io::ModelFolderInfo init_info;  // its description
+  data::MaskOptions masks;
+  int64_t chunk;    // documents per gradient-caching chunk; 0: the whole batch
+  bool word_masks;  // the views are masked (DocSplit without its LM term reads them unmasked)
+  dist::ProcessGroup& group;
+};
+
+// SDR's sentence encoder on the sdr objective.
+LoopResult PretrainSdr(PretrainSetup& s) {
+  const model::ModelConfig& config = s.config;
+  const torch::Device device = s.group.device();
+  model::SentenceEncoder model(config.sdr);
+  LoadInit(s.init, s.init_info, *model, *model, s.group.rank());
+  model->to(device);
+  const data::SdrOptions sdr{config.sdr.max_tokens, 0.5, s.options.seed, config.sdr.separator};
+  const int64_t offset = s.group.rank() * s.options.batch_size, global = s.group.size() * s.options.batch_size;
+  const data::MaskOptions masks = s.masks;
+  dist::ProcessGroup& group = s.group;
+  Task<data::SdrBatch> task{
+      *model,
+      [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
+        return data::BuildSdrBatch(docs, sdr, &masks, epoch, offset, global);
+      },
+      [&](const data::SdrBatch& batch) { return Sdr(model, model::ToTensors(batch, device), group); },
+      [](const data::SdrBatch& batch) { return batch.B; },
+      [](const data::SdrBatch& batch) {
+        return static_cast<int64_t>(
+            std::count_if(batch.anchors.begin(), batch.anchors.end(), [](int32_t t) { return t != data::kPadId; }) +
+            std::count_if(batch.partners.begin(), batch.partners.end(), [](int32_t t) { return t != data::kPadId; }));
+      },
+      nullptr,
+      s.info};
+  return Loop(s.options, s.corpus, std::move(task), group);
+}
+
+// MatchBERT's flat encoder on wp or docsplit.
+LoopResult PretrainFlat(PretrainSetup& s) {
+  const model::ModelConfig& config = s.config;
+  model::FlatPretraining model(model::FlatEncoder(config.match_bert), config.match_bert);
+  LoadInit(s.init, s.init_info, *model, *model->encoder, s.group.rank());
+  model->to(s.group.device());
+  s.info.prefix = "encoder.";
+  const data::FlatOptions flat = config.match_bert.Flat();
+  const bool docsplit = s.objective.id == PretrainObjective::kDocSplit;
+  const data::MaskOptions masks = s.masks;
+  const bool word_masks = s.word_masks;
+  const uint64_t seed = s.options.seed;
+  const double temperature = s.options.temperature, lm_weight = s.options.lm_weight;
+  dist::ProcessGroup& group = s.group;
+  using Batch = Chunks<data::FlatBatch>;
+  Task<Batch> task{*model,
+                   InChunks<data::FlatBatch>(s.chunk,
+                                             [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
+                                               if (docsplit)
+                                                 return data::BuildFlatDocSplitBatch(
+                                                     docs, flat, word_masks ? &masks : nullptr, seed, epoch);
+                                               return data::BuildFlatBatch(docs, flat, masks, epoch);
+                                             }),
+                   [&](const Batch& batch) {
+                     return docsplit ? DocSplit(model, batch.chunks, group, temperature, lm_weight)
+                                     : WordLm(model, batch.chunks.front(), group);
+                   },
+                   [=](const Batch& batch) {
+                     return batch.Sum([](const data::FlatBatch& b) { return b.documents; }) / (docsplit ? 2 : 1);
+                   },
+                   [](const Batch& batch) { return batch.Sum([](const data::FlatBatch& b) { return b.real_tokens; }); },
+                   nullptr,
+                   s.info};
+  return Loop(s.options, s.corpus, std::move(task), group);
+}
+
+// SMITH's hierarchical encoder on wp, wp+sp or docsplit.
+LoopResult PretrainSmith(PretrainSetup& s) {
+  const model::ModelConfig& config = s.config;
+  const torch::Device device = s.group.device();
+  model::SmithPretraining model(model::SmithEncoder(config.smith), config.smith);
+  LoadInit(s.init, s.init_info, *model, *model->encoder, s.group.rank());
+  model->to(device);
+  s.info.prefix = "encoder.";
+  const data::BlockOptions blocks = config.smith.Blocks();
+  const PretrainObjective objective = s.objective.id;
+  const bool docsplit = objective == PretrainObjective::kDocSplit;
+  const data::MaskOptions masks = s.masks;
+  const bool word_masks = s.word_masks;
+  const PretrainOptions& options = s.options;
+  dist::ProcessGroup& group = s.group;
+  using Batch = Chunks<data::BlockBatch>;
+  Task<Batch> task{
+      *model,
+      InChunks<data::BlockBatch>(s.chunk,
+                                 [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
+                                   if (!docsplit) return data::BuildBlockBatch(docs, blocks, &masks, epoch);
+                                   return data::BuildDocSplitBatch(docs, blocks, word_masks ? &masks : nullptr,
+                                                                   options.seed, epoch);
+                                 }),
+      [&](const Batch& batch) {
+        if (docsplit) return DocSplit(model, batch.chunks, group, options.temperature, options.lm_weight);
+        return SmithPretraining(model, model::ToTensors(batch.chunks.front(), device),
+                                objective == PretrainObjective::kWordAndBlocks, group, options.detach_block_targets);
+      },
+      [=](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.B; }) / (docsplit ? 2 : 1); },
+      [](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.real_tokens; }); },
+      [=, smith = config.smith](const Batch& batch) {
+        // WP never runs the document transformer; WP+SP and DocSplit do
+        // (DocSplit has no masked blocks, so no block scores). Gradient
+        // caching's extra forward is not model work and is not counted.
+        double total = 0;
+        for (const data::BlockBatch& b : batch.chunks)
+          total += model::SmithPretrainingFlops(smith, b, objective != PretrainObjective::kWordLm);
+        return total;
+      },
+      s.info};
+  return Loop(options, s.corpus, std::move(task), group);
+}
+
+// Each kind that pre-trains, and its set-up of model, batches and objective.
+const std::map<std::string, LoopResult (*)(PretrainSetup&)>& Pretrainers() {
+  static const std::map<std::string, LoopResult (*)(PretrainSetup&)> pretrainers = {
+      {"smith", PretrainSmith}, {"match_bert", PretrainFlat}, {"sdr", PretrainSdr}};
+  return pretrainers;
+}
+
 }  // namespace
 
 LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& group) {
-  const int rank = group.rank(), world = group.size();
-  const torch::Device device = group.device();
-  const std::string& objective = options.objective;
-  TORCH_CHECK(objective == "wp" || objective == "wp+sp" || objective == "docsplit" || objective == "sdr",
-              "[train] unknown objective '", objective, "' (wp, wp+sp, docsplit, sdr)");
+  const int rank = group.rank();
+  const PretrainObjectiveInfo& objective = FindPretrainObjective(options.objective);
   TORCH_CHECK(options.init.empty() || options.model.empty(), "[train] give --model-config (random weights) or --init ",
               "(the model and weights of a folder), not both: --init ", options.init, " brings its own model");
   auto corpus = std::make_shared<const data::Corpus>(options.corpus);
@@ -406,119 +390,43 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& gr
     init_info = io::ReadModelFolderInfo(from);
     io::CheckTokenizer(init_info, *corpus, from);
     config = init_info.config;
-    CheckKind(objective, config.kind, from);
+    CheckObjectiveTrains(objective, config.kind, from);
   } else {
     const std::string yaml = options.model.empty() ? PretrainOptions::kDefaultModel : options.model;
     config = model::LoadModelConfig(yaml);
     model::SetVocabSize(&config, corpus->manifest().vocab_size);
-    CheckKind(objective, config.kind, yaml);
+    CheckObjectiveTrains(objective, config.kind, yaml);
   }
   TORCH_CHECK(options.temperature > 0, "[train] --temperature must be positive, not ", options.temperature);
   TORCH_CHECK(options.grad_cache >= 0, "[train] --grad-cache must be 0 (off) or a number of documents, not ",
               options.grad_cache);
-  TORCH_CHECK(options.grad_cache == 0 || objective == "docsplit", "[train] --grad-cache applies to docsplit, whose ",
-              "in-batch negatives make the batch one loss; for ", objective, " use --accumulation");
-  TORCH_CHECK(!options.detach_block_targets || objective == "wp+sp",
+  TORCH_CHECK(options.grad_cache == 0 || objective.in_batch_negatives, "[train] --grad-cache applies to docsplit, ",
+              "whose in-batch negatives make the batch one loss; for ", objective.name, " use --accumulation");
+  TORCH_CHECK(!options.detach_block_targets || objective.sentence_blocks,
               "[train] --detach-block-targets applies to wp+sp, the objective with masked sentence blocks; not to ",
-              objective);
+              objective.name);
   io::ModelFolderInfo info;
   info.config = config;
   info.stage = "pretrain";
   io::TrainedTokenizer(*corpus, &info);
 
   const data::MaskOptions masks =
-      data::PretrainingMasks(corpus->manifest().vocab_size, options.seed, /*sentence_blocks=*/objective == "wp+sp");
+      data::PretrainingMasks(corpus->manifest().vocab_size, options.seed, objective.sentence_blocks);
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
-  const bool docsplit = objective == "docsplit";
-  // DocSplit without its LM term reads its views unmasked.
-  const bool word_masks = !docsplit || options.lm_weight != 0;
-  const int64_t chunk = docsplit ? options.grad_cache : 0;  // documents per chunk; 0: the whole batch
-
-  if (objective == "sdr") {
-    model::SentenceEncoder model(config.sdr);
-    LoadInit(init, init_info, *model, *model, rank);
-    model->to(device);
-    data::SdrOptions sdr{config.sdr.max_tokens, 0.5, options.seed, config.sdr.separator};
-    const int64_t offset = rank * options.batch_size, global = world * options.batch_size;
-    Task<data::SdrBatch> task{
-        *model,
-        [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
-          return data::BuildSdrBatch(docs, sdr, &masks, epoch, offset, global);
-        },
-        [&](const data::SdrBatch& batch) { return Sdr(model, model::ToTensors(batch, device), group); },
-        [](const data::SdrBatch& batch) { return batch.B; },
-        [](const data::SdrBatch& batch) {
-          return static_cast<int64_t>(
-              std::count_if(batch.anchors.begin(), batch.anchors.end(), [](int32_t t) { return t != data::kPadId; }) +
-              std::count_if(batch.partners.begin(), batch.partners.end(), [](int32_t t) { return t != data::kPadId; }));
-        },
-        nullptr,
-        info};
-    return Loop(options, corpus, std::move(task), group);
-  }
-
-  if (config.kind == "match_bert") {
-    model::FlatPretraining model(model::FlatEncoder(config.match_bert), config.match_bert);
-    LoadInit(init, init_info, *model, *model->encoder, rank);
-    model->to(device);
-    info.prefix = "encoder.";
-    const data::FlatOptions flat = config.match_bert.Flat();
-    using Batch = Chunks<data::FlatBatch>;
-    Task<Batch> task{
-        *model,
-        InChunks<data::FlatBatch>(chunk,
-                                  [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
-                                    if (docsplit)
-                                      return data::BuildFlatDocSplitBatch(docs, flat, word_masks ? &masks : nullptr,
-                                                                          options.seed, epoch);
-                                    return data::BuildFlatBatch(docs, flat, masks, epoch);
-                                  }),
-        [&](const Batch& batch) {
-          return docsplit ? DocSplit(model, batch.chunks, group, options.temperature, options.lm_weight)
-                          : WordLm(model, batch.chunks.front(), group);
-        },
-        [=](const Batch& batch) {
-          return batch.Sum([](const data::FlatBatch& b) { return b.documents; }) / (docsplit ? 2 : 1);
-        },
-        [](const Batch& batch) { return batch.Sum([](const data::FlatBatch& b) { return b.real_tokens; }); },
-        nullptr,
-        info};
-    return Loop(options, corpus, std::move(task), group);
-  }
-
-  model::SmithPretraining model(model::SmithEncoder(config.smith), config.smith);
-  LoadInit(init, init_info, *model, *model->encoder, rank);
-  model->to(device);
-  info.prefix = "encoder.";
-  const data::BlockOptions blocks = config.smith.Blocks();
-  using Batch = Chunks<data::BlockBatch>;
-  Task<Batch> task{
-      *model,
-      InChunks<data::BlockBatch>(chunk,
-                                 [=](const std::vector<const data::Document*>& docs, int64_t epoch) {
-                                   if (!docsplit) return data::BuildBlockBatch(docs, blocks, &masks, epoch);
-                                   return data::BuildDocSplitBatch(docs, blocks, word_masks ? &masks : nullptr,
-                                                                   options.seed, epoch);
-                                 }),
-      [&](const Batch& batch) {
-        if (docsplit) return DocSplit(model, batch.chunks, group, options.temperature, options.lm_weight);
-        return SmithPretraining(model, model::ToTensors(batch.chunks.front(), device), objective == "wp+sp", group,
-                                options.detach_block_targets);
-      },
-      [=](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.B; }) / (docsplit ? 2 : 1); },
-      [](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.real_tokens; }); },
-      [=](const Batch& batch) {
-        // WP never runs the document transformer; WP+SP and DocSplit do
-        // (DocSplit has no masked blocks, so no block scores). Gradient
-        // caching's extra forward is not model work and is not counted.
-        double total = 0;
-        for (const data::BlockBatch& b : batch.chunks)
-          total += model::SmithPretrainingFlops(config.smith, b, objective != "wp");
-        return total;
-      },
-      info};
-  return Loop(options, corpus, std::move(task), group);
+  const bool docsplit = objective.id == PretrainObjective::kDocSplit;
+  PretrainSetup setup{options,
+                      objective,
+                      corpus,
+                      config,
+                      info,
+                      init,
+                      init_info,
+                      masks,
+                      /*chunk=*/objective.in_batch_negatives ? options.grad_cache : 0,
+                      /*word_masks=*/!docsplit || options.lm_weight != 0,
+                      group};
+  return Pretrainers().at(config.kind)(setup);
 }
 
 }  // namespace docmatch::train

@@ -25,8 +25,8 @@
 
 namespace docmatch::train {
 
-// Which objective trains which kind: wp and docsplit on smith and match_bert,
-// wp+sp on smith, sdr on sdr.
+// Which objective trains which kind: the table of train/pretraining_objectives.h
+// (wp and docsplit on smith and match_bert, wp+sp on smith, sdr on sdr).
 //
 // With `init` (a model folder: an import-hf output, a pretrain or finetune
 // checkpoint, an export) the model and its weights come from the folder and
@@ -42,17 +42,17 @@ namespace docmatch::train {
 struct PretrainOptions : LoopOptions {
   PretrainOptions() { run = "checkpoints/smith-pretrain"; }
   static constexpr const char* kDefaultModel = "configs/models/smith-tiny.yaml";
-  std::string corpus;               // prepared corpus folder
-  std::string model;                // model YAML; "" = kDefaultModel, or the model of `init`
-  std::string init;                 // model folder to continue from; "" = random weights
-  std::string objective = "wp+sp";  // wp | wp+sp | docsplit | sdr
-  double temperature = 0.05;        // DocSplit's InfoNCE temperature
-  double lm_weight = 0.1;           // DocSplit: weight of the word LM term (0 = none, views unmasked)
+  std::string corpus;                 // prepared corpus folder
+  std::string model;                  // model YAML; "" = kDefaultModel, or the model of `init`
+  std::string init;                   // model folder to continue from; "" = random weights
+  std::string objective = "wp+sp";    // a name of PretrainObjectives(): wp | wp+sp | docsplit | sdr
+  double temperature = 0.05;          // DocSplit's InfoNCE temperature
+  double lm_weight = 0.1;             // DocSplit: weight of the word LM term (0 = none, views unmasked)
   bool detach_block_targets = false;  // wp+sp: stop-gradient on the block loss's candidates (objectives.h)
-  int64_t grad_cache = 0;           // DocSplit: gradient caching, this many documents a chunk (0 = off)
-  std::string valid_corpus;         // prepared corpus for the validation loss; "" = none
-  int64_t valid_documents = 256;    // its first documents that validation reads
-  int loader_threads = 2;           // threads building batches (data::BatchLoader)
+  int64_t grad_cache = 0;             // DocSplit: gradient caching, this many documents a chunk (0 = off)
+  std::string valid_corpus;           // prepared corpus for the validation loss; "" = none
+  int64_t valid_documents = 256;      // its first documents that validation reads
+  int loader_threads = 2;             // threads building batches (data::BatchLoader)
 };
 
 // Runs (or resumes) the pre-training.

@@ -1,13 +1,10 @@
-// Resume, checkpoint, metric logging, signal handling and the optimizer step
-// that pretrain and finetune share (training_run.h).
+// The run folder of a training stage: its lock, resume, checkpoints, config
+// record, stop signals and metric logs (training_run.h).
 #include "train/training_run.h"
 
 #include <yaml-cpp/yaml.h>
 
-#include <ATen/autocast_mode.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <glog/logging.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -29,7 +26,6 @@
 #include "dist/runtime.h"
 #include "files/file_writer.h"
 #include "io/checksums.h"
-#include "model/smith.h"
 
 namespace docmatch::train {
 namespace {
@@ -134,75 +130,6 @@ void LoadTorchFile(const std::string& path, const std::function<void(const std::
 
 }  // namespace
 
-double PeakDeviceMemoryGiB(const torch::Device& device) {
-  const c10::CachingDeviceAllocator::DeviceStats stats =
-      c10::cuda::CUDACachingAllocator::getDeviceStats(dist::ResolveDevice(device).index());
-  const auto& peak = stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
-  return static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
-}
-
-Autocast::Autocast(const torch::Device& device, const std::string& precision) : device_type_(device.type()) {
-  TORCH_CHECK(precision == "fp32" || precision == "bf16", "[train] unknown precision '", precision, "' (fp32 or bf16)");
-  if (precision == "fp32") return;
-  active_ = true;
-  was_enabled_ = at::autocast::is_autocast_enabled(device_type_);
-  was_dtype_ = at::autocast::get_autocast_dtype(device_type_);
-  at::autocast::set_autocast_enabled(device_type_, true);
-  at::autocast::set_autocast_dtype(device_type_, at::kBFloat16);
-  at::autocast::increment_nesting();
-}
-
-Autocast::~Autocast() {
-  if (!active_) return;
-  // Casts of the weights are cached for one forward pass; the optimizer step
-  // changes the weights, so the cache goes when the outermost guard ends.
-  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  at::autocast::set_autocast_enabled(device_type_, was_enabled_);
-  at::autocast::set_autocast_dtype(device_type_, was_dtype_);
-}
-
-void BestModel::Restore(const nlohmann::json& trainer) {
-  if (!trainer.contains("validation")) return;
-  const nlohmann::json& v = trainer["validation"];
-  best_step_ = v.at("best_step").get<int64_t>();
-  best_loss_ = v.at("best_loss").get<double>();
-  bad_ = v.at("bad").get<int64_t>();
-}
-
-nlohmann::json BestModel::ToJson() const {
-  return {{"best_step", best_step_}, {"best_loss", best_loss_}, {"bad", bad_}};
-}
-
-bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, const io::ModelFolderInfo& info,
-                       dist::ProcessGroup& group) {
-  namespace fs = std::filesystem;
-  bool stop = false;
-  if (best_step_ < 0 || loss < best_loss_) {
-    best_step_ = step;
-    best_loss_ = loss;
-    bad_ = 0;
-    if (group.rank() == 0) {
-      const std::string best = run_ + "/best", tmp = best + ".tmp", old = best + ".old";
-      fs::remove_all(tmp);
-      fs::create_directories(tmp);
-      io::WriteTrainedModelFolder(tmp, module, info);
-      io::WriteChecksums(tmp);
-      fs::remove_all(old);
-      if (fs::exists(best)) fs::rename(best, old);
-      fs::rename(tmp, best);
-      fs::remove_all(old);
-    }
-  } else if (patience_ > 0 && ++bad_ >= patience_) {
-    stop = true;
-    if (group.rank() == 0) {
-      LOG(INFO) << "[train] validation loss has not improved for " << bad_ << " validations: stopping at step " << step
-                << "; best step " << best_step_;
-    }
-  }
-  group.control().Barrier();
-  return stop;
-}
-
 nlohmann::json LoopOptionsJson(const LoopOptions& o) {
   return {{"batch_size", o.batch_size},
           {"accumulation", o.accumulation},
@@ -219,53 +146,6 @@ nlohmann::json LoopOptionsJson(const LoopOptions& o) {
           {"time_split", o.time_split},
           {"sentence_lr_scale", o.sentence_lr_scale},
           {"freeze_sentence_steps", o.freeze_sentence_steps}};
-}
-
-SentenceLevel::SentenceLevel(const LoopOptions& options, const std::string& kind, const std::string& stage)
-    : scale_(options.sentence_lr_scale),
-      freeze_steps_(options.freeze_sentence_steps),
-      apart_(options.sentence_lr_scale != 1.0 || options.freeze_sentence_steps > 0) {
-  if (const nlohmann::json trainer = options.resume ? TrainingRun::LatestTrainerState(options.run) : nullptr;
-      trainer.is_object()) {
-    const bool had = trainer.value("sentence_level_groups", false);
-    TORCH_CHECK(had || !apart_, "[", stage, "] ", options.run,
-                " was trained with one learning rate for the whole model: resume without --sentence-lr-scale and "
-                "--freeze-sentence-steps, or start over with --fresh");
-    apart_ = apart_ || had;
-  }
-  if (apart_ && kind != "smith") {
-    throw std::runtime_error("[" + stage +
-                             "] --sentence-lr-scale and --freeze-sentence-steps set SMITH's sentence-block "
-                             "encoder apart from its document layers; this model is " +
-                             kind);
-  }
-}
-
-std::unique_ptr<torch::optim::AdamW> SentenceLevel::MakeOptimizer(torch::nn::Module& module,
-                                                                  const OptimizerOptions& options) {
-  if (!apart_) return MakeAdamW(module, options, {}, &lower_groups_);  // factors of 1 (finetune appends its own)
-  for (const auto& p : module.named_parameters()) {
-    if (model::SmithSentenceLevel(p.key())) parameters_.push_back(p.value());
-  }
-  return MakeAdamW(module, options, model::SmithSentenceLevel, &lower_groups_);
-}
-
-void SentenceLevel::BeginStep(int64_t step) {
-  for (torch::Tensor& p : parameters_) p.requires_grad_(step >= freeze_steps_);
-}
-
-std::vector<double> SentenceLevel::LrFactors(int64_t step) const {
-  std::vector<double> factors;
-  for (bool lower : lower_groups_) factors.push_back(!lower ? 1.0 : step < freeze_steps_ ? 0.0 : scale_);
-  return factors;
-}
-
-std::vector<torch::Tensor> SentenceLevel::Frozen(int64_t step) const {
-  return step < freeze_steps_ ? parameters_ : std::vector<torch::Tensor>{};
-}
-
-void SentenceLevel::Save(nlohmann::json* trainer) const {
-  if (apart_) (*trainer)["sentence_level_groups"] = true;
 }
 
 TrainingRun::TrainingRun(const std::string& run, int keep_last, dist::ProcessGroup& group)
@@ -550,172 +430,6 @@ void TrainingRun::Log(int64_t step, const std::string& prefix, const std::map<st
     }
     std::cerr << text.str() << std::endl;
   }
-}
-
-void TrainingRun::SkipStep(dist::GradientSynchronizer& synchronizer, torch::optim::Optimizer& optimizer) {
-  synchronizer.Finalize();
-  optimizer.zero_grad();
-}
-
-bool TrainingRun::LogDue(const LoopOptions& options, int64_t step) {
-  return step % options.log_every == 0 || step == options.steps;
-}
-
-bool TrainingRun::CheckpointDue(const LoopOptions& options, int64_t step, const LoopResult& result) {
-  return step % options.checkpoint_every == 0 || step == options.steps || result.stopped_early || result.interrupted;
-}
-
-double TrainingRun::Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
-                         torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
-                         PhaseTimer* timer, const std::vector<double>& lr_factors,
-                         const std::vector<torch::Tensor>& frozen) {
-  synchronizer.Finalize();
-  if (timer) timer->Mark("comm");
-  // Frozen parameters: no gradient, so neither the clipping norm nor AdamW's
-  // moments and step count see this step.
-  for (const torch::Tensor& p : frozen) p.mutable_grad() = torch::Tensor();
-  if (options.max_grad_norm > 0) ClipGradientNorm(module.parameters(), options.max_grad_norm);
-  const double lr = LearningRate(options, step);
-  SetLearningRate(optimizer, lr, lr_factors);
-  optimizer.step();
-  optimizer.zero_grad();
-  if (timer) timer->Mark("optimizer");
-  return lr;
-}
-
-PhaseTimer::PhaseTimer(bool enabled, const torch::Device& device)
-    : enabled_(enabled), device_(device), last_(std::chrono::steady_clock::now()) {}
-
-void PhaseTimer::Mark(const std::string& phase) {
-  if (!enabled_) return;
-  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
-  const auto now = std::chrono::steady_clock::now();
-  seconds_[phase] += std::chrono::duration<double>(now - last_).count();
-  last_ = now;
-}
-
-std::map<std::string, double> PhaseTimer::Take(int64_t steps) {
-  std::map<std::string, double> out;
-  if (!enabled_ || steps <= 0) return out;
-  double total = 0;
-  for (const auto& [phase, seconds] : seconds_) {
-    out["time/" + phase + "_ms"] = 1e3 * seconds / static_cast<double>(steps);
-    total += seconds;
-  }
-  out["time/step_ms"] = 1e3 * total / static_cast<double>(steps);
-  seconds_.clear();
-  return out;
-}
-
-StepProfiler::StepProfiler(const LoopOptions& options, const std::string& stage, int rank, int64_t start_step,
-                           const torch::Device& device)
-    : run_(options.run), stage_(stage), rank_(rank), device_(device) {
-  if (options.profile_steps.empty()) return;
-  std::tie(first_, last_) = ParseStepRange(options.profile_steps);
-  if (last_ <= start_step || first_ > options.steps) {
-    if (rank == 0) {
-      LOG(WARNING) << "[" << stage << "] --profile-steps " << options.profile_steps << ": no such step in this run "
-                   << "(steps " << start_step + 1 << "-" << options.steps << "), nothing profiled";
-    }
-    first_ = last_ = 0;
-  }
-}
-
-StepProfiler::StepProfiler(int64_t first, int64_t last, std::string path, const torch::Device& device)
-    : first_(first), last_(last), path_(std::move(path)), device_(device) {}
-
-StepProfiler::~StepProfiler() {
-  if (on_) Save();
-}
-
-void StepProfiler::Begin(int64_t step) {
-  if (first_ <= 0 || step > last_ || step < first_ - 1) return;
-  namespace profiler = torch::profiler::impl;
-  const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/true);
-  std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
-  if (device_.is_cuda()) activities.insert(profiler::ActivityType::CUDA);
-  if (!prepared_) {  // a step ahead where there is one
-    torch::autograd::profiler::prepareProfiler(config, activities);
-    prepared_ = true;
-  }
-  if (step < first_) return;
-  if (!on_) {
-    torch::autograd::profiler::enableProfiler(config, activities);
-    on_ = true;
-    traced_first_ = step;
-  }
-  span_.reset();  // before its name changes: the span holds a view of it
-  span_name_ = "docmatch step " + std::to_string(step);
-  span_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
-  span_->before(std::string_view(span_name_), c10::ArrayRef<const c10::IValue>{});
-  traced_last_ = step;
-}
-
-void StepProfiler::End(int64_t step) {
-  if (!on_) return;
-  span_.reset();  // the step's span ends
-  if (step >= last_) Save();
-}
-
-void StepProfiler::Save() {
-  span_.reset();
-  on_ = false;
-  const std::string path = path_.empty() ? ProfilePath(run_, traced_first_, traced_last_, rank_) : path_;
-  try {
-    // The last kernels into the trace; not while an exception unwinds, when a
-    // queued collective may wait for peers that never come.
-    if (device_.is_cuda() && std::uncaught_exceptions() == 0) torch::cuda::synchronize(device_.index());
-    const std::unique_ptr<torch::autograd::profiler::ProfilerResult> result =
-        torch::autograd::profiler::disableProfiler();
-    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-    if (!folder.empty()) std::filesystem::create_directories(folder);
-    result->save(path);
-    if (!std::filesystem::exists(path)) throw std::runtime_error("the profiler wrote no file");
-  } catch (const std::exception& e) {
-    LOG(WARNING) << "[" << stage_ << "] the profile of steps " << traced_first_ << "-" << traced_last_
-                 << " was not written to " << path << ": " << e.what() << " (training goes on)";
-    return;
-  }
-  if (rank_ == 0) {
-    LOG(INFO) << "[" << stage_ << "] steps " << traced_first_ << "-" << traced_last_ << " profiled: " << path << " ("
-              << (path_.empty() ? "each rank its own .rank-R.json; " : "")
-              << "a Chrome trace, which bench/profile_table.py sums by op)";
-  }
-}
-
-std::pair<int64_t, int64_t> ParseStepRange(const std::string& text) {
-  const auto bad = [&] {
-    return std::invalid_argument("'" + text + "' is not a step range: A:B with whole steps 1 <= A <= B (e.g. 20:22), " +
-                                 "or one step A");
-  };
-  const auto number = [&](const std::string& part) {
-    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 18) throw bad();
-    const int64_t value = std::stoll(part);
-    if (value < 1) throw bad();
-    return value;
-  };
-  const size_t colon = text.find(':');
-  const int64_t first = number(text.substr(0, colon));
-  const int64_t last = colon == std::string::npos ? first : number(text.substr(colon + 1));
-  if (last < first) throw bad();
-  return {first, last};
-}
-
-std::string ProfilePath(const std::string& run, int64_t first, int64_t last, int rank) {
-  return run + "/profile/steps-" + std::to_string(first) + "-" + std::to_string(last) + ".rank-" +
-         std::to_string(rank) + ".json";
-}
-
-bool TrainingRun::CheckFinite(double value, int64_t step, const std::string& policy, const data::Corpus& corpus,
-                              const std::vector<int64_t>& documents) {
-  if (std::isfinite(value)) return true;
-  std::string ids;
-  for (int64_t i : documents) ids += (ids.empty() ? "" : ", ") + corpus.Get(i).id;
-  const std::string message = "[train] loss is " + std::to_string(value) + " at step " + std::to_string(step + 1) +
-                              "; this rank's documents: " + ids;
-  if (policy != "skip") throw std::runtime_error(message + " (--on-nonfinite skip drops such steps instead)");
-  LOG(WARNING) << message << ": step skipped";
-  return false;
 }
 
 }  // namespace docmatch::train

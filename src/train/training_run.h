@@ -1,6 +1,6 @@
-// What every training stage (pretrain, finetune) shares around its step:
-// resuming from and writing checkpoints, logging metrics on rank 0, and the
-// optimizer step with clipping and the learning-rate schedule.
+// The run folder of a training stage (pretrain, finetune): rank 0's lock on
+// it, resuming from and writing checkpoints, the config record, stop
+// signals, and the metric logs on rank 0.
 //
 // A checkpoint step-<N>/ holds
 //   model.pt, config.json   the model folder (io/model_folder.h)
@@ -12,21 +12,17 @@
 // so that a resumed run on as many ranks continues bit for bit on CPU.
 #pragma once
 
-#include <ATen/record_function.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "dist/gradient_synchronizer.h"
 #include "dist/process_group.h"
 #include "io/checkpoint.h"
 #include "io/model_folder.h"
@@ -44,168 +40,6 @@ struct ResumedState {
   int64_t step = 0, epoch = 0;
   int64_t position = 0;    // this rank's data position (re-sharded on another world size)
   nlohmann::json trainer;  // the whole trainer.json
-};
-
-// Forward passes under autocast while alive, for LoopOptions::precision
-// "bf16": matrix products in bfloat16 on the run's device (CUDA, or CPU),
-// parameters and their optimizer state stay float32 (the master weights), and
-// no loss scaling is needed (bf16 has float32's exponent range). "fp32" does
-// nothing. Run backward() after the guard ends.
-class Autocast {
- public:
-  Autocast(const torch::Device& device, const std::string& precision);
-  ~Autocast();
-  Autocast(const Autocast&) = delete;
-  Autocast& operator=(const Autocast&) = delete;
-
- private:
-  bool active_ = false;
-  at::DeviceType device_type_;
-  bool was_enabled_ = false;
-  at::ScalarType was_dtype_ = at::kFloat;
-};
-
-// The validation record both stages keep: the best loss so far and its step,
-// the model of that step in <run>/best/ (a model folder, replaced through a
-// temporary name), and early stopping after `patience` validations without
-// improvement. It travels in trainer.json ("validation") so a resumed run
-// goes on counting.
-class BestModel {
- public:
-  BestModel(std::string run, int64_t patience) : run_(std::move(run)), patience_(patience) {}
-  void Restore(const nlohmann::json& trainer);
-  nlohmann::json ToJson() const;
-
-  // Collective. Records `loss` (the same on every rank) at `step`; rank 0
-  // writes <run>/best/ when it is the best so far. Returns true when the run
-  // should stop early.
-  bool Update(double loss, int64_t step, torch::nn::Module& module, const io::ModelFolderInfo& info,
-              dist::ProcessGroup& group);
-
-  int64_t best_step() const { return best_step_; }  // -1 before the first validation
-  double best_loss() const { return best_loss_; }
-  int64_t bad_validations() const { return bad_; }
-
- private:
-  std::string run_;
-  int64_t patience_;
-  int64_t best_step_ = -1, bad_ = 0;
-  double best_loss_ = 0;
-};
-
-// The most memory the caching allocator has held on a CUDA device since the
-// process started, in GiB.
-double PeakDeviceMemoryGiB(const torch::Device& device);
-
-// Where a step's time goes (--time-split): Mark(phase) charges the time since
-// the previous mark to `phase`. On a GPU each mark first waits for the device,
-// so that a phase's kernels are charged to it and not to whichever phase
-// happens to wait for them (which costs some overlap: measure with it, train
-// without it). Disabled, a mark costs nothing.
-class PhaseTimer {
- public:
-  PhaseTimer(bool enabled, const torch::Device& device);
-  bool enabled() const { return enabled_; }
-  void Mark(const std::string& phase);
-  // Milliseconds per step of each phase since the last Take, as "time/<phase>_ms"
-  // plus "time/step_ms", over `steps` steps; then starts over.
-  std::map<std::string, double> Take(int64_t steps);
-
- private:
-  bool enabled_;
-  torch::Device device_;
-  std::chrono::steady_clock::time_point last_;
-  std::map<std::string, double> seconds_;
-};
-
-// Some steps of a run under PyTorch's profiler (--profile-steps A:B): the
-// host's ops with their input shapes and, on a GPU, its kernels, copies and
-// CUDA runtime calls (the host's waits among them), written by each rank as a
-// Chrome trace (chrome://tracing, Perfetto; bench/profile_table.py sums it by
-// op). Each profiled step is one span, "docmatch step N", from before its
-// batch is taken to after its checkpoint, so the data wait, logging and
-// checkpoints of those steps show too. The profiler is prepared one step
-// ahead, so that the first traced step does not carry its start. A trace that
-// cannot be written is reported, and training goes on. Off (first 0), it
-// costs nothing.
-class StepProfiler {
- public:
-  // The loop's --profile-steps (LoopOptions::profile_steps) for this rank,
-  // whose loop starts after step `start_step` (0, or the step resumed from):
-  // the steps traced, a..b, go to ProfilePath(options.run, a, b, rank), written
-  // when step B ends, or when the profiler goes out of scope inside the range
-  // (a run that stopped early). Rank 0 says where, prefixed with `stage`, and
-  // warns when the range holds no step this run will take.
-  StepProfiler(const LoopOptions& options, const std::string& stage, int rank, int64_t start_step,
-               const torch::Device& device);
-  // Steps first..last of a loop of one's own, traced to `path` (smith_step).
-  StepProfiler(int64_t first, int64_t last, std::string path, const torch::Device& device);
-  ~StepProfiler();
-  StepProfiler(const StepProfiler&) = delete;
-  StepProfiler& operator=(const StepProfiler&) = delete;
-
-  void Begin(int64_t step);  // step `step` (numbered as logged, from 1) is about to run
-  void End(int64_t step);    // it ran
-
- private:
-  void Save();
-
-  int64_t first_ = 0, last_ = 0;
-  std::string path_;  // fixed; empty: ProfilePath(run_, ...) of the steps traced
-  std::string run_, stage_ = "profile";
-  int rank_ = 0;
-  torch::Device device_;
-  bool prepared_ = false, on_ = false;
-  int64_t traced_first_ = 0, traced_last_ = 0;
-  std::string span_name_;
-  std::unique_ptr<at::RecordFunction> span_;
-};
-
-// "A:B" (or "A", one step) as --profile-steps takes it: 1 <= A <= B. Throws
-// std::invalid_argument saying what is wrong.
-std::pair<int64_t, int64_t> ParseStepRange(const std::string& text);
-
-// Where rank `rank` writes the trace of steps first..last of `run`:
-// <run>/profile/steps-<first>-<last>.rank-<rank>.json.
-std::string ProfilePath(const std::string& run, int64_t first, int64_t last, int rank);
-
-// SMITH's two levels trained apart (--sentence-lr-scale,
-// --freeze-sentence-steps of LoopOptions): the sentence-block encoder
-// (model::SmithSentenceLevel) in optimizer groups of its own, at its own
-// multiple of the schedule, and frozen for the first steps: no graph through
-// it (requires_grad off, so neither its activations are kept nor its backward
-// run) and no update. A run that began with the levels apart keeps its groups
-// when resumed without the flags (its optimizer state has them); one that
-// began without cannot gain them. Off (one group set, nothing frozen) when
-// neither flag is given to a run that never had them.
-class SentenceLevel {
- public:
-  // Checks the flags against the model's `kind` (SMITH only) and against the
-  // latest checkpoint of `run` when `resume`; throws, prefixed with `stage`,
-  // with what to do instead.
-  SentenceLevel(const LoopOptions& options, const std::string& kind, const std::string& stage);
-
-  // The optimizer of `module` (MakeAdamW), with the sentence level's groups
-  // when the levels are apart.
-  std::unique_ptr<torch::optim::AdamW> MakeOptimizer(torch::nn::Module& module, const OptimizerOptions& options);
-  // Before step `step`'s forward: the sentence level needs a graph only once
-  // it is no longer frozen.
-  void BeginStep(int64_t step);
-  // TrainingRun::Step's lr_factors for step `step`, one per group of
-  // MakeOptimizer's optimizer (1 for the document level; the scale, or 0
-  // while frozen, for the sentence level).
-  std::vector<double> LrFactors(int64_t step) const;
-  // TrainingRun::Step's `frozen` for step `step`.
-  std::vector<torch::Tensor> Frozen(int64_t step) const;
-  // Into a checkpoint's trainer state: whether the groups are apart.
-  void Save(nlohmann::json* trainer) const;
-
- private:
-  double scale_;
-  int64_t freeze_steps_;
-  bool apart_;
-  std::vector<bool> lower_groups_;
-  std::vector<torch::Tensor> parameters_;  // the sentence level's
 };
 
 class TrainingRun {
@@ -276,41 +110,6 @@ class TrainingRun {
   // Console lines for Log: on where no progress bar shows the loss
   // (--no-progress, batch jobs and their logs).
   void set_console_lines(bool on) { console_lines_ = on; }
-
-  // The gradient synchronizer's options from the loop's --bucket-mb and
-  // --bf16-gradients.
-  static dist::SynchronizerOptions Synchronizer(const LoopOptions& options) {
-    return {static_cast<int64_t>(options.bucket_mb * (1 << 20)), options.bf16_gradients};
-  }
-
-  // Averages the gradients (Finalize), clips `module`'s, sets the scheduled
-  // learning rate for `step` (times lr_factors[g] in parameter group g, where
-  // given) and steps; returns the learning rate used. `frozen` parameters
-  // lose their gradient first: no update, and no part in the clipping norm.
-  // With a timer, the wait for the gradients is charged to "comm" and the
-  // update to "optimizer".
-  static double Step(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
-                     torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
-                     PhaseTimer* timer = nullptr, const std::vector<double>& lr_factors = {},
-                     const std::vector<torch::Tensor>& frozen = {});
-
-  // The step instead, after a loss that was not finite (CheckFinite returned
-  // false): the gradients' collectives run as on every rank (Finalize), then
-  // the gradients are dropped; no update.
-  static void SkipStep(dist::GradientSynchronizer& synchronizer, torch::optim::Optimizer& optimizer);
-  // Whether step `step` (numbered from 1) logs its metrics: every --log-every
-  // steps, and the last.
-  static bool LogDue(const LoopOptions& options, int64_t step);
-  // Whether it ends with a checkpoint: every --checkpoint-every steps, the
-  // last, and a step after which the run stops early or was interrupted.
-  static bool CheckpointDue(const LoopOptions& options, int64_t step, const LoopResult& result);
-
-  // A loss that is NaN or Inf (the global value, the same on every rank):
-  // with policy "stop" throws naming the step and this rank's documents (ids
-  // from `corpus`); with "skip" warns and returns false (drop this step's
-  // update). Returns true for a finite loss.
-  static bool CheckFinite(double value, int64_t step, const std::string& policy, const data::Corpus& corpus,
-                          const std::vector<int64_t>& documents);
 
  private:
   // Rank 0: trims the logs to steps <= `step` and opens them for appending.

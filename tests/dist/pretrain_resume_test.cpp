@@ -25,8 +25,8 @@
 #include "model/config.h"
 #include "recording_communicator.h"
 #include "train/objectives.h"
+#include "train/step_profiling.h"
 #include "train/trainer.h"
-#include "train/training_run.h"
 
 namespace docmatch::train {
 namespace {

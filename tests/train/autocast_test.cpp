@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "model/losses.h"
+#include "train/autocast.h"
 #include "train/optimizer.h"
-#include "train/training_run.h"
 
 namespace docmatch::train {
 namespace {

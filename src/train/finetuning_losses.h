@@ -1,0 +1,47 @@
+// The fine-tuning losses, one entry each: the name --loss takes, what it
+// teaches, the model kinds it trains, and whether it scores in-batch
+// negatives (then it draws the related pairs alone, and the temperature,
+// hard and mined negatives, --drop-related and --grad-cache apply to it).
+// `finetune`'s allowed values, its help and the stage's checks read this
+// table; adding a loss starts with an entry here and its PairLoss
+// (finetune.cpp).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace docmatch::train {
+
+enum class FinetuneLoss {
+  kContrastive,  // symmetric InfoNCE of related pairs against the global batch (objectives.h, Contrastive)
+  kBce,          // sigmoid cross-entropy of each labelled pair's logit (objectives.h, Siamese)
+};
+
+struct FinetuneLossInfo {
+  FinetuneLoss id;
+  const char* name;                // "contrastive", as --loss takes it
+  const char* teaches;             // "ranking; the default", for --help
+  const char* headline;            // the training and validation figure beside the loss: "top1"
+  bool in_batch_negatives;         // scores related pairs against the batch's other documents
+  std::vector<std::string> kinds;  // the model kinds it trains
+  const char* other_kinds_advice;  // what to do with a kind it does not train
+};
+
+// Every loss, in the order --help lists them (the default first).
+const std::vector<FinetuneLossInfo>& FinetuneLosses();
+
+// The names --loss accepts.
+std::vector<std::string> FinetuneLossNames();
+
+// --loss's help: "contrastive (ranking; the default) or bce (...)".
+std::string DescribeFinetuneLosses();
+
+// The entry of `name`; throws std::invalid_argument naming the losses when
+// there is none.
+const FinetuneLossInfo& FindFinetuneLoss(const std::string& name);
+
+// Throws std::invalid_argument, prefixed "[finetune]", when `loss` does not
+// train a model of `kind`.
+void CheckLossTrains(const FinetuneLossInfo& loss, const std::string& kind);
+
+}  // namespace docmatch::train
