@@ -70,6 +70,8 @@ def cases(scratch):
         "finetune-smith-mined": (1, fine + ["--model-config", smith, "--mine-negatives", "3",
                                             "--refresh-negatives", "7", "--hard-negatives", "2",
                                             "--drop-related"]),
+        "finetune-smith-multipositive": (1, fine + ["--model-config", smith, "--loss", "multipositive",
+                                                    "--valid-pairs", pairs[1], "--validate-every", "10"]),
         "finetune-flat-contrastive": (1, fine + ["--model-config", flat, "--grad-cache", "2",
                                                  "--learn-temperature", "--temperature-lr", "0.05"]),
         "finetune-flat-bce": (1, fine + ["--model-config", flat, "--loss", "bce", "--accumulation", "2"]),

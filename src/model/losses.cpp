@@ -141,6 +141,18 @@ torch::Tensor ContrastivePairLoss(const torch::Tensor& queries, const torch::Ten
   return F::cross_entropy(logits, positive, CrossEntropy(sum));
 }
 
+torch::Tensor MultiPositivePairLoss(const torch::Tensor& queries, const torch::Tensor& candidates,
+                                    const torch::Tensor& positives, const torch::Tensor& excluded,
+                                    const Temperature& temperature, bool sum, torch::Tensor* scores) {
+  constexpr double kLeftOut = -std::numeric_limits<double>::infinity();
+  const torch::Tensor logits = temperature.Apply(SimilarityLogits(queries, candidates, /*unit=*/true))
+                                   .masked_fill(excluded, kLeftOut);  // (Q, N)
+  if (scores) *scores = logits.detach();
+  const torch::Tensor losses =
+      torch::logsumexp(logits, 1) - torch::logsumexp(logits.masked_fill(~positives, kLeftOut), 1);
+  return sum ? losses.sum() : losses.mean();
+}
+
 torch::Tensor SdrContrastiveLoss(const torch::Tensor& anchors, const torch::Tensor& candidates,
                                  const torch::Tensor& pair, const torch::Tensor& labels, double margin, bool sum) {
   const torch::Tensor cosine = torch::cosine_similarity(anchors, candidates.index_select(0, pair), 1);  // (B,)

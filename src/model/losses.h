@@ -82,6 +82,15 @@ torch::Tensor ContrastivePairLoss(const torch::Tensor& queries, const torch::Ten
                                   const torch::Tensor& positive, const torch::Tensor& excluded,
                                   const Temperature& temperature, bool sum = false, torch::Tensor* scores = nullptr);
 
+// Multi-positive InfoNCE over a pool: as ContrastivePairLoss, but each query
+// has a set of positives, `positives` (Q, N), and its loss is minus the log
+// of the softmax mass on them, -log(sum_p exp(l_p) / sum_c exp(l_c)) over
+// the candidates not `excluded`. With one positive per query it is
+// ContrastivePairLoss. `scores` as there.
+torch::Tensor MultiPositivePairLoss(const torch::Tensor& queries, const torch::Tensor& candidates,
+                                    const torch::Tensor& positives, const torch::Tensor& excluded,
+                                    const Temperature& temperature, bool sum = false, torch::Tensor* scores = nullptr);
+
 // SDR's cosine contrastive loss (Ginzburg et al. 2021, §3.2): anchor i (B, C)
 // meets candidate pair[i] of (N, C); label 1 pulls the cosine to 1 (loss
 // 1 - cos), label 0 pushes it below 1 - margin (loss max(0, cos - (1 -

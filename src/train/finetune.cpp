@@ -219,18 +219,18 @@ train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const PreparedCh
           ids(documents.targets),  vectors.narrow(0, 2 * b, h), ids(documents.negatives)};
 }
 
-// Contrastive fine-tuning over this rank's pairs drawn in chunks
-// (ChunkedContrastive, grad_cache.h), each chunk's sources, targets and hard
-// negatives embedded in one pass.
-Objective ContrastiveOverChunks(model::DocumentModel& model, std::vector<PreparedChunk> chunks,
-                                const model::Temperature& temperature, dist::ProcessGroup& group,
-                                const RelatedPairs* related) {
+// A pair objective (Contrastive, MultiPositiveContrastive) over this rank's
+// pairs drawn in chunks (ChunkedPairObjective, grad_cache.h), each chunk's
+// sources, targets and hard negatives embedded in one pass.
+Objective PairObjectiveOverChunks(model::DocumentModel& model, std::vector<PreparedChunk> chunks,
+                                  const model::Temperature& temperature, const PairObjective& objective,
+                                  const torch::Device& device) {
   // Owned by the chunk function: Backward() re-runs the chunks after this returns.
   auto prepared = std::make_shared<const std::vector<PreparedChunk>>(std::move(chunks));
-  return ChunkedContrastive(
+  return ChunkedPairObjective(
       static_cast<int64_t>(prepared->size()),
-      [&model, prepared, device = group.device()](int64_t i) { return EmbedPairs(model, (*prepared)[i], device); },
-      temperature, group, related);
+      [&model, prepared, device](int64_t i) { return EmbedPairs(model, (*prepared)[i], device); }, temperature,
+      objective, device);
 }
 
 // finetune --refresh-negatives (ANCE): the model's vectors of the whole
@@ -266,9 +266,11 @@ struct Validation {
 
 // Contrastive validation: every validation pair at once, in every process
 // (validation sets are small; the figure is then the same for any world size).
+// `objective` scores all of them in one process, given the validation pairs' relation.
 Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& corpus,
                                const std::vector<data::LabelledPair>& pairs, const FinetuneOptions& options,
-                               double temperature, const torch::Device& device) {
+                               const std::function<Objective(const ContrastivePairs&, const RelatedPairs&)>& objective,
+                               const torch::Device& device) {
   torch::NoGradGuard no_grad;
   model.module().eval();
   const std::vector<data::LabelledPair> related = Related(pairs);
@@ -295,10 +297,9 @@ Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& 
       cat(&train::ContrastivePairs::sources),    cat(&train::ContrastivePairs::targets),
       cat(&train::ContrastivePairs::source_ids), cat(&train::ContrastivePairs::target_ids),
       cat(&train::ContrastivePairs::negatives),  cat(&train::ContrastivePairs::negative_ids)};
-  // --drop-related: the validation pairs' own relation, as training uses the training pairs'.
-  const RelatedPairs relation(pairs);
-  const Objective objective = ContrastiveInOneProcess(all, temperature, options.drop_related ? &relation : nullptr);
-  return {objective.value, objective.parts.at("top1")};
+  // The validation pairs' own relation, as training uses the training pairs'.
+  const Objective scored = objective(all, RelatedPairs(pairs));
+  return {scored.value, scored.parts.at("top1")};
 }
 
 // Every rank scores its share (i % world == rank) of the validation pairs.
@@ -542,17 +543,59 @@ class ContrastivePairLoss : public PairLoss {
     }
   }
   Objective Compute(MicroBatch& b) override {
-    return ContrastiveOverChunks(c_.model, std::move(b.chunks), c_.temperature.get(), c_.group,
-                                 c_.options.drop_related ? &c_.pairs.relation : nullptr);
+    const RelatedPairs& related = c_.pairs.relation;
+    return PairObjectiveOverChunks(
+        c_.model, std::move(b.chunks), c_.temperature.get(),
+        [&](const ContrastivePairs& pairs, const model::Temperature& t) { return Gathered(pairs, t, related); },
+        c_.group.device());
   }
   Validation Validate() override {
-    return ValidateContrastive(c_.model, c_.corpus, c_.pairs.valid, c_.options, c_.temperature.get().value(),
-                               c_.group.device());
+    const model::Temperature temperature(c_.temperature.get().value());
+    return ValidateContrastive(
+        c_.model, c_.corpus, c_.pairs.valid, c_.options,
+        [&](const ContrastivePairs& all, const RelatedPairs& relation) {
+          return InOneProcess(all, temperature, relation);
+        },
+        c_.group.device());
   }
 
+ protected:
+  // The objective over all ranks' pairs, and over pairs all in this process
+  // (validation); `relation`: the pairs' (training or validation) relation.
+  virtual Objective Gathered(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                             const RelatedPairs& relation) const {
+    return Contrastive(pairs, temperature, c_.group, c_.options.drop_related ? &relation : nullptr);
+  }
+  virtual Objective InOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                                 const RelatedPairs& relation) const {
+    return ContrastiveInOneProcess(pairs, temperature, c_.options.drop_related ? &relation : nullptr);
+  }
+  const PairLossContext c_;
+
  private:
-  PairLossContext c_;
   const int64_t chunk_;  // pairs a chunk draws and embeds
+};
+
+// --loss multipositive: as contrastive, every in-batch candidate the training
+// pairs label related to the query one more positive of it (objectives.h,
+// MultiPositiveContrastive); validation's by the validation pairs' relation.
+class MultiPositivePairLoss : public ContrastivePairLoss {
+ public:
+  explicit MultiPositivePairLoss(const PairLossContext& c) : ContrastivePairLoss(c) {
+    TORCH_CHECK(!c.options.drop_related,
+                "[finetune] --drop-related leaves labelled related candidates out; "
+                "--loss multipositive counts them as positives: give one or the other");
+  }
+
+ protected:
+  Objective Gathered(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                     const RelatedPairs& relation) const override {
+    return MultiPositiveContrastive(pairs, temperature, c_.group, relation);
+  }
+  Objective InOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                         const RelatedPairs& relation) const override {
+    return MultiPositiveInOneProcess(pairs, temperature, relation);
+  }
 };
 
 // --loss bce: each labelled pair's logit against its label (objectives.h, Siamese).
@@ -583,6 +626,8 @@ std::unique_ptr<PairLoss> MakePairLoss(FinetuneLoss loss, const PairLossContext&
   switch (loss) {
     case FinetuneLoss::kContrastive:
       return std::make_unique<ContrastivePairLoss>(context);
+    case FinetuneLoss::kMultiPositive:
+      return std::make_unique<MultiPositivePairLoss>(context);
     case FinetuneLoss::kBce:
       return std::make_unique<BcePairLoss>(context);
   }

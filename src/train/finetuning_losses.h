@@ -13,8 +13,9 @@
 namespace docmatch::train {
 
 enum class FinetuneLoss {
-  kContrastive,  // symmetric InfoNCE of related pairs against the global batch (objectives.h, Contrastive)
-  kBce,          // sigmoid cross-entropy of each labelled pair's logit (objectives.h, Siamese)
+  kContrastive,    // symmetric InfoNCE of related pairs against the global batch (objectives.h, Contrastive)
+  kMultiPositive,  // the same, every labelled related candidate a positive (objectives.h, MultiPositiveContrastive)
+  kBce,            // sigmoid cross-entropy of each labelled pair's logit (objectives.h, Siamese)
 };
 
 struct FinetuneLossInfo {

@@ -159,7 +159,16 @@ Objective CachedObjective(int64_t chunks, const std::function<ChunkOutputs(int64
 Objective ChunkedContrastive(int64_t chunks, std::function<ContrastivePairs(int64_t)> embed,
                              const model::Temperature& temperature, dist::ProcessGroup& group,
                              const RelatedPairs* related) {
-  if (chunks == 1) return Contrastive(embed(0), temperature, group, related);
+  return ChunkedPairObjective(
+      chunks, std::move(embed), temperature,
+      [&](const ContrastivePairs& pairs, const model::Temperature& t) { return Contrastive(pairs, t, group, related); },
+      group.device());
+}
+
+Objective ChunkedPairObjective(int64_t chunks, std::function<ContrastivePairs(int64_t)> embed,
+                               const model::Temperature& temperature, const PairObjective& objective,
+                               const torch::Device& device) {
+  if (chunks == 1) return objective(embed(0), temperature);
   const torch::Tensor log_scale = temperature.log_scale();
   return CachedObjective(
       chunks,
@@ -173,9 +182,9 @@ Objective ChunkedContrastive(int64_t chunks, std::function<ContrastivePairs(int6
       [&](const ChunkOutputs& all) {
         const std::vector<torch::Tensor>& r = all.rows;
         const model::Temperature t = temperature.learned() ? model::Temperature::Learned(all.sums.at(0)) : temperature;
-        return Contrastive(ContrastivePairs{r[0], r[1], r[3], r[4], r[2], r[5]}, t, group, related);
+        return objective(ContrastivePairs{r[0], r[1], r[3], r[4], r[2], r[5]}, t);
       },
-      group.device());
+      device);
 }
 
 }  // namespace docmatch::train

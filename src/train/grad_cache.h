@@ -56,4 +56,12 @@ Objective ChunkedContrastive(int64_t chunks, std::function<ContrastivePairs(int6
                              const model::Temperature& temperature, dist::ProcessGroup& group,
                              const RelatedPairs* related = nullptr);
 
+// A pair objective over all of a batch's pairs at a temperature: Contrastive
+// or MultiPositiveContrastive with its group and relation bound.
+using PairObjective = std::function<Objective(const ContrastivePairs&, const model::Temperature&)>;
+// ChunkedContrastive for any pair objective (on `device`).
+Objective ChunkedPairObjective(int64_t chunks, std::function<ContrastivePairs(int64_t)> embed,
+                               const model::Temperature& temperature, const PairObjective& objective,
+                               const torch::Device& device);
+
 }  // namespace docmatch::train

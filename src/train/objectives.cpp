@@ -56,15 +56,23 @@ class Totals {
   std::vector<double> counts_, sums_;
 };
 
+// Where a relation is given, what a candidate it labels related to the query
+// is to the contrastive objective (without one, a negative like any other).
+enum class RelatedCandidates {
+  kLeftOut,   // --drop-related
+  kPositive,  // multi-positive InfoNCE
+};
+
 // Both directions of the contrastive objective for the local pairs, whose
 // global positions are `mine` (b,), against the pools of every pair (B, C) and
 // every hard negative (H, C). Returns the summed loss and the count of
-// queries whose positive scored highest (a 0-dim tensor: no host sync). The
-// ids (host tensors, or already on the device) meet the vectors' device here.
+// queries whose best-scored candidate is a positive (a 0-dim tensor: no host
+// sync). The ids (host tensors, or already on the device) meet the vectors'
+// device here.
 std::pair<torch::Tensor, torch::Tensor> ContrastiveSums(const ContrastivePairs& local_pairs, const torch::Tensor& mine,
                                                         const ContrastivePairs& pool_pairs,
                                                         const model::Temperature& temperature,
-                                                        const RelatedPairs* related) {
+                                                        const RelatedPairs* related, RelatedCandidates rule) {
   const torch::Device device = local_pairs.sources.device();
   const auto on_device = [&](ContrastivePairs p) {
     for (torch::Tensor* ids : {&p.source_ids, &p.target_ids, &p.negative_ids}) *ids = ToDevice(*ids, device);
@@ -75,12 +83,15 @@ std::pair<torch::Tensor, torch::Tensor> ContrastiveSums(const ContrastivePairs& 
   const auto column = [](const torch::Tensor& ids) { return ids.unsqueeze(0); };                             // (1, B)
   const torch::Tensor my_source = local.source_ids.unsqueeze(1), my_target = local.target_ids.unsqueeze(1);  // (b, 1)
   const torch::Tensor own_pair = torch::arange(B, mine.options()).unsqueeze(0) == mine.unsqueeze(1);         // (b, B)
-  // source -> every target, then every hard negative
-  // --drop-related: also what is labelled related to the query, from the host
-  // ids (the own pair's positive is related too, and stays: ~own_pair below).
-  const auto or_related = [&](const torch::Tensor& out, const torch::Tensor& rows, const torch::Tensor& columns) {
-    return related ? out | ToDevice(related->Mask(rows, columns), device) : out;
+  // What the relation labels related, from the host ids (the own pair's positive is related too).
+  const auto related_mask = [&](const torch::Tensor& rows, const torch::Tensor& columns) {
+    return ToDevice(related->Mask(rows, columns), device);
   };
+  const bool drop = related && rule == RelatedCandidates::kLeftOut;
+  const auto or_related = [&](const torch::Tensor& out, const torch::Tensor& rows, const torch::Tensor& columns) {
+    return drop ? out | related_mask(rows, columns) : out;
+  };
+  // source -> every target, then every hard negative
   const torch::Tensor targets_out =
       or_related((column(pool.target_ids) == my_target) | (column(pool.target_ids) == my_source) |
                      (column(pool.source_ids) == my_source),
@@ -90,22 +101,47 @@ std::pair<torch::Tensor, torch::Tensor> ContrastiveSums(const ContrastivePairs& 
       or_related((column(pool.negative_ids) == my_target) | (column(pool.negative_ids) == my_source),
                  local_pairs.source_ids, pool_pairs.negative_ids);  // (b, H)
   const torch::Tensor forward_candidates = torch::cat({pool.targets, pool.negatives});
-  const torch::Tensor forward_out = torch::cat({targets_out, negatives_out}, 1);
+  torch::Tensor forward_out = torch::cat({targets_out, negatives_out}, 1);
   // target -> every source
-  const torch::Tensor sources_out =
+  torch::Tensor sources_out =
       or_related((column(pool.source_ids) == my_source) | (column(pool.source_ids) == my_target) |
                      (column(pool.target_ids) == my_target),
                  local_pairs.target_ids, pool_pairs.source_ids) &
       ~own_pair;
   torch::Tensor forward_scores, backward_scores;  // the masked logits of both directions
-  const torch::Tensor loss = model::ContrastivePairLoss(local.sources, forward_candidates, mine, forward_out,
-                                                        temperature, /*sum=*/true, &forward_scores) +
-                             model::ContrastivePairLoss(local.targets, pool.sources, mine, sources_out, temperature,
-                                                        /*sum=*/true, &backward_scores);
-  const auto top1 = [&](const torch::Tensor& scores) {
-    return scores.argmax(1).eq(mine.to(device)).sum().to(torch::kFloat64);
+  if (rule != RelatedCandidates::kPositive || !related) {
+    const torch::Tensor loss = model::ContrastivePairLoss(local.sources, forward_candidates, mine, forward_out,
+                                                          temperature, /*sum=*/true, &forward_scores) +
+                               model::ContrastivePairLoss(local.targets, pool.sources, mine, sources_out, temperature,
+                                                          /*sum=*/true, &backward_scores);
+    const auto top1 = [&](const torch::Tensor& scores) {
+      return scores.argmax(1).eq(mine.to(device)).sum().to(torch::kFloat64);
+    };
+    return {loss, top1(forward_scores) + top1(backward_scores)};
+  }
+  // Multi-positive: the own partner and every related candidate that is not
+  // another copy of the query's document or of its partner.
+  const torch::Tensor forward_ids = torch::cat({pool.target_ids, pool.negative_ids});
+  const torch::Tensor own_forward = torch::cat({own_pair, torch::zeros_like(negatives_out)}, 1);
+  const torch::Tensor forward_copies = (column(forward_ids) == my_target) | (column(forward_ids) == my_source);
+  const torch::Tensor forward_positives =
+      own_forward |
+      (related_mask(local_pairs.source_ids, torch::cat({pool_pairs.target_ids, pool_pairs.negative_ids})) &
+       ~forward_copies);
+  const torch::Tensor backward_copies = (column(pool.source_ids) == my_source) | (column(pool.source_ids) == my_target);
+  const torch::Tensor backward_positives =
+      own_pair | (related_mask(local_pairs.target_ids, pool_pairs.source_ids) & ~backward_copies);
+  forward_out = forward_out & ~forward_positives;
+  sources_out = sources_out & ~backward_positives;
+  const torch::Tensor loss =
+      model::MultiPositivePairLoss(local.sources, forward_candidates, forward_positives, forward_out, temperature,
+                                   /*sum=*/true, &forward_scores) +
+      model::MultiPositivePairLoss(local.targets, pool.sources, backward_positives, sources_out, temperature,
+                                   /*sum=*/true, &backward_scores);
+  const auto top1 = [](const torch::Tensor& scores, const torch::Tensor& positives) {
+    return positives.gather(1, scores.argmax(1, /*keepdim=*/true)).sum().to(torch::kFloat64);
   };
-  return {loss, top1(forward_scores) + top1(backward_scores)};
+  return {loss, top1(forward_scores, forward_positives) + top1(backward_scores, backward_positives)};
 }
 
 // Every rank's ids (host values, on the control plane), in rank order, as a
@@ -170,8 +206,11 @@ void Backward(const Objective& objective, double scale, const std::function<void
   (objective.loss * scale).backward();
 }
 
-Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group,
-                      const RelatedPairs* related) {
+namespace {
+
+// Contrastive's data-parallel form under `rule`.
+Objective GatheredContrastive(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                              dist::ProcessGroup& group, const RelatedPairs* related, RelatedCandidates rule) {
   const dist::Gathered sources = dist::AllGatherWithGrad(pairs.sources, group);
   const dist::Gathered targets = dist::AllGatherWithGrad(pairs.targets, group);
   const dist::Gathered negatives = dist::AllGatherWithGrad(pairs.negatives, group);
@@ -184,16 +223,17 @@ Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& t
   const torch::Tensor mine =
       torch::arange(pairs.sources.size(0), torch::TensorOptions(torch::kLong).device(pairs.sources.device())) +
       sources.offset;
-  const auto [loss, top1] = ContrastiveSums(pairs, mine, pool, temperature, related);
+  const auto [loss, top1] = ContrastiveSums(pairs, mine, pool, temperature, related, rule);
   Totals totals(group);
   return ContrastiveObjective(loss, top1, 2 * pairs.sources.size(0), totals, temperature);
 }
 
-Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,
-                                  const RelatedPairs* related) {
+// The same with every pair in this process.
+Objective ContrastiveHere(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                          const RelatedPairs* related, RelatedCandidates rule) {
   const torch::Tensor mine =
       torch::arange(pairs.sources.size(0), torch::TensorOptions(torch::kLong).device(pairs.sources.device()));
-  const auto [loss, top1] = ContrastiveSums(pairs, mine, pairs, temperature, related);
+  const auto [loss, top1] = ContrastiveSums(pairs, mine, pairs, temperature, related, rule);
   const double queries = 2.0 * static_cast<double>(pairs.sources.size(0));
   Objective objective;
   objective.loss = loss / queries;
@@ -201,6 +241,28 @@ Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Te
   objective.parts = {{"infonce", objective.value}, {"top1", top1.item<double>() / queries}};
   if (temperature.learned()) objective.parts["temperature"] = temperature.value();
   return objective;
+}
+
+}  // namespace
+
+Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group,
+                      const RelatedPairs* related) {
+  return GatheredContrastive(pairs, temperature, group, related, RelatedCandidates::kLeftOut);
+}
+
+Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                                  const RelatedPairs* related) {
+  return ContrastiveHere(pairs, temperature, related, RelatedCandidates::kLeftOut);
+}
+
+Objective MultiPositiveContrastive(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                                   dist::ProcessGroup& group, const RelatedPairs& related) {
+  return GatheredContrastive(pairs, temperature, group, &related, RelatedCandidates::kPositive);
+}
+
+Objective MultiPositiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                                    const RelatedPairs& related) {
+  return ContrastiveHere(pairs, temperature, &related, RelatedCandidates::kPositive);
 }
 
 BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors) {

@@ -169,6 +169,20 @@ Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& t
 Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,
                                   const RelatedPairs* related = nullptr);
 
+// Multi-positive InfoNCE (finetune --loss multipositive; SupCon's L_in form):
+// as Contrastive, but an in-batch candidate that `related` (the training
+// pairs) labels related to the query is one more positive of it, not a
+// negative: the query's loss is minus the log of the softmax mass on its own
+// partner and those (model::MultiPositivePairLoss). Other copies of the
+// query's document or of its partner stay left out. Where no other related
+// candidate is in the batch it is Contrastive. Parts "infonce" and "top1"
+// (share of queries whose best-scored candidate is one of their positives).
+Objective MultiPositiveContrastive(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                                   dist::ProcessGroup& group, const RelatedPairs& related);
+// The same over pairs that are all in this process (validation).
+Objective MultiPositiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,
+                                    const RelatedPairs& related);
+
 // This rank's summed pair BCE and count of correct pairs (logit >= 0 taken as
 // related), the local part of Siamese; validation adds them up over batches.
 std::pair<torch::Tensor, torch::Tensor> PairSums(const torch::Tensor& logits, const torch::Tensor& labels);

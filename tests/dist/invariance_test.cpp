@@ -446,6 +446,37 @@ TEST(WorldSizeInvariance, ContrastiveDroppingLabelledRelatedCandidates) {
                   /*steps=*/4, /*parameter_atol=*/1e-9, DropRelatedContrastive);
 }
 
+// finetune --loss multipositive: the same relation's candidates are
+// positives, not left out; plain and cached in chunks of 2 (as finetune
+// --grad-cache runs it) must give the 1-process global batch's loss and
+// gradients.
+train::Objective MultiPositive(torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
+  model::SmithEncoder holder = Borrow<model::SmithEncoder>(m);
+  return train::MultiPositiveContrastive(EmbedContrastivePairs(holder, begin, end), /*temperature=*/0.1, comm,
+                                         NextPairRelation());
+}
+
+train::Objective CachedMultiPositive(torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
+  constexpr int64_t kChunk = 2;
+  return train::ChunkedPairObjective(
+      (end - begin + kChunk - 1) / kChunk,
+      [&m, begin, end](int64_t i) {
+        model::SmithEncoder holder = Borrow<model::SmithEncoder>(m);
+        return EmbedContrastivePairs(holder, begin + i * kChunk, std::min(end, begin + (i + 1) * kChunk));
+      },
+      /*temperature=*/0.1,
+      [&comm](const train::ContrastivePairs& pairs, const model::Temperature& t) {
+        return train::MultiPositiveContrastive(pairs, t, comm, NextPairRelation());
+      },
+      comm.device());
+}
+
+TEST(WorldSizeInvariance, MultiPositiveContrastive) {
+  ExpectInvariant("multipositive", SeededSmithEncoder, MultiPositive, /*steps=*/4, /*parameter_atol=*/1e-9);
+  ExpectInvariant("cached-multipositive", SeededSmithEncoder, CachedMultiPositive, /*steps=*/4,
+                  /*parameter_atol=*/1e-9, MultiPositive);
+}
+
 // finetune --learn-temperature: SMITH's encoder beside log(1 / tau) as one
 // more parameter, which the synchronizer averages and Adam steps like the
 // others; plain, and gradient-cached in chunks of 2 (the temperature's

@@ -25,7 +25,10 @@ independent computation:
     bucket, bit for bit, and bf16 gradients stay within 1e-2 of fp32;
   * --grad-cache (DocSplit with its LM term, contrastive fine-tuning with a
     hard negative), dropout off, logs the same losses step by step as the
-    same run without it.
+    same run without it;
+  * pre-training and fine-tuning (bce, contrastive, multipositive) log the
+    same throughput figures, and docs/s times the step's time is the
+    documents a step encodes.
 
 usage: pipeline_check.py DOCMATCH FIXTURE NP MPIEXEC [MPIEXEC FLAGS...]
 """
@@ -318,6 +321,49 @@ def numpy_metrics(p, embeddings, metrics):
     return accuracy, mrr
 
 
+def check_throughput(p):
+    """Both stages log the same throughput figures at every logged step:
+    docs_per_s and tokens_per_s. Over one step (--log-every 1), docs/s times
+    the step's time (--time-split) is the documents the step encoded on all
+    ranks: pre-training 4 a rank, bce fine-tuning 8 (4 pairs), contrastive
+    with one hard negative 12; and a document's tokens are between 1 and the
+    model's 8 blocks of 16. Returns the largest relative error of the count."""
+    pairs = os.path.join(p.fixture, "pairs.train.jsonl")
+    common = ["--steps", "3", "--batch-size", "4", "--log-every", "1", "--time-split", "--fresh",
+              "--checkpoint-every", "10"]
+    runs = {
+        "pretrain": (["pretrain", "--corpus", p.corpus, "--model-config", p.path("tiny.yaml"), "--objective", "wp"], 4),
+        "finetune-bce": (["finetune", "--corpus", p.corpus, "--model-config", p.path("tiny.yaml"), "--train-pairs",
+                          pairs, "--loss", "bce"], 8),
+        "finetune-contrastive": (["finetune", "--corpus", p.corpus, "--model-config", p.path("tiny.yaml"),
+                                  "--train-pairs", pairs, "--hard-negatives", "1"], None),
+        "finetune-multipositive": (["finetune", "--corpus", p.corpus, "--model-config", p.path("tiny.yaml"),
+                                    "--train-pairs", pairs, "--hard-negatives", "1", "--loss", "multipositive"], None),
+    }
+    worst = 0.0
+    for name, (args, per_rank) in runs.items():
+        p.run(args + common + ["--run", p.path("throughput-" + name)])
+        lines = [l for l in read_jsonl(p.path("throughput-" + name, "metrics.jsonl")) if "train/loss" in l]
+        check(len(lines) == 3, f"{name}: {len(lines)} logged steps")
+        for l in lines:
+            check(l.get("train/docs_per_s", 0) > 0 and l.get("train/tokens_per_s", 0) > 0,
+                  f"{name} step {l['step']}: no throughput figures in {sorted(l)}")
+            per_doc = l["train/tokens_per_s"] / l["train/docs_per_s"]
+            check(1 <= per_doc <= 8 * 16, f"{name} step {l['step']}: {per_doc} tokens a document")
+            documents = l["train/docs_per_s"] * l["train/time/step_ms"] / 1000
+            if per_rank is None:  # 4 sources, 4 targets, and a negative for each source that has one
+                check(8 * p.ranks * 0.85 <= documents <= 12 * p.ranks * 1.15,
+                      f"{name} step {l['step']}: {documents} documents")
+                continue
+            error = abs(documents / (per_rank * p.ranks) - 1)
+            check(error < 0.15, f"{name} step {l['step']}: {documents} documents, not {per_rank * p.ranks}")
+            worst = max(worst, error)
+    refused = p.run(runs["finetune-multipositive"][0] + common + ["--run", p.path("throughput-refused"),
+                                                                  "--drop-related"], expect_failure=True)
+    check("counts them as positives" in refused.stderr, "multipositive with --drop-related: " + refused.stderr[-800:])
+    return round(worst, 4)
+
+
 def main():
     docmatch, fixture, ranks, mpiexec = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
     p = Pipeline(docmatch, fixture, ranks, mpiexec)
@@ -345,6 +391,7 @@ def main():
     nonfinite = check_nonfinite(p)
     grad_cache = check_grad_cache(p)
     buckets = check_buckets(p) if ranks > 1 else {}
+    throughput = check_throughput(p)
 
     stopped_at, tensors = kill_and_resume(p)
     check(os.path.isfile(p.path("ft-straight", "best", "model.pt")), "finetune kept no best/")
@@ -402,6 +449,7 @@ def main():
 
     print(json.dumps({"ranks": ranks, "seconds": round(time.time() - started, 1), "tensorboard_scalars": scalars,
                       "killed_at": stopped_at, "pretrain_validations": validations, "nan_named_documents": nonfinite, "grad_cache_loss_max_rel_difference": grad_cache, "buckets": buckets,
+                      "throughput_count_max_rel_error": throughput,
                       "tensors_equal_after_resume": tensors,
                       "test_accuracy": accuracy, "mrr": mrr, "numpy_vector_max_abs_difference": worst}))
 

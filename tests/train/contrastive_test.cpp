@@ -209,5 +209,96 @@ TEST(Contrastive, AnExcludedDuplicateDoesNotChangeTheLoss) {
   EXPECT_GT(b, a);
 }
 
+// Multi-positive InfoNCE (finetune --loss multipositive) written out per
+// query: its own partner and every candidate `related` to its document are
+// positives, other copies of its document or of its partner are left out
+// (and, as in Contrastive, another pair's candidate on the query's side of a
+// pair with the query's document when the relation does not label it); the
+// loss is log(sum over candidates kept) - log(sum over positives).
+Hand MultiPositiveHand(const ContrastivePairs& p, double scale, const std::set<std::pair<int64_t, int64_t>>& related) {
+  const int64_t B = p.sources.size(0), H = p.negatives.size(0);
+  const auto id = [](const torch::Tensor& ids, int64_t k) { return ids[k].item<int64_t>(); };
+  const auto cosine = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return torch::dot(a, b) / (torch::sqrt(torch::dot(a, a)) * torch::sqrt(torch::dot(b, b)));
+  };
+  const auto is_related = [&](int64_t a, int64_t b) { return related.count({a, b}) || related.count({b, a}); };
+  torch::Tensor total = torch::zeros({}, torch::kFloat64);
+  double top1 = 0;
+  for (int direction = 0; direction < 2; ++direction) {
+    const bool forward = direction == 0;
+    const torch::Tensor& queries = forward ? p.sources : p.targets;
+    const torch::Tensor& candidates = forward ? p.targets : p.sources;
+    const torch::Tensor& query_ids = forward ? p.source_ids : p.target_ids;
+    const torch::Tensor& candidate_ids = forward ? p.target_ids : p.source_ids;
+    for (int64_t i = 0; i < B; ++i) {
+      const int64_t mine = id(query_ids, i), partner = id(candidate_ids, i);
+      torch::Tensor all = torch::zeros({}, torch::kFloat64), positive = torch::zeros({}, torch::kFloat64);
+      double best = -1e300;
+      bool best_is_positive = false;
+      const auto add = [&](const torch::Tensor& vector, int64_t candidate, bool own, bool same_side) {
+        const bool copy = !own && (candidate == partner || candidate == mine);
+        const bool is_positive = own || (!copy && is_related(mine, candidate));
+        if (copy || (!is_positive && same_side)) return;
+        const torch::Tensor e = torch::exp(cosine(queries[i], vector) * scale);
+        all = all + e;
+        if (is_positive) positive = positive + e;
+        const double s = cosine(queries[i], vector).item<double>();
+        if (s > best) {
+          best = s;
+          best_is_positive = is_positive;
+        }
+      };
+      for (int64_t j = 0; j < B; ++j) add(candidates[j], id(candidate_ids, j), j == i, id(query_ids, j) == mine);
+      for (int64_t n = 0; forward && n < H; ++n) add(p.negatives[n], id(p.negative_ids, n), false, false);
+      total = total + torch::log(all) - torch::log(positive);
+      top1 += best_is_positive ? 1 : 0;
+    }
+  }
+  return {total / (2.0 * B), top1 / (2.0 * B)};
+}
+
+TEST(MultiPositive, EqualsAHandFormulationGradientsIncludedAndIsContrastiveWithOnePositiveEach) {
+  // The training pairs: each pair of PairsWithDuplicatesAndHardNegatives
+  // (sources 0 1 2 0 3 11, targets 10 11 1 12 10 1) and two more labels,
+  // 0-1 (source 0 meets source 1's target 11 and itself as candidates) and
+  // 3-20 (hard negative 20 becomes a positive of source 3).
+  struct Pair {
+    int64_t source, target;
+    int label;
+  };
+  std::vector<Pair> labelled = {{0, 10, 1}, {1, 11, 1}, {2, 1, 1}, {0, 12, 1},
+                                {3, 10, 1}, {11, 1, 1}, {0, 1, 1}, {3, 20, 1}};
+  torch::manual_seed(5);
+  ContrastivePairs p = PairsWithDuplicatesAndHardNegatives();
+  for (double tau : {0.05, 0.5}) {
+    std::set<std::pair<int64_t, int64_t>> related;
+    for (const Pair& l : labelled) related.insert({l.source, l.target});
+    const Objective got = MultiPositiveInOneProcess(p, tau, RelatedPairs(labelled));
+    const Hand hand = MultiPositiveHand(p, 1.0 / tau, related);
+    EXPECT_NEAR(got.value, hand.loss.item<double>(), 1e-12 * std::abs(hand.loss.item<double>())) << tau;
+    EXPECT_DOUBLE_EQ(got.parts.at("top1"), hand.top1) << tau;
+    const std::vector<torch::Tensor> inputs = {p.sources, p.targets, p.negatives};
+    const auto ours = torch::autograd::grad({got.loss}, inputs);
+    const auto theirs = torch::autograd::grad({hand.loss}, inputs);
+    for (size_t k = 0; k < inputs.size(); ++k) EXPECT_TRUE(torch::allclose(ours[k], theirs[k], 1e-10, 1e-12)) << k;
+    // The extra labels made positives: the loss is not Contrastive's.
+    EXPECT_GT(std::abs(got.value - ContrastiveInOneProcess(p, tau).value), 1e-6) << tau;
+  }
+  // Pairs whose documents are all distinct, labelled with nothing but
+  // themselves: one positive a query, and Contrastive's loss and gradients.
+  const auto opts = torch::TensorOptions(torch::kFloat64);
+  ContrastivePairs distinct{torch::randn({4, 5}, opts).requires_grad_(), torch::randn({4, 5}, opts).requires_grad_(),
+                            torch::tensor({0, 1, 2, 3}, torch::kLong),   torch::tensor({10, 11, 12, 13}, torch::kLong),
+                            torch::randn({2, 5}, opts).requires_grad_(), torch::tensor({20, 21}, torch::kLong)};
+  labelled = {{0, 10, 1}, {1, 11, 1}, {2, 12, 1}, {3, 13, 1}, {0, 21, 0}};
+  const Objective multi = MultiPositiveInOneProcess(distinct, 0.1, RelatedPairs(labelled));
+  const Objective single = ContrastiveInOneProcess(distinct, 0.1);
+  EXPECT_NEAR(multi.value, single.value, 1e-14);
+  EXPECT_EQ(multi.parts.at("top1"), single.parts.at("top1"));
+  const std::vector<torch::Tensor> inputs = {distinct.sources, distinct.targets, distinct.negatives};
+  const auto a = torch::autograd::grad({multi.loss}, inputs), b = torch::autograd::grad({single.loss}, inputs);
+  for (size_t k = 0; k < inputs.size(); ++k) EXPECT_TRUE(torch::allclose(a[k], b[k], 1e-12, 1e-14)) << k;
+}
+
 }  // namespace
 }  // namespace docmatch::train
