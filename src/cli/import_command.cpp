@@ -1,5 +1,6 @@
 // `docmatch import-hf`: a Hugging Face BERT-family folder as a docmatch model
 // folder (io/import_hf.h).
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -38,10 +39,19 @@ Command AddImportCommand(CLI::App* app) {
       ->check(CLI::IsMember({"auto", "true", "false"}))
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed of the layers the checkpoint does not have")->capture_default_str();
-  sub->add_option("--dropout", o->dropout, "dropout of the docmatch model")->capture_default_str();
+  sub->add_option("--dropout", o->dropout, "dropout of the docmatch model")
+      ->check(InRange(0, 1))
+      ->capture_default_str();
   sub->add_option("--max-tokens", o->max_tokens,
                   "match_bert: tokens per window, [CLS] and [SEP] included (0: the model's max_seq_length);\n"
                   "sdr: tokens per sentence, [CLS] and [SEP] included (0: 128)")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            const long long value = std::strtoll(text.c_str(), nullptr, 10);
+            return value == 0 || value >= 3 ? std::string()
+                                            : "must be 0 (the checkpoint's) or at least 3 ([CLS], [SEP] and a word)";
+          },
+          "0 or >= 3"))
       ->capture_default_str();
   sub->add_option("--pooling", o->pooling,
                   "match_bert: auto (from 1_Pooling), cls or mean;\n"
@@ -60,9 +70,14 @@ Command AddImportCommand(CLI::App* app) {
                   "the mean). For a whole long document give --chunks its windows, e.g. 512 (130,000 tokens)")
       ->check(CLI::IsMember({"mean", "max", "attention", "maxsim"}))
       ->capture_default_str();
-  sub->add_option("--block-length", o->block_length, "smith: tokens per block, [CLS] included")->capture_default_str();
-  sub->add_option("--max-blocks", o->max_blocks, "smith: blocks per document")->capture_default_str();
+  sub->add_option("--block-length", o->block_length, "smith: tokens per block, [CLS] and [SEP] included")
+      ->check(AtLeast(3, "[CLS], [SEP] and a word"))
+      ->capture_default_str();
+  sub->add_option("--max-blocks", o->max_blocks, "smith: blocks per document")
+      ->check(AtLeast(1, "one block a document"))
+      ->capture_default_str();
   sub->add_option("--document-layers", o->document_layers, "smith: document transformer layers (fresh)")
+      ->check(CLI::Range(int64_t{0}, int64_t{64}))
       ->capture_default_str();
   sub->add_option("--combine", o->combine,
                   "smith: residual (the document vector starts as the mean of the block vectors: step 0 is the\n"

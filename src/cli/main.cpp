@@ -166,7 +166,9 @@ int main(int argc, char** argv) {
   app.set_config("--config", "", "YAML config with a section per command (see configs/)");
   bool dump_config = false, verbose = false;
   app.add_flag("--dump-config", dump_config, "print the resolved config of the command and exit");
-  app.add_flag("--verbose", verbose, "also print HDF5's own error stack when reading or writing a file fails");
+  app.add_flag("--verbose", verbose,
+               "also print HDF5's own error stack when reading or writing a file fails, and libtorch's C++ "
+               "backtrace with its errors");
   bool allow_unverified = false;
   app.add_flag("--allow-unverified", allow_unverified,
                "load a model folder or checkpoint that has no checksums.json (copied without it, or written by an "
@@ -189,7 +191,8 @@ int main(int argc, char** argv) {
     const std::string& name = command.app->get_name();
     command.app->footer("\nAlso: --config FILE reads these long options from the `" + name +
                         ":` section of a YAML file (flags given here override it; configs/ has examples);\n"
-                        "--dump-config prints the resolved options and exits; --verbose shows HDF5's own error stack.\n"
+                        "--dump-config prints the resolved options and exits; --verbose shows HDF5's error stack and "
+                        "libtorch's backtrace.\n"
                         "  docmatch " +
                         name + " --config FILE --dump-config\n");
   }
@@ -232,6 +235,7 @@ int main(int argc, char** argv) {
     return UsageError(app, command == commands.end() ? nullptr : command->app, e, argc, argv);
   }
   docmatch::data::hdf5::ShowErrorStacks(verbose);
+  docmatch::dist::ShowBacktraces(verbose);
   docmatch::io::AllowUnverifiedFolders(allow_unverified);
   if (dump_config) {
     std::cout << app.config_to_str(/*default_also=*/true, /*write_description=*/false);
@@ -244,7 +248,7 @@ int main(int argc, char** argv) {
     try {
       status = command.run();
     } catch (const std::exception& e) {
-      std::cerr << who << ": error: " << e.what() << std::endl;
+      std::cerr << who << ": error: " << docmatch::dist::ErrorMessage(e) << std::endl;
       return 1;
     }
     // Hits and vectors printed to a full disk, a closed pipe or /dev/full

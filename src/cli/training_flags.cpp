@@ -77,6 +77,11 @@ CLI::Validator Positive() {
 CLI::Validator NonNegative() {
   return FiniteBetween(0, /*above=*/false, std::numeric_limits<double>::max(), "a number of 0 or more");
 }
+CLI::Validator AtLeast(double low, const std::string& why) {
+  std::ostringstream words;
+  words << "at least " << low << " (" << why << ")";
+  return FiniteBetween(low, /*above=*/false, std::numeric_limits<double>::max(), words.str());
+}
 CLI::Validator InRange(double low, double high) {
   std::ostringstream words;
   words << "a number from " << low << " to " << high;

@@ -32,9 +32,10 @@ CLI::Validator ModelConfigFile();
 // Numeric options: the allowed range in words ("must be above 0, not 0"),
 // and NaN and infinities refused, which CLI11's PositiveNumber and Range let
 // through (and whose open bound they print as a 300-digit number).
-CLI::Validator Positive();                        // > 0
-CLI::Validator NonNegative();                     // >= 0
-CLI::Validator InRange(double low, double high);  // low <= x <= high
+CLI::Validator Positive();                                   // > 0
+CLI::Validator NonNegative();                                // >= 0
+CLI::Validator InRange(double low, double high);             // low <= x <= high
+CLI::Validator AtLeast(double low, const std::string& why);  // low <= x, `why` said in the error
 
 // Starts MPI (one process or mpirun's ranks), makes this rank's process group
 // (placement, device, the backend every rank agrees on) and runs `body` on

@@ -245,6 +245,17 @@ void SetUpRankLogging(int rank, const std::string& log_dir) {
   google::SetLogDestination(google::GLOG_INFO, base.c_str());
 }
 
+namespace {
+bool show_backtraces = false;
+}  // namespace
+
+void ShowBacktraces(bool on) { show_backtraces = on; }
+
+std::string ErrorMessage(const std::exception& error) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+  return torch_error && !show_backtraces ? torch_error->what_without_backtrace() : error.what();
+}
+
 int RunOnAllRanks(const std::function<int()>& body) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -253,9 +264,7 @@ int RunOnAllRanks(const std::function<int()>& body) {
   try {
     return body();
   } catch (const std::exception& e) {
-    // libtorch's checks append a C++ backtrace to what(); users get the message.
-    const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-    message = torch_error ? torch_error->what_without_backtrace() : e.what();
+    message = ErrorMessage(e);
   } catch (...) {
     message = "an unknown exception";
   }

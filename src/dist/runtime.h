@@ -80,6 +80,12 @@ std::string HostAllocator();
 // `log_dir`, every rank also writes all of its own log to log_dir/rank-<r>.log.
 void SetUpRankLogging(int rank, const std::string& log_dir = "");
 
+// What a user is shown of an error: its message, without the C++ backtrace
+// libtorch's checks append to what(), unless ShowBacktraces(true) (the
+// command line's --verbose) asks for it.
+std::string ErrorMessage(const std::exception& error);
+void ShowBacktraces(bool on);
+
 // Runs `body`; an exception on this rank is logged with the rank and ends every
 // rank of the job (MPI_Abort, exit code 1). A job of one rank prints the
 // message alone ("error: ...") and returns 1, without MPI_Abort's banner.

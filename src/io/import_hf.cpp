@@ -220,6 +220,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   } else {
     throw std::runtime_error("[import] --kind is match_bert, smith or sdr, not '" + options.kind + "'");
   }
+  model::CheckModelConfig(config, "[import] the docmatch model (from the options)");
   if (length > positions) {
     throw std::runtime_error("[import] sequences of " + std::to_string(length) + " tokens need more than the " +
                              std::to_string(positions) + " positions the checkpoint has");

@@ -4,8 +4,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 namespace docmatch::model {
@@ -99,13 +102,85 @@ Setters Fields(ModelConfig& config, const std::string& origin) {
   throw std::runtime_error(origin + ": model kind '" + config.kind + "' is not one of smith, match_bert, sdr, smash");
 }
 
+// Throws naming `key` unless `value` is a number from low to high (no upper
+// bound where high is infinite; `why` then says what the least is for).
+void Between(const std::string& origin, const char* key, double value, double low,
+             double high = std::numeric_limits<double>::infinity(), const char* why = nullptr) {
+  if (std::isfinite(value) && value >= low && value <= high) return;
+  std::ostringstream text;
+  text << origin << ": model key '" << key << "' is " << value << "; it must be ";
+  if (std::isinf(high)) {
+    text << "at least " << low << " (" << why << ")";
+  } else {
+    text << "from " << low << " to " << high;
+  }
+  throw std::invalid_argument(text.str());
+}
+
+void AtLeast(const std::string& origin, const char* key, double value, double low, const char* why) {
+  Between(origin, key, value, low, std::numeric_limits<double>::infinity(), why);
+}
+
+// The sizes every transformer config shares.
+template <typename Config>
+void CheckTransformer(const Config& c, const std::string& origin) {
+  AtLeast(origin, "hidden", c.hidden, 1, "channels");
+  AtLeast(origin, "heads", c.heads, 1, "attention heads");
+  if (c.hidden % c.heads != 0) {
+    throw std::invalid_argument(origin + ": model key 'hidden' (" + std::to_string(c.hidden) +
+                                ") must be a multiple of 'heads' (" + std::to_string(c.heads) + ")");
+  }
+  AtLeast(origin, "intermediate", c.intermediate, 1, "feed-forward width");
+  Between(origin, "dropout", c.dropout, 0, 1);
+}
+
 }  // namespace
+
+void CheckModelConfig(const ModelConfig& config, const std::string& origin) {
+  if (config.kind == "smith") {
+    const SmithConfig& c = config.smith;
+    CheckTransformer(c, origin);
+    AtLeast(origin, "sentence_layers", c.sentence_layers, 1, "the sentence-block encoder");
+    AtLeast(origin, "document_layers", c.document_layers, 0, "layers");
+    AtLeast(origin, "block_length", c.block_length, c.separator ? 3 : 2,
+            c.separator ? "a block holds [CLS], [SEP] and a word" : "a block holds [CLS] and a word");
+    AtLeast(origin, "max_blocks", c.max_blocks, 1, "blocks a document");
+    AtLeast(origin, "amplifier", c.amplifier, 0, "the pair logit's scale");
+  } else if (config.kind == "match_bert") {
+    const MatchBertConfig& c = config.match_bert;
+    CheckTransformer(c, origin);
+    AtLeast(origin, "layers", c.layers, 1, "layers");
+    AtLeast(origin, "max_tokens", c.max_tokens, c.separator ? 3 : 2,
+            c.separator ? "a window holds [CLS], [SEP] and a word" : "a window holds [CLS] and a word");
+    AtLeast(origin, "chunks", c.chunks, 1, "windows a document");
+    AtLeast(origin, "amplifier", c.amplifier, 0, "the pair logit's scale");
+  } else if (config.kind == "sdr") {
+    const SdrConfig& c = config.sdr;
+    CheckTransformer(c, origin);
+    AtLeast(origin, "layers", c.layers, 1, "layers");
+    AtLeast(origin, "max_tokens", c.max_tokens, c.separator ? 3 : 1,
+            c.separator ? "a sentence holds [CLS], [SEP] and a word" : "a sentence holds a word");
+    Between(origin, "margin", c.margin, 0, 2);
+  } else if (config.kind == "smash") {
+    const SmashConfig& c = config.smash;
+    AtLeast(origin, "embedding", c.embedding, 1, "word vector size");
+    AtLeast(origin, "gru_units", c.gru_units, 1, "GRU width");
+    AtLeast(origin, "pair_hidden", c.pair_hidden, 1, "the pair head's width");
+    Between(origin, "dropout", c.dropout, 0, 1);
+    AtLeast(origin, "max_paragraphs", c.input.max_paragraphs, 1, "paragraphs a document");
+    AtLeast(origin, "max_sentences", c.input.max_sentences, 1, "sentences a paragraph");
+    AtLeast(origin, "max_words", c.input.max_words, 1, "words a sentence");
+    AtLeast(origin, "max_document_sentences", c.input.max_document_sentences, 1, "sentences a document");
+    AtLeast(origin, "max_document_words", c.input.max_document_words, 1, "words a document");
+  }
+}
 
 ModelConfig ModelConfigFromYaml(const YAML::Node& model, const std::string& origin) {
   if (!model || !model.IsMap()) throw std::runtime_error(origin + ": expected a 'model:' map");
   ModelConfig config;
   config.kind = model["kind"] ? model["kind"].as<std::string>() : "";
   Apply(model, Fields(config, origin), origin);
+  CheckModelConfig(config, origin);
   return config;
 }
 

@@ -34,6 +34,13 @@ struct ModelConfig {
 ModelConfig LoadModelConfig(const std::string& path);
 ModelConfig ModelConfigFromYaml(const YAML::Node& model, const std::string& origin);
 
+// Throws std::invalid_argument naming `origin` and the key when a size
+// cannot make a model (a block too short for [CLS], [SEP] and a word, no
+// heads, hidden not a multiple of heads, dropout outside 0-1, ...). Every
+// config read (YAML, a model folder's config.json) and every import passes
+// through it, so no such value reaches the model.
+void CheckModelConfig(const ModelConfig& config, const std::string& origin);
+
 // The rule for every YAML file docmatch reads (model configs, --config):
 // a key given twice in one map is an error naming the file, both lines and
 // the section, where yaml-cpp would keep the first and drop the second.

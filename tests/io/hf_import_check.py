@@ -117,6 +117,34 @@ def check_refusals(docmatch, minilm, scratch):
     os.makedirs(existing, exist_ok=True)
     proc = subprocess.run([docmatch, "import-hf", minilm, "--output", existing], capture_output=True, text=True)
     assert proc.returncode != 0 and "--overwrite" in proc.stderr, proc.stderr
+    refused += 1
+    # Options that cannot make a model: refused where they are parsed (exit
+    # 2), naming the option, before anything is written.
+    for option in (["--kind", "smith", "--block-length", "0"], ["--kind", "smith", "--max-blocks", "0"],
+                   ["--dropout", "nan"], ["--dropout", "5"], ["--max-tokens", "-5"]):
+        out = os.path.join(scratch, "bad-option-out")
+        proc = subprocess.run([docmatch, "import-hf", minilm, "--output", out, *option], capture_output=True, text=True)
+        named = next(o for o in option if o.startswith("--") and o != "--kind")
+        assert proc.returncode == 2 and named in proc.stderr and "Exception raised" not in proc.stderr, \
+            (option, proc.returncode, proc.stderr[-1500:])
+        assert not os.path.exists(out), out
+        refused += 1
+    # A model folder whose config.json holds such a size (written by hand,
+    # or by an older import): every command that loads it says which key,
+    # exit 1, where it aborted on a check deep in batching before.
+    smith = os.path.join(scratch, "smith-bad-config")
+    run_import(docmatch, minilm, smith, "--kind", "smith", "--max-blocks", "2")
+    with open(os.path.join(smith, "config.json")) as f:
+        config = json.load(f)
+    config["model"]["block_length"] = 1
+    with open(os.path.join(smith, "config.json"), "w") as f:
+        json.dump(config, f)
+    os.remove(os.path.join(smith, "checksums.json"))  # the record no longer fits: loaded with --allow-unverified
+    proc = subprocess.run([docmatch, "encode", "--model", smith, "--input", "-", "--allow-unverified"],
+                          input=json.dumps({"id": "a", "text": "One sentence. And another one."}) + "\n",
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "'block_length' is 1" in proc.stderr and "Check failed" not in proc.stderr \
+        and "terminate" not in proc.stderr, (proc.returncode, proc.stderr[-1500:])
     return refused + 1
 
 

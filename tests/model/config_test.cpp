@@ -43,19 +43,48 @@ TEST(ModelConfig, ShippedPaperConfigsHaveThePapersSizes) {
   }
 }
 
+// The error reading `yaml` as test.yaml gives, or "" when it reads.
+std::string ErrorOf(const std::string& yaml) {
+  try {
+    ModelConfigFromYaml(YAML::Load(yaml)["model"], "test.yaml");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(ModelConfig, UnknownKeysWrongTypesAndKindsAreErrors) {
-  auto error = [](const std::string& yaml) {
-    try {
-      ModelConfigFromYaml(YAML::Load(yaml)["model"], "test.yaml");
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  const auto error = ErrorOf;
   EXPECT_NE(error("model: {kind: smith, hiden: 64}").find("unknown model key 'hiden'"), std::string::npos);
   EXPECT_NE(error("model: {kind: smith, hidden: big}").find("'hidden'"), std::string::npos);
   EXPECT_NE(error("model: {kind: bert}").find("not one of"), std::string::npos);
   EXPECT_EQ(error("model: {kind: smith, hidden: 64, combine: attention}"), "");
+}
+
+TEST(ModelConfig, SizesThatCannotMakeAModelAreErrorsNamingTheKey) {
+  const auto error = ErrorOf;
+  const auto names = [&](const std::string& yaml, const std::string& key) {
+    return error(yaml).find("test.yaml: model key '" + key + "'") != std::string::npos;
+  };
+  // A block holds [CLS], [SEP] and a word: 3 tokens at least, 2 without [SEP].
+  EXPECT_TRUE(names("model: {kind: smith, block_length: 2}", "block_length"));
+  EXPECT_EQ(error("model: {kind: smith, block_length: 3}"), "");
+  EXPECT_EQ(error("model: {kind: smith, block_length: 2, separator: false}"), "");
+  EXPECT_TRUE(names("model: {kind: smith, block_length: 0}", "block_length"));
+  EXPECT_TRUE(names("model: {kind: smith, max_blocks: 0}", "max_blocks"));
+  EXPECT_TRUE(names("model: {kind: smith, hidden: 66, heads: 4}", "hidden"));
+  EXPECT_TRUE(names("model: {kind: smith, dropout: 1.5}", "dropout"));
+  EXPECT_TRUE(names("model: {kind: smith, dropout: .nan}", "dropout"));
+  EXPECT_TRUE(names("model: {kind: match_bert, max_tokens: 1}", "max_tokens"));
+  EXPECT_TRUE(names("model: {kind: match_bert, max_tokens: 2, separator: true}", "max_tokens"));
+  EXPECT_EQ(error("model: {kind: match_bert, max_tokens: 2}"), "");
+  EXPECT_TRUE(names("model: {kind: match_bert, chunks: 0}", "chunks"));
+  EXPECT_TRUE(names("model: {kind: sdr, max_tokens: 2, separator: true}", "max_tokens"));
+  EXPECT_TRUE(names("model: {kind: sdr, max_tokens: 0}", "max_tokens"));
+  EXPECT_TRUE(names("model: {kind: smash, max_words: 0}", "max_words"));
+  // A model folder's config.json passes the same checks.
+  EXPECT_THROW(ModelConfigFromJson(nlohmann::json{{"kind", "smith"}, {"block_length", 1}}, "config.json"),
+               std::invalid_argument);
 }
 
 }  // namespace

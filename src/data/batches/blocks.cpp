@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 
 #include "data/corpus/random.h"
 #include "data/text/tokenizer.h"
@@ -58,8 +59,11 @@ void MaskWords(const MaskOptions& masks, uint64_t view, int64_t epoch, uint64_t 
 
 std::vector<std::vector<int32_t>> PackBlocks(const Document& document, const BlockOptions& options) {
   const int64_t special = options.separator ? 2 : 1;  // [CLS] (+ [SEP])
-  CHECK_GT(options.block_length, special) << "a block holds [CLS]" << (options.separator ? ", [SEP]" : "")
-                                          << " and at least one token";
+  if (options.block_length <= special) {
+    throw std::invalid_argument("[data] a block of " + std::to_string(options.block_length) + " tokens holds [CLS]" +
+                                (options.separator ? ", [SEP]" : "") + " and no word: the model's block_length " +
+                                "must be at least " + std::to_string(special + 1));
+  }
   const int64_t room = options.block_length - special;
   std::vector<std::vector<int32_t>> blocks;
   std::vector<int32_t> current = {kClsId};
@@ -84,7 +88,9 @@ std::vector<std::vector<int32_t>> PackBlocks(const Document& document, const Blo
 
 BlockBatch BuildBlockBatch(const std::vector<const Document*>& documents, const BlockOptions& blocks,
                            const MaskOptions* masks, int64_t epoch, const std::vector<uint64_t>& views) {
-  CHECK(views.empty() || views.size() == documents.size()) << "one view number per document";
+  if (!views.empty() && views.size() != documents.size()) {
+    throw std::logic_error("[data] BuildBlockBatch: one view number per document");
+  }
   BlockBatch batch;
   batch.B = static_cast<int64_t>(documents.size());
   std::vector<std::vector<std::vector<int32_t>>> packed;

@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "data/text/tokenizer.h"
 
@@ -12,8 +13,16 @@ namespace docmatch::data {
 
 FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, const FlatOptions& options) {
   const int64_t window = options.max_tokens - 1 - (options.separator ? 1 : 0);  // real tokens per row
-  CHECK_GE(window, 1) << "a flat sequence of " << options.max_tokens << " tokens has no room after [CLS]/[SEP]";
-  CHECK_GE(options.chunks, 1);
+  if (window < 1) {
+    throw std::invalid_argument("[data] a window of " + std::to_string(options.max_tokens) +
+                                " tokens has no room for a word after [CLS]" + (options.separator ? " and [SEP]" : "") +
+                                ": the model's max_tokens must be at least " +
+                                std::to_string(options.max_tokens - window + 1));
+  }
+  if (options.chunks < 1) {
+    throw std::invalid_argument("[data] the model's chunks (windows a document) is " + std::to_string(options.chunks) +
+                                "; it must be at least 1");
+  }
   struct Row {
     int64_t document, begin, length;
   };
@@ -46,7 +55,9 @@ FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, const Fl
 
 FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, const FlatOptions& options,
                          const MaskOptions& masks, int64_t epoch, const std::vector<uint64_t>& views) {
-  CHECK(views.empty() || views.size() == documents.size()) << "one view number per document";
+  if (!views.empty() && views.size() != documents.size()) {
+    throw std::logic_error("[data] BuildFlatBatch: one view number per document");
+  }
   FlatBatch batch = BuildFlatBatch(documents, options);
   batch.lm_labels.assign(batch.tokens.size(), kIgnoreLabel);
   // Each document's maskable positions over all its rows (rows are in document order).

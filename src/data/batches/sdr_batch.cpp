@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "data/corpus/random.h"
 #include "data/text/tokenizer.h"
@@ -37,7 +38,11 @@ std::pair<int64_t, int64_t> ChooseSentences(const Document& d, KeyedRandom* rand
 
 std::vector<int32_t> SdrSentenceRow(const Document& d, int64_t s, int64_t max_tokens, bool separator) {
   const int64_t marks = separator ? 2 : 0;
-  CHECK_GT(max_tokens, marks) << "[data] SDR: sentences of " << max_tokens << " tokens leave no room for words";
+  if (max_tokens <= marks) {
+    throw std::invalid_argument("[data] SDR: sentences of " + std::to_string(max_tokens) +
+                                " tokens leave no room for words: the model's max_tokens must be at least " +
+                                std::to_string(marks + 1));
+  }
   const auto begin = d.tokens.begin() + d.sentence_offsets[s];
   std::vector<int32_t> row;
   if (separator) row.push_back(kClsId);
@@ -51,10 +56,12 @@ SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrO
   SdrBatch batch;
   batch.B = static_cast<int64_t>(documents.size());
   const int64_t G = global_size < 0 ? batch.B : global_size;
-  CHECK_LE(global_offset + batch.B, G) << "[data] SDR: batch outside the global batch";
+  if (global_offset + batch.B > G) throw std::logic_error("[data] SDR: batch outside the global batch");
   std::vector<std::vector<int32_t>> anchors, partners;
   for (const Document* d : documents) {
-    CHECK_GT(d->num_sentences(), 0) << "[data] SDR: document " << d->id << " has no sentences";
+    if (d->num_sentences() == 0) {
+      throw std::invalid_argument("[data] SDR: document '" + d->id + "' has no sentences");
+    }
     KeyedRandom random(options.seed, {kSdrPairKey, static_cast<uint64_t>(epoch), static_cast<uint64_t>(d->index)});
     const auto [a, p] = ChooseSentences(*d, &random);
     anchors.push_back(SdrSentenceRow(*d, a, options.max_tokens, options.separator));

@@ -39,7 +39,7 @@ std::pair<int64_t, int64_t> ShardStream::Share(int64_t total, int rank, int worl
 
 ShardStream::ShardStream(std::shared_ptr<const Corpus> corpus, StreamOptions options)
     : corpus_(std::move(corpus)), options_(options) {
-  CHECK(corpus_);
+  if (!corpus_) throw std::invalid_argument("[data] ShardStream: no corpus");
   if (options_.world_size < 1 || options_.rank < 0 || options_.rank >= options_.world_size) {
     throw std::invalid_argument("[data] ShardStream: rank " + std::to_string(options_.rank) + " of world size " +
                                 std::to_string(options_.world_size) + " is not a rank");
@@ -88,7 +88,9 @@ void ShardStream::PlanEpoch() {
     window_position += window.size;
     windows_.push_back(std::move(window));
   }
-  CHECK_EQ(window_position, share_end_ - share_begin_);
+  if (window_position != share_end_ - share_begin_) {
+    throw std::logic_error("[data] ShardStream: the windows do not cover this rank's share");
+  }
 }
 
 std::vector<Document> ShardStream::ReadWindow(size_t w) const {

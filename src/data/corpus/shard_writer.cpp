@@ -29,10 +29,12 @@ ShardWriter::~ShardWriter() {
 }
 
 void ShardWriter::Add(const Document& document) {
-  CHECK(!closed_) << "[data] shard " << path_ << " is closed";
-  CHECK_GE(document.num_paragraphs(), 0) << "document " << document.id;
-  CHECK_EQ(document.sentence_offsets.back(), document.num_tokens()) << "document " << document.id;
-  CHECK_EQ(document.paragraph_offsets.back(), document.num_sentences()) << "document " << document.id;
+  if (closed_) throw std::logic_error("[data] shard " + path_ + " is closed");
+  if (document.num_paragraphs() < 0 || document.sentence_offsets.back() != document.num_tokens() ||
+      document.paragraph_offsets.back() != document.num_sentences()) {
+    throw std::invalid_argument("[data] document '" + document.id + "' for shard " + path_ +
+                                ": its sentence and paragraph offsets do not match its tokens");
+  }
   const int64_t token_base = static_cast<int64_t>(tokens_.size());
   const int64_t sentence_base = static_cast<int64_t>(sentence_offsets_.size()) - 1;
   const int64_t paragraph_base = static_cast<int64_t>(paragraph_offsets_.size()) - 1;
@@ -53,7 +55,7 @@ void ShardWriter::Add(const Document& document) {
 }
 
 ShardCounts ShardWriter::Close() {
-  CHECK(!closed_) << "[data] shard " << path_ << " closed twice";
+  if (closed_) throw std::logic_error("[data] shard " + path_ + " closed twice");
   const std::string temporary = path_ + ".tmp";
   {
     const std::string where = Where(path_);

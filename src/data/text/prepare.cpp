@@ -11,6 +11,7 @@
 #include <iomanip>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 
@@ -393,8 +394,11 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
 }  // namespace
 
 PrepareReport Prepare(const PrepareOptions& options) {
-  CHECK_GT(options.documents_per_shard, 0);
-  CHECK_GT(options.max_document_tokens, 0);
+  if (options.documents_per_shard <= 0 || options.max_document_tokens <= 0) {
+    throw std::invalid_argument("[data] --documents-per-shard (" + std::to_string(options.documents_per_shard) +
+                                ") and --max-document-tokens (" + std::to_string(options.max_document_tokens) +
+                                ") must be at least 1");
+  }
   RawDocumentReader check(options.input);  // the input exists before the output is touched
   PrepareOptions staged = options;
   staged.output = StartOutput(options);
@@ -423,7 +427,9 @@ PrepareReport Prepare(const PrepareOptions& options) {
 
 TextEncoder::TextEncoder(const Tokenizer& tokenizer, const std::string& locale, int64_t max_tokens)
     : tokenizer_(tokenizer), segmenter_(locale), max_tokens_(max_tokens) {
-  CHECK_GT(max_tokens, 0);
+  if (max_tokens <= 0) {
+    throw std::invalid_argument("[data] --max-document-tokens must be at least 1, not " + std::to_string(max_tokens));
+  }
 }
 
 Document TextEncoder::Encode(RawDocument raw, bool* truncated) const {

@@ -11,6 +11,7 @@
 #include <unicode/utext.h>
 
 #include <cctype>
+#include <stdexcept>
 
 namespace docmatch::data {
 namespace {
@@ -54,7 +55,9 @@ int CountInvalidUtf8(std::string_view text) {
   // Preflight into no buffer: ICU counts the substitutions it would make.
   u_strFromUTF8WithSub(nullptr, 0, &length, text.data(), static_cast<int32_t>(text.size()),
                        /*subchar=*/0xFFFD, &substitutions, &status);
-  CHECK(status == U_BUFFER_OVERFLOW_ERROR || U_SUCCESS(status)) << u_errorName(status);
+  if (status != U_BUFFER_OVERFLOW_ERROR && U_FAILURE(status)) {
+    throw std::runtime_error(std::string("[data] ICU could not read a text as UTF-8: ") + u_errorName(status));
+  }
   return substitutions;
 }
 
@@ -93,7 +96,10 @@ SentenceSegmenter::SentenceSegmenter(const std::string& locale) {
   // The locale's own abbreviation list (CLDR "standard" suppressions) ...
   std::unique_ptr<icu::FilteredBreakIteratorBuilder> builder(
       icu::FilteredBreakIteratorBuilder::createInstance(icu_locale, status));
-  CHECK(U_SUCCESS(status)) << "[data] ICU suppressions for locale '" << locale << "': " << u_errorName(status);
+  if (U_FAILURE(status)) {
+    throw std::runtime_error("[data] ICU has no sentence suppressions for locale '" + locale +
+                             "': " + u_errorName(status));
+  }
   // ... plus the ones it lacks, for English.
   if (locale.rfind("en", 0) == 0) {
     for (const char* abbreviation : kExtraEnglishAbbreviations) {
@@ -101,10 +107,14 @@ SentenceSegmenter::SentenceSegmenter(const std::string& locale) {
     }
   }
   icu::BreakIterator* sentences = icu::BreakIterator::createSentenceInstance(icu_locale, status);
-  CHECK(U_SUCCESS(status) && sentences) << "[data] ICU could not make a sentence iterator for locale '" << locale
-                                        << "': " << u_errorName(status);
+  if (U_FAILURE(status) || !sentences) {
+    throw std::runtime_error("[data] ICU could not make a sentence iterator for locale '" + locale +
+                             "': " + u_errorName(status));
+  }
   iterator_.reset(builder->wrapIteratorWithFilter(sentences, status));
-  CHECK(U_SUCCESS(status)) << "[data] ICU filtered sentence iterator: " << u_errorName(status);
+  if (U_FAILURE(status)) {
+    throw std::runtime_error(std::string("[data] ICU filtered sentence iterator: ") + u_errorName(status));
+  }
 }
 
 SentenceSegmenter::SentenceSegmenter(const SentenceSegmenter& other) : iterator_(other.iterator_->clone()) {}
@@ -117,9 +127,13 @@ std::vector<std::string> SentenceSegmenter::Split(std::string_view paragraph) co
   UErrorCode status = U_ZERO_ERROR;
   // UText over the UTF-8 bytes: boundaries come back as byte offsets, no copy.
   UText* text = utext_openUTF8(nullptr, paragraph.data(), static_cast<int64_t>(paragraph.size()), &status);
-  CHECK(U_SUCCESS(status)) << "[data] utext_openUTF8: " << u_errorName(status);
+  if (U_FAILURE(status))
+    throw std::runtime_error(std::string("[data] ICU could not open a paragraph: ") + u_errorName(status));
   iterator_->setText(text, status);
-  CHECK(U_SUCCESS(status)) << "[data] BreakIterator::setText: " << u_errorName(status);
+  if (U_FAILURE(status)) {
+    utext_close(text);
+    throw std::runtime_error(std::string("[data] ICU could not segment a paragraph: ") + u_errorName(status));
+  }
   int32_t begin = iterator_->first();
   for (int32_t end = iterator_->next(); end != icu::BreakIterator::DONE; begin = end, end = iterator_->next()) {
     std::string_view sentence = Trim(paragraph.substr(begin, end - begin));

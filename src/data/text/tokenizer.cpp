@@ -137,7 +137,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
   if (wordpiece_) return wordpiece_->Encode(text);
   std::vector<int> ids;
   const auto status = processor_->Encode(text, &ids);
-  CHECK(status.ok()) << "[data] SentencePiece encode: " << status.ToString();
+  if (!status.ok()) throw std::runtime_error("[data] SentencePiece could not encode a text: " + status.ToString());
   return std::vector<int32_t>(ids.begin(), ids.end());
 }
 
@@ -145,7 +145,7 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
   if (wordpiece_) return wordpiece_->Decode(ids);
   std::string text;
   const auto status = processor_->Decode(std::vector<int>(ids.begin(), ids.end()), &text);
-  CHECK(status.ok()) << "[data] SentencePiece decode: " << status.ToString();
+  if (!status.ok()) throw std::runtime_error("[data] SentencePiece could not decode ids: " + status.ToString());
   return text;
 }
 

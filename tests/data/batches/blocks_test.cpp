@@ -50,6 +50,20 @@ TEST(PackBlocks, FillsGreedilyTruncatesLongSentencesAndCapsBlocks) {
   EXPECT_TRUE(PackBlocks(DocumentWithSentences({}), {16, 48}).empty());
 }
 
+TEST(PackBlocks, ABlockWithNoRoomForAWordIsAnErrorNotAnAbort) {
+  const Document d = DocumentWithSentences({5});
+  for (const BlockOptions& options : {BlockOptions{/*block_length=*/2, 4, /*separator=*/true}, BlockOptions{1, 4}}) {
+    try {
+      PackBlocks(d, options);
+      ADD_FAILURE() << "block_length " << options.block_length << " packed";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("block_length must be at least"), std::string::npos) << e.what();
+    }
+  }
+  // The smallest block: [CLS], the sentence cut to one word, [SEP].
+  EXPECT_EQ(PackBlocks(d, {/*block_length=*/3, 4, /*separator=*/true}).front().size(), 3u);
+}
+
 TEST(PackBlocks, WithSeparatorEachBlockEndsWithSepAndHoldsOneWordLess) {
   // block_length 16 = [CLS] + 14 + [SEP]: 5 and 10 no longer share a block
   // (5 + 10 > 14, where without [SEP] they fit in 15); the 40-token sentence
