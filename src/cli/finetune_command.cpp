@@ -22,7 +22,9 @@ Command AddFinetuneCommand(CLI::App* app) {
       "every rank's targets and up to --hard-negatives of its labelled negatives, each\n"
       "target against every rank's sources (symmetric InfoNCE, --temperature). It teaches\n"
       "an ordering, which ranking and search need, and each step sees the whole global\n"
-      "batch as negatives. --loss bce is the papers' Siamese recipe (SMITH, SMASH):\n"
+      "batch as negatives. --loss multipositive: the same, but an in-batch document that\n"
+      "a training pair labels related to the source is one more positive, not a negative.\n"
+      "--loss bce is the papers' Siamese recipe (SMITH, SMASH):\n"
       "sigmoid cross-entropy of each labelled pair's logit; it teaches a threshold.\n"
       "  docmatch finetune --corpus corpora/manpages --init checkpoints/smith-tiny-manpages/latest \\\n"
       "      --train-pairs data/manpages/pairs.train.jsonl --valid-pairs data/manpages/pairs.valid.jsonl");

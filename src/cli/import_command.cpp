@@ -77,7 +77,7 @@ Command AddImportCommand(CLI::App* app) {
       ->check(AtLeast(1, "one block a document"))
       ->capture_default_str();
   sub->add_option("--document-layers", o->document_layers, "smith: document transformer layers (fresh)")
-      ->check(CLI::Range(int64_t{0}, int64_t{64}))
+      ->check(AtLeast(0, "0: the blocks' own vectors alone"))
       ->capture_default_str();
   sub->add_option("--combine", o->combine,
                   "smith: residual (the document vector starts as the mean of the block vectors: step 0 is the\n"

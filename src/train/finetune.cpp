@@ -1,5 +1,6 @@
-// The fine-tuning loop: each rank's slice of an epoch's pair permutation, the
-// Siamese objective, validation and the best model, resumable (finetune.h).
+// Fine-tuning as a stage of the training loop: each rank's slice of an
+// epoch's pair permutation, the loss of FinetuneLosses() (a PairLoss), its
+// validation, and negatives mined again when due (finetune.h).
 #include "train/finetune.h"
 
 #include <glog/logging.h>
@@ -348,10 +349,9 @@ StartingModel LoadStartingModel(const FinetuneOptions& options, const FinetuneLo
     info.config = model::LoadModelConfig(options.model);
     model::SetVocabSize(&info.config, corpus.manifest().vocab_size);
   }
-  TORCH_CHECK(loss.in_batch_negatives || !options.drop_related,
-              "[finetune] --drop-related leaves labelled related documents out of the contrastive loss's "
-              "in-batch negatives; --loss ",
-              loss.name, " has none");
+  TORCH_CHECK(!options.drop_related || !loss.refuses_drop_related,
+              "[finetune] --drop-related leaves labelled related documents out of the in-batch negatives; --loss ",
+              loss.name, " ", loss.refuses_drop_related ? loss.refuses_drop_related : "");
   CheckLossTrains(loss, info.config.kind);
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
@@ -412,8 +412,8 @@ TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const FinetuneLo
   TORCH_CHECK(options.grad_cache >= 0, "[finetune] --grad-cache must be 0 (off) or a number of pairs, not ",
               options.grad_cache);
   TORCH_CHECK(options.grad_cache == 0 || contrastive,
-              "[finetune] --grad-cache applies to --loss contrastive, whose in-batch negatives make the batch one "
-              "loss; ",
+              "[finetune] --grad-cache applies to a loss with in-batch negatives (contrastive, multipositive), whose "
+              "batch is one loss; ",
               loss.name, " scores each pair alone: use --accumulation");
   TORCH_CHECK(static_cast<int64_t>(pairs.drawn.size()) >= global_batch, "[finetune] ", options.train_pairs, " has ",
               pairs.drawn.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ",
@@ -464,7 +464,9 @@ class RunTemperature {
   static torch::Tensor LogScale(const FinetuneOptions& options, const FinetuneLossInfo& loss,
                                 const torch::Device& device) {
     TORCH_CHECK(!options.learn_temperature || loss.in_batch_negatives,
-                "[finetune] --learn-temperature applies to --loss contrastive; ", loss.name, " has no temperature");
+                "[finetune] --learn-temperature applies to a loss with in-batch negatives (contrastive, "
+                "multipositive); ",
+                loss.name, " has no temperature");
     TORCH_CHECK(options.temperature_lr > 0, "[finetune] --temperature-lr must be positive, not ",
                 options.temperature_lr);
     // A run learns its temperature for its whole life or never: the
@@ -581,11 +583,7 @@ class ContrastivePairLoss : public PairLoss {
 // MultiPositiveContrastive); validation's by the validation pairs' relation.
 class MultiPositivePairLoss : public ContrastivePairLoss {
  public:
-  explicit MultiPositivePairLoss(const PairLossContext& c) : ContrastivePairLoss(c) {
-    TORCH_CHECK(!c.options.drop_related,
-                "[finetune] --drop-related leaves labelled related candidates out; "
-                "--loss multipositive counts them as positives: give one or the other");
-  }
+  using ContrastivePairLoss::ContrastivePairLoss;
 
  protected:
   Objective Gathered(const ContrastivePairs& pairs, const model::Temperature& temperature,
@@ -724,7 +722,7 @@ class MicroBatches {
 
 // Fine-tuning as a stage of the training loop (training_loop.h): the
 // starting model, the labelled pairs drawn in micro-batches, the loss
-// (contrastive or bce), the temperature, and the negatives mined again from
+// (FinetuneLosses()), the temperature, and the negatives mined again from
 // the model when due.
 class FinetuningStage : public TrainingStage {
  public:
@@ -800,7 +798,7 @@ void FinetuningStage::Start(const std::optional<ResumedState>& resumed) {
             << (options_.init.empty() ? " from scratch" : " from " + start_.pretrained) << ", " << options_.loss
             << " loss on " << pairs_.drawn.size() << " of " << pairs_.train.size() << " training pairs, "
             << pairs_.valid.size() << " validation pairs";
-  if (options_.drop_related) {  // only a loss with in-batch negatives takes it
+  if (options_.drop_related) {  // only a loss that takes it (FinetuneLossInfo::refuses_drop_related)
     LOG(INFO) << "[finetune] --drop-related: an in-batch candidate that a training pair labels related to the "
                  "query is left out of its negatives";
   }

@@ -41,11 +41,11 @@ struct FinetuneOptions : LoopOptions {
   std::string train_pairs, valid_pairs;                  // JSONL pairs (data/batches/pairs.h); valid may be empty
   std::string init;                                      // model folder to start from; empty = from scratch
   std::string model = "configs/models/smith-tiny.yaml";  // model YAML, from scratch only
-  std::string loss = "contrastive";                      // a name of FinetuneLosses(): contrastive | bce
-  double temperature = 0.05;                             // contrastive: cosine / temperature (scale 20)
-  bool learn_temperature = false;                        // contrastive: train log(1/temperature), from `temperature`
-  double temperature_lr = 1e-2;                          // its peak learning rate (the schedule of `optimizer`)
-  int64_t hard_negatives = 1;                            // contrastive: labelled negatives per source, at most
+  std::string loss = "contrastive";  // a name of FinetuneLosses(): contrastive | multipositive | bce
+  double temperature = 0.05;         // contrastive: cosine / temperature (scale 20)
+  bool learn_temperature = false;    // contrastive: train log(1/temperature), from `temperature`
+  double temperature_lr = 1e-2;      // its peak learning rate (the schedule of `optimizer`)
+  int64_t hard_negatives = 1;        // contrastive: labelled negatives per source, at most
   int64_t mine_negatives = 0;  // contrastive: TF-IDF-nearest negatives mined per source (0 = none; mined_negatives.h)
   double mine_margin = 0.1;    // ... leaving out those above the source's best positive by more (< 0: keep them)
   int64_t refresh_negatives =

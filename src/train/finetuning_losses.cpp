@@ -14,14 +14,16 @@ const std::vector<FinetuneLossInfo>& FinetuneLosses() {
        "top1",
        /*in_batch_negatives=*/true,
        {"smith", "match_bert", "sdr", "smash"},
-       ""},
+       /*other_kinds_advice=*/"",
+       /*refuses_drop_related=*/nullptr},
       {FinetuneLoss::kMultiPositive,
        "multipositive",
        "ranking; every labelled related document in the batch a positive",
        "top1",
        /*in_batch_negatives=*/true,
        {"smith", "match_bert", "sdr", "smash"},
-       ""},
+       /*other_kinds_advice=*/"",
+       /*refuses_drop_related=*/"counts them as positives: give one or the other"},
       {FinetuneLoss::kBce,
        "bce",
        "the papers' pair classifier",
@@ -29,7 +31,8 @@ const std::vector<FinetuneLossInfo>& FinetuneLosses() {
        /*in_batch_negatives=*/false,
        {"smith", "match_bert", "smash"},
        "SDR has no pair head for --loss bce; fine-tune it with --loss contrastive (its mean sentence vector) or "
-       "evaluate its pre-training checkpoint"},
+       "evaluate its pre-training checkpoint",
+       /*refuses_drop_related=*/"has no in-batch negatives"},
   };
   return losses;
 }

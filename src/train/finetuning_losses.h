@@ -1,7 +1,8 @@
 // The fine-tuning losses, one entry each: the name --loss takes, what it
-// teaches, the model kinds it trains, and whether it scores in-batch
-// negatives (then it draws the related pairs alone, and the temperature,
-// hard and mined negatives, --drop-related and --grad-cache apply to it).
+// teaches, the model kinds it trains, whether it scores in-batch negatives
+// (then it draws the related pairs alone, and the temperature, hard and
+// mined negatives and --grad-cache apply to it), and whether it takes
+// --drop-related.
 // `finetune`'s allowed values, its help and the stage's checks read this
 // table; adding a loss starts with an entry here and its PairLoss
 // (finetune.cpp).
@@ -20,12 +21,13 @@ enum class FinetuneLoss {
 
 struct FinetuneLossInfo {
   FinetuneLoss id;
-  const char* name;                // "contrastive", as --loss takes it
-  const char* teaches;             // "ranking; the default", for --help
-  const char* headline;            // the training and validation figure beside the loss: "top1"
-  bool in_batch_negatives;         // scores related pairs against the batch's other documents
-  std::vector<std::string> kinds;  // the model kinds it trains
-  const char* other_kinds_advice;  // what to do with a kind it does not train
+  const char* name;                  // "contrastive", as --loss takes it
+  const char* teaches;               // "ranking; the default", for --help
+  const char* headline;              // the training and validation figure beside the loss: "top1"
+  bool in_batch_negatives;           // scores related pairs against the batch's other documents
+  std::vector<std::string> kinds;    // the model kinds it trains
+  const char* other_kinds_advice;    // what to do with a kind it does not train
+  const char* refuses_drop_related;  // why --drop-related cannot apply to it; nullptr: it takes it
 };
 
 // Every loss, in the order --help lists them (the default first).

@@ -175,7 +175,10 @@ Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Te
 // negative: the query's loss is minus the log of the softmax mass on its own
 // partner and those (model::MultiPositivePairLoss). Other copies of the
 // query's document or of its partner stay left out. Where no other related
-// candidate is in the batch it is Contrastive. Parts "infonce" and "top1"
+// candidate is in the batch it is Contrastive. A related document that is
+// among the candidates twice (two pairs' targets, or a target and a hard
+// negative) counts twice, as a repeated negative does in Contrastive.
+// Parts "infonce" and "top1"
 // (share of queries whose best-scored candidate is one of their positives).
 Objective MultiPositiveContrastive(const ContrastivePairs& pairs, const model::Temperature& temperature,
                                    dist::ProcessGroup& group, const RelatedPairs& related);

@@ -1,5 +1,6 @@
-// The pre-training loop: batches from BatchLoader, the objective, gradient sync,
-// validation, checkpoints and resume (trainer.h).
+// Pre-training as a stage of the training loop (training_loop.h): each kind's
+// model, batches from BatchLoader and the objective of PretrainObjectives(),
+// and the validation batches (trainer.h).
 #include "train/trainer.h"
 
 #include <glog/logging.h>
@@ -43,7 +44,7 @@ nlohmann::json OptionsJson(const PretrainOptions& o) {
   return json;
 }
 
-// One objective's model and batches, for the shared loop below.
+// One objective's model and batches, for the PretrainingStage below.
 template <typename Batch>
 struct Task {
   torch::nn::Module& module;

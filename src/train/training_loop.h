@@ -80,8 +80,8 @@ class TrainingStage {
   // A micro-step: this rank's next micro-batch (charged to "data"), then its
   // objective (the loop holds autocast around it), what it held, and the
   // corpus indices of its documents. DropBatch ends it: the batch's memory
-  // goes before the next batch is taken (and before the update), so two
-  // batches are never held at once.
+  // goes before the next batch is taken (and before the update), so the
+  // stage never holds two taken batches (its loader may be building the next).
   virtual void NextBatch() = 0;
   virtual Objective Compute() = 0;
   virtual BatchCounts Counts() const = 0;
