@@ -67,6 +67,7 @@ Command AddFinetuneCommand(CLI::App* app) {
   sub->add_option("--mine-margin", o->mine_margin,
                   "with --mine-negatives: leave out a neighbour whose TF-IDF cosine exceeds the source's best "
                   "positive's by more than this (likely an unlabelled positive); negative: keep all")
+      ->check(Finite())
       ->capture_default_str();
   sub->add_option("--refresh-negatives", o->refresh_negatives,
                   "with --mine-negatives: every N steps, mine them again from the model's own vectors of the "

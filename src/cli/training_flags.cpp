@@ -82,6 +82,10 @@ CLI::Validator AtLeast(double low, const std::string& why) {
   words << "at least " << low << " (" << why << ")";
   return FiniteBetween(low, /*above=*/false, std::numeric_limits<double>::max(), words.str());
 }
+CLI::Validator Finite() {
+  return FiniteBetween(std::numeric_limits<double>::lowest(), /*above=*/false, std::numeric_limits<double>::max(),
+                       "a finite number");
+}
 CLI::Validator InRange(double low, double high) {
   std::ostringstream words;
   words << "a number from " << low << " to " << high;
@@ -172,7 +176,9 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
   app->add_option("--accumulation", o->accumulation, "micro-steps per optimizer step")
       ->capture_default_str()
       ->check(Positive());
-  app->add_option("--steps", o->steps, "optimizer steps in all")->capture_default_str()->check(Positive());
+  // Bounded where a number of steps stops meaning steps: above it the
+  // schedule's warm-up alone outlasts any run, and int64 would saturate.
+  app->add_option("--steps", o->steps, "optimizer steps in all")->capture_default_str()->check(InRange(1, 1e12));
   app->add_option("--lr", o->optimizer.lr, "peak learning rate")->capture_default_str()->check(Positive());
   // The schedule follows --steps unless given: -1 until parsed, "auto" in --help and --dump-config.
   o->optimizer.warmup_steps = -1;

@@ -36,6 +36,7 @@ CLI::Validator Positive();                                   // > 0
 CLI::Validator NonNegative();                                // >= 0
 CLI::Validator InRange(double low, double high);             // low <= x <= high
 CLI::Validator AtLeast(double low, const std::string& why);  // low <= x, `why` said in the error
+CLI::Validator Finite();                                     // any number but NaN and infinities
 
 // Starts MPI (one process or mpirun's ranks), makes this rank's process group
 // (placement, device, the backend every rank agrees on) and runs `body` on

@@ -273,7 +273,8 @@ def round_two(c):
     # 3. Options: zero, NaN and out-of-range values name the option (exit 2).
     for flag, value in (("--checkpoint-every", "0"), ("--log-every", "0"), ("--collective-timeout", "nan"),
                         ("--accumulation", "0"), ("--lr", "inf"), ("--profile-steps", "3:2"),
-                        ("--profile-steps", "0"), ("--profile-steps", "2:x")):
+                        ("--profile-steps", "0"), ("--profile-steps", "2:x"),
+                        ("--steps", "99999999999999999999")):
         args = c.pretrain(c.path("never"), 2)
         if flag in args:
             args[args.index(flag) + 1] = value
@@ -282,6 +283,12 @@ def round_two(c):
         result = subprocess.run([c.docmatch] + args, capture_output=True, text=True)
         check(result.returncode == 2 and flag in result.stderr and len(result.stderr) < 300,
               f"{flag} {value}: exit {result.returncode}, {result.stderr!r}")
+    # finetune --mine-margin nan was taken as "keep all" (issue 64, row 12).
+    result = subprocess.run([c.docmatch, "finetune", "--corpus", c.corpus, "--model-config", c.model, "--train-pairs",
+                             os.path.join(c.fixture, "pairs.train.jsonl"), "--run", c.path("never"), "--steps", "2",
+                             "--mine-negatives", "5", "--mine-margin", "nan"], capture_output=True, text=True)
+    check(result.returncode == 2 and "--mine-margin" in result.stderr and len(result.stderr) < 300,
+          f"--mine-margin nan: exit {result.returncode}, {result.stderr!r}")
     args = c.pretrain(c.path("never"), 2)
     args[args.index("--warmup-steps") + 1] = args[args.index("--decay-steps") + 1] = "0"
     result = subprocess.run([c.docmatch] + args, capture_output=True, text=True)
