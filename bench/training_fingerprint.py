@@ -37,6 +37,7 @@ def cases(scratch):
     models = os.path.join(ROOT, "configs", "models")
     smith, flat = os.path.join(models, "smith-tiny.yaml"), os.path.join(models, "match-bert-tiny.yaml")
     sdr, smash = os.path.join(models, "sdr-tiny.yaml"), os.path.join(models, "smash-tiny.yaml")
+    bag = os.path.join(models, "bag.yaml")
     common = ["--steps", str(STEPS), "--log-every", "1", "--checkpoint-every", str(STEPS), "--no-progress",
               "--seed", "7", "--lr", "1e-3", "--warmup-steps", "3"]
     pre = ["pretrain", "--corpus", corpus, "--batch-size", "4"] + common
@@ -78,6 +79,9 @@ def cases(scratch):
         "finetune-sdr-contrastive": (1, fine + ["--model-config", sdr]),
         "finetune-smash-bce": (1, fine + ["--model-config", smash, "--loss", "bce"]),
         "finetune-smash-contrastive": (1, fine + ["--model-config", smash]),
+        "finetune-bag-contrastive": (1, fine + ["--model-config", bag, "--valid-pairs", pairs[1],
+                                                "--validate-every", "10"]),
+        "finetune-bag-bce": (1, fine + ["--model-config", bag, "--loss", "bce"]),
         "finetune-smith-contrastive-np2": (2, fine + ["--model-config", smith, "--grad-cache", "2"]),
         "finetune-flat-bce-np2": (2, fine + ["--model-config", flat, "--loss", "bce"]),
     }

@@ -27,13 +27,15 @@ Command AddImportCommand(CLI::App* app) {
       "      --max-blocks 4 --output models/smith-short\n"
       "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --kind sdr --output models/sdr-minilm\n"
       "  docmatch pretrain --objective sdr --init models/sdr-minilm --corpus corpora/wiki-wp --run runs/sdr\n"
+      "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --kind bag --output models/bag-minilm\n"
       "Anything docmatch's BERT layer cannot reproduce exactly (another model_type, tanh GELU,\n"
       "relative positions) is refused; import.json lists the tensors mapped, dropped and fresh.");
   sub->add_option("input", o->input, "Hugging Face model folder")->required()->check(CLI::ExistingDirectory);
   sub->add_option("--output", o->output, "docmatch model folder to write")->required();
   sub->add_option("--kind", o->kind,
-                  "match_bert (flat encoder), smith (SMITH's sentence encoder) or sdr (SDR's sentence encoder)")
-      ->check(CLI::IsMember({"match_bert", "smith", "sdr"}))
+                  "match_bert (flat encoder), smith (SMITH's sentence encoder), sdr (SDR's sentence encoder)\n"
+                  "or bag (the word embeddings alone, averaged over a document: the bag-of-embeddings baseline)")
+      ->check(CLI::IsMember(io::ImportKinds()))
       ->capture_default_str();
   sub->add_option("--lowercase", o->lowercase, "lower-case text: auto reads tokenizer_config.json")
       ->check(CLI::IsMember({"auto", "true", "false"}))
@@ -44,7 +46,8 @@ Command AddImportCommand(CLI::App* app) {
       ->capture_default_str();
   sub->add_option("--max-tokens", o->max_tokens,
                   "match_bert: tokens per window, [CLS] and [SEP] included (0: the model's max_seq_length);\n"
-                  "sdr: tokens per sentence, [CLS] and [SEP] included (0: 128)")
+                  "sdr: tokens per sentence, [CLS] and [SEP] included (0: 128);\n"
+                  "bag: tokens of a document averaged (0: 4096)")
       ->check(CLI::Validator(
           [](const std::string& text) {
             const long long value = std::strtoll(text.c_str(), nullptr, 10);

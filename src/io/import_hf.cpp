@@ -124,6 +124,99 @@ std::string CheckpointPooling(const fs::path& input) {
   return "cls";
 }
 
+namespace {
+
+// Each kind import-hf writes: its config from the checkpoint's config.json
+// `c` (with `rows` embedding rows) and the options, returning the length of
+// the sequences it reads (0: it reads no positions); and where BERT's layers
+// go (nullptr: it takes the word embeddings alone).
+struct ImportedKind {
+  const char* kind;
+  const char* encoder;
+  int64_t (*configure)(const nlohmann::json& c, int64_t rows, const ImportOptions& options, const fs::path& input,
+                       model::ModelConfig* config);
+};
+
+int64_t ConfigureMatchBert(const nlohmann::json& c, int64_t rows, const ImportOptions& options, const fs::path& input,
+                           model::ModelConfig* config) {
+  model::MatchBertConfig& m = config->match_bert;
+  SetTransformerSizes(c, rows, options.dropout, &m);
+  m.layers = c["num_hidden_layers"];
+  m.max_tokens = options.max_tokens;
+  if (m.max_tokens == 0 && fs::exists(input / "sentence_bert_config.json")) {
+    m.max_tokens = ReadJson(input / "sentence_bert_config.json").value("max_seq_length", int64_t{0});
+  }
+  if (m.max_tokens == 0) m.max_tokens = c["max_position_embeddings"].get<int64_t>();
+  m.pooling = options.pooling == "auto" ? CheckpointPooling(input) : options.pooling;
+  m.separator = true;  // BERT reads [CLS] ... [SEP]
+  m.chunks = options.chunks;
+  m.window_pooling = options.window_pooling;
+  return m.max_tokens;
+}
+
+int64_t ConfigureSmith(const nlohmann::json& c, int64_t rows, const ImportOptions& options, const fs::path& input,
+                       model::ModelConfig* config) {
+  model::SmithConfig& s = config->smith;
+  SetTransformerSizes(c, rows, options.dropout, &s);
+  s.sentence_layers = c["num_hidden_layers"];
+  s.document_layers = options.document_layers;
+  s.block_length = options.block_length;
+  s.max_blocks = options.max_blocks;
+  s.combine = options.combine;
+  s.block_pooling = options.pooling == "auto" ? CheckpointPooling(input) : options.pooling;
+  s.separator = true;  // BERT reads [CLS] ... [SEP]
+  return s.block_length;
+}
+
+// SDR's sentence encoder, mean-pooled over [CLS] sentence [SEP] as the BERT
+// checkpoint read its inputs (the paper continues RoBERTa).
+int64_t ConfigureSdr(const nlohmann::json& c, int64_t rows, const ImportOptions& options, const fs::path&,
+                     model::ModelConfig* config) {
+  model::SdrConfig& s = config->sdr;
+  SetTransformerSizes(c, rows, options.dropout, &s);
+  s.layers = c["num_hidden_layers"];
+  const int64_t positions = c["max_position_embeddings"].get<int64_t>();
+  s.max_tokens = options.max_tokens > 0 ? options.max_tokens : std::min<int64_t>(128, positions);
+  s.separator = true;
+  return s.max_tokens;
+}
+
+// The bag of embeddings: the checkpoint's word embeddings, averaged over a
+// document's first --max-tokens tokens (0: the bag's default).
+int64_t ConfigureBag(const nlohmann::json& c, int64_t rows, const ImportOptions& options, const fs::path&,
+                     model::ModelConfig* config) {
+  model::BagConfig& b = config->bag;
+  b.vocab_size = rows;
+  b.hidden = c["hidden_size"];
+  if (options.max_tokens > 0) b.max_tokens = options.max_tokens;
+  return 0;
+}
+
+const std::vector<ImportedKind>& ImportedKinds() {
+  static const std::vector<ImportedKind> kinds = {{"match_bert", "encoder", ConfigureMatchBert},
+                                                  {"smith", "sentence_encoder", ConfigureSmith},
+                                                  {"sdr", "encoder", ConfigureSdr},
+                                                  {"bag", nullptr, ConfigureBag}};
+  return kinds;
+}
+
+const ImportedKind& FindImportedKind(const std::string& kind) {
+  for (const ImportedKind& k : ImportedKinds()) {
+    if (kind == k.kind) return k;
+  }
+  std::string names;
+  for (const std::string& n : ImportKinds()) names += (names.empty() ? "" : ", ") + n;
+  throw std::runtime_error("[import] --kind is " + names + ", not '" + kind + "'");
+}
+
+}  // namespace
+
+std::vector<std::string> ImportKinds() {
+  std::vector<std::string> names;
+  for (const ImportedKind& k : ImportedKinds()) names.emplace_back(k.kind);
+  return names;
+}
+
 ImportReport ImportHuggingFace(const ImportOptions& options) {
   const fs::path input(options.input);
   ImportReport report;
@@ -179,47 +272,11 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   }
 
   // The docmatch model config.
+  const ImportedKind& imported = FindImportedKind(options.kind);
   model::ModelConfig config;
   config.kind = options.kind;
   const int64_t positions = c["max_position_embeddings"].get<int64_t>();
-  int64_t length = 0;
-  if (options.kind == "match_bert") {
-    model::MatchBertConfig& m = config.match_bert;
-    SetTransformerSizes(c, rows, options.dropout, &m);
-    m.layers = c["num_hidden_layers"];
-    m.max_tokens = options.max_tokens;
-    if (m.max_tokens == 0 && fs::exists(input / "sentence_bert_config.json")) {
-      m.max_tokens = ReadJson(input / "sentence_bert_config.json").value("max_seq_length", int64_t{0});
-    }
-    if (m.max_tokens == 0) m.max_tokens = positions;
-    m.pooling = options.pooling == "auto" ? CheckpointPooling(input) : options.pooling;
-    m.separator = true;  // BERT reads [CLS] ... [SEP]
-    m.chunks = options.chunks;
-    m.window_pooling = options.window_pooling;
-    length = m.max_tokens;
-  } else if (options.kind == "smith") {
-    model::SmithConfig& s = config.smith;
-    SetTransformerSizes(c, rows, options.dropout, &s);
-    s.sentence_layers = c["num_hidden_layers"];
-    s.document_layers = options.document_layers;
-    s.block_length = options.block_length;
-    s.max_blocks = options.max_blocks;
-    s.combine = options.combine;
-    s.block_pooling = options.pooling == "auto" ? CheckpointPooling(input) : options.pooling;
-    s.separator = true;  // BERT reads [CLS] ... [SEP]
-    length = s.block_length;
-  } else if (options.kind == "sdr") {
-    // SDR's sentence encoder, mean-pooled over [CLS] sentence [SEP] as the
-    // BERT checkpoint read its inputs (the paper continues RoBERTa).
-    model::SdrConfig& s = config.sdr;
-    SetTransformerSizes(c, rows, options.dropout, &s);
-    s.layers = c["num_hidden_layers"];
-    s.max_tokens = options.max_tokens > 0 ? options.max_tokens : std::min<int64_t>(128, positions);
-    s.separator = true;
-    length = s.max_tokens;
-  } else {
-    throw std::runtime_error("[import] --kind is match_bert, smith or sdr, not '" + options.kind + "'");
-  }
+  const int64_t length = imported.configure(c, rows, options, input, &config);
   model::CheckModelConfig(config, "[import] the docmatch model (from the options)");
   if (length > positions) {
     throw std::runtime_error("[import] sequences of " + std::to_string(length) + " tokens need more than the " +
@@ -235,7 +292,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   const std::string weights_path = (input / "model.safetensors").string();
   std::map<std::string, torch::Tensor> source = ReadSafetensors(weights_path).tensors;
   const std::string prefix = source.count("bert.embeddings.word_embeddings.weight") > 0 ? "bert." : "";
-  const std::string encoder = options.kind == "smith" ? "sentence_encoder" : "encoder";
+  const std::string encoder = imported.encoder != nullptr ? imported.encoder : "encoder";
   std::map<std::string, torch::Tensor> bert;  // BertModel's names
   for (const auto& [name, tensor] : source) {
     if (name.rfind(prefix, 0) == 0) {
@@ -245,7 +302,18 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
     }
   }
   std::vector<std::string> dropped;
-  const std::map<std::string, torch::Tensor> mapped = BertToDocmatch(bert, encoder, length, weights_path, &dropped);
+  std::map<std::string, torch::Tensor> mapped =
+      BertToDocmatch(bert, encoder, std::max<int64_t>(length, 1), weights_path, &dropped);
+  if (imported.encoder == nullptr) {  // the word embeddings alone
+    for (auto it = mapped.begin(); it != mapped.end();) {
+      if (it->first == "embeddings.tokens.weight") {
+        ++it;
+        continue;
+      }
+      dropped.push_back(BertName(it->first, encoder));
+      it = mapped.erase(it);
+    }
+  }
   for (const std::string& name : dropped) report.dropped.push_back(prefix + name);
   std::set<std::string> written;
   torch::NoGradGuard no_grad;

@@ -18,7 +18,8 @@
 //   layer.i.attention.output.dense / .LayerNorm -> layers.i.attention.output / attention_norm
 //   layer.i.intermediate.dense -> layers.i.intermediate
 //   layer.i.output.dense / .LayerNorm -> layers.i.output / output_norm
-// into MatchBERT's `encoder` or SMITH's `sentence_encoder`. What BERT has and
+// into MatchBERT's `encoder` or SMITH's `sentence_encoder`; a bag of
+// embeddings (--kind bag, model/bag.h) takes the word embeddings alone. What BERT has and
 // docmatch does not use (the pooler, MLM and NSP heads) is listed as dropped;
 // what docmatch has and BERT does not (SMITH's block and document layers,
 // MatchBERT's dense head) keeps its seeded BERT-style initialisation and is
@@ -44,11 +45,11 @@ namespace docmatch::io {
 struct ImportOptions {
   std::string input;                // Hugging Face model folder
   std::string output;               // docmatch model folder to write
-  std::string kind = "match_bert";  // match_bert | smith
+  std::string kind = "match_bert";  // match_bert | smith | sdr | bag (ImportKinds())
   std::string lowercase = "auto";   // auto (tokenizer_config.json) | true | false
   uint64_t seed = 0;                // for the layers BERT does not have
-  // match_bert
-  int64_t max_tokens = 0;        // 0: sentence_bert_config's max_seq_length, else 512
+  // match_bert, sdr, bag
+  int64_t max_tokens = 0;        // 0: match_bert: sentence_bert_config's max_seq_length, else 512; sdr: 128; bag: 4096
   std::string pooling = "auto";  // auto (1_Pooling: mean or cls) | cls | mean; smith: of each block
   int64_t chunks = 1;
   std::string window_pooling = "mean";  // mean | max | attention | maxsim (match_bert.h)
@@ -73,5 +74,8 @@ struct ImportReport {
 };
 
 ImportReport ImportHuggingFace(const ImportOptions& options);
+
+// The kinds --kind takes, in the order --help lists them.
+std::vector<std::string> ImportKinds();
 
 }  // namespace docmatch::io

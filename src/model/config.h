@@ -1,6 +1,6 @@
 // Model sizes from YAML (configs/models/*.yaml), one `model:` section:
 //   model:
-//     kind: smith          # smith | match_bert | sdr | smash
+//     kind: smith          # smith | match_bert | sdr | smash | bag (model/kinds.h)
 //     hidden: 256
 //     ...
 // Keys are the config structs' field names; an unknown key or a wrong type
@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/bag.h"
 #include "model/match_bert.h"
 #include "model/sdr.h"
 #include "model/smash.h"
@@ -24,11 +25,12 @@ class Node;
 namespace docmatch::model {
 
 struct ModelConfig {
-  std::string kind;  // "smith", "match_bert", "sdr" or "smash"
+  std::string kind;  // "smith": a row of ModelKinds() (model/kinds.h)
   SmithConfig smith;
   MatchBertConfig match_bert;
   SdrConfig sdr;
   SmashConfig smash;
+  BagConfig bag;
 };
 
 ModelConfig LoadModelConfig(const std::string& path);
@@ -36,7 +38,8 @@ ModelConfig ModelConfigFromYaml(const YAML::Node& model, const std::string& orig
 
 // Throws std::invalid_argument naming `origin` and the key when a size
 // cannot make a model (a block too short for [CLS], [SEP] and a word, no
-// heads, hidden not a multiple of heads, dropout outside 0-1, ...). Every
+// heads, hidden not a multiple of heads, dropout outside 0-1, ...: the kind's
+// row's check, model/kinds.h), or when the kind is none of the rows. Every
 // config read (YAML, a model folder's config.json) and every import passes
 // through it, so no such value reaches the model.
 void CheckModelConfig(const ModelConfig& config, const std::string& origin);

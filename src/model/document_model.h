@@ -7,6 +7,10 @@
 //   match_bert  FlatEncoder   unit [CLS] vector               amplifier * cos
 //   smash       SmashPair     concatenated depths             the pair head
 //   sdr         SentenceEnc.  mean of unit sentence vectors   cos
+//   bag         BagEncoder    unit mean of token embeddings   amplifier * cos
+//
+// Each kind's DocumentModel sits in its own file next to its module, with its
+// row of the kind registry (model/kinds.h), which Create reads.
 //
 // SDR's own document score is the hierarchical one over sentence vectors
 // (eval/sdr_scoring.h); EmbedSentences gives them. Its mean vector is only a
@@ -21,6 +25,7 @@
 
 #include "data/corpus/document.h"
 #include "model/config.h"
+#include "model/kinds.h"
 
 namespace docmatch::model {
 
@@ -35,7 +40,8 @@ torch::Tensor MeanSentenceVector(const DocumentSentences& document);
 
 class DocumentModel {
  public:
-  // A freshly initialised model of `config.kind` (seeded by the caller).
+  // A freshly initialised model of `config.kind` (seeded by the caller): its
+  // row's factory.
   static std::unique_ptr<DocumentModel> Create(const ModelConfig& config);
   virtual ~DocumentModel() = default;
 
@@ -85,5 +91,26 @@ class DocumentModel {
  private:
   ModelConfig config_;
 };
+
+// For the kinds' DocumentModels: a kind's host batch holds what its builder
+// gives (a data::BlockBatch, ...), and BatchOf reads it back, refusing a
+// batch another kind built.
+template <typename T>
+struct HeldBatch : DocumentModel::HostBatch {
+  explicit HeldBatch(T v) : value(std::move(v)) {}
+  T value;
+};
+template <typename T>
+const T& BatchOf(const DocumentModel::HostBatch& batch) {
+  const auto* held = dynamic_cast<const HeldBatch<T>*>(&batch);
+  TORCH_CHECK(held != nullptr, "[model] a batch built by another kind of model");
+  return held->value;
+}
+
+// The pair logit of kinds whose vectors are compared by cosine: amplifier *
+// cos(a[i], b[i]) (B,) for a, b (B, D), and every query against every
+// candidate, (Q, N) for q (Q, D) and c (N, D).
+torch::Tensor CosineLogits(const torch::Tensor& a, const torch::Tensor& b, double amplifier);
+torch::Tensor CosineMatrix(const torch::Tensor& q, const torch::Tensor& c, double amplifier);
 
 }  // namespace docmatch::model

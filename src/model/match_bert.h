@@ -27,6 +27,8 @@
 
 namespace docmatch::model {
 
+struct ModelKind;
+
 struct MatchBertConfig {
   int64_t vocab_size = 16000;   // V
   int64_t hidden = 256;         // C
@@ -118,5 +120,9 @@ class FlatPretrainingImpl : public torch::nn::Module {
   torch::Tensor lm_bias_;
 };
 TORCH_MODULE(FlatPretraining);
+
+// Its row of the kind registry (model/kinds.h), in model/match_bert_kind.cpp with
+// its DocumentModel.
+const ModelKind& MatchBertKind();
 
 }  // namespace docmatch::model

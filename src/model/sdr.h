@@ -12,6 +12,8 @@
 
 namespace docmatch::model {
 
+struct ModelKind;
+
 struct SdrConfig {
   int64_t vocab_size = 16000;   // V
   int64_t hidden = 256;         // C
@@ -70,5 +72,9 @@ class SentenceEncoderImpl : public torch::nn::Module {
   torch::Tensor lm_bias_;
 };
 TORCH_MODULE(SentenceEncoder);
+
+// Its row of the kind registry (model/kinds.h), in model/sdr_kind.cpp with
+// its DocumentModel.
+const ModelKind& SdrKind();
 
 }  // namespace docmatch::model

@@ -22,6 +22,8 @@
 
 namespace docmatch::model {
 
+struct ModelKind;
+
 struct SmashConfig {
   int64_t vocab_size = 16000;    // V
   int64_t embedding = 256;       // word embedding size (paper: 256)
@@ -123,5 +125,9 @@ class SmashPairImpl : public torch::nn::Module {
   torch::nn::Sequential head_{nullptr};
 };
 TORCH_MODULE(SmashPair);
+
+// Its row of the kind registry (model/kinds.h), in model/smash_kind.cpp with
+// its DocumentModel.
+const ModelKind& SmashKind();
 
 }  // namespace docmatch::model

@@ -34,6 +34,8 @@
 
 namespace docmatch::model {
 
+struct ModelKind;
+
 struct SmithConfig {
   int64_t vocab_size = 16000;   // V, from the corpus's tokenizer
   int64_t hidden = 256;         // C (paper: 256)
@@ -198,5 +200,9 @@ bool SmithSentenceLevel(const std::string& name);
 // documents of a pair.
 torch::Tensor SiameseLoss(SmithEncoder& encoder, const BlockTensors& a, const BlockTensors& b,
                           const torch::Tensor& labels);
+
+// Its row of the kind registry (model/kinds.h), in model/smith_kind.cpp with
+// its DocumentModel.
+const ModelKind& SmithKind();
 
 }  // namespace docmatch::model

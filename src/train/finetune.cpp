@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -23,6 +24,7 @@
 #include "model/document_model.h"
 #include "model/host_to_device.h"
 #include "model/smith.h"
+#include "train/finetune_batches.h"
 #include "train/finetuning_losses.h"
 #include "train/grad_cache.h"
 #include "train/mined_negatives.h"
@@ -51,173 +53,6 @@ nlohmann::json OptionsJson(const FinetuneOptions& o) {
                {"grad_cache", o.grad_cache},
                {"drop_related", o.drop_related}});
   return json;
-}
-
-// The epoch's order of the pairs: the same permutation on every rank.
-std::vector<int64_t> EpochOrder(size_t pairs, uint64_t seed, int64_t epoch) {
-  std::vector<int64_t> order(pairs);
-  for (size_t i = 0; i < pairs; ++i) order[i] = static_cast<int64_t>(i);
-  data::KeyedRandom random(seed, {0x70616972ULL /* "pair" */, static_cast<uint64_t>(epoch)});
-  random.Shuffle(&order);
-  return order;
-}
-
-// Pairs [begin, end) of `pairs` taken in `order`, read and batched on the
-// host (any thread): the sources' batch, the targets', the labels.
-struct PreparedPairs {
-  std::shared_ptr<const model::DocumentModel::HostBatch> sources, targets;
-  std::vector<float> labels;
-  std::vector<int64_t> documents;  // corpus indices, source and target of each pair
-  int64_t tokens = 0;              // the tokens the model reads of them
-};
-PreparedPairs PreparePairs(const model::DocumentModel& model, const data::Corpus& corpus,
-                           const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order,
-                           int64_t begin, int64_t end) {
-  PreparedPairs prepared;
-  std::vector<data::Document> sources, targets;
-  for (int64_t i = begin; i < end; ++i) {
-    const data::LabelledPair& p = pairs[order[i]];
-    sources.push_back(corpus.Get(p.source));
-    targets.push_back(corpus.Get(p.target));
-    prepared.tokens += model.TokensRead(sources.back()) + model.TokensRead(targets.back());
-    prepared.labels.push_back(p.label);
-    prepared.documents.insert(prepared.documents.end(), {p.source, p.target});
-  }
-  std::vector<const data::Document*> a, b;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    a.push_back(&sources[i]);
-    b.push_back(&targets[i]);
-  }
-  prepared.sources = model.Batch(a);
-  prepared.targets = model.Batch(b);
-  return prepared;
-}
-
-// Their pair logits (B,), and the labels on `device`.
-torch::Tensor PairLogitsOf(model::DocumentModel& model, const PreparedPairs& prepared, const torch::Device& device,
-                           torch::Tensor* labels) {
-  *labels = model::HostToDevice(torch::tensor(prepared.labels), device, torch::kFloat32);
-  return model.PairLogits(model.EmbedBatch(*prepared.sources, device), model.EmbedBatch(*prepared.targets, device));
-}
-
-torch::Tensor Logits(model::DocumentModel& model, const data::Corpus& corpus,
-                     const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order, int64_t begin,
-                     int64_t end, const torch::Device& device, torch::Tensor* labels) {
-  return PairLogitsOf(model, PreparePairs(model, corpus, pairs, order, begin, end), device, labels);
-}
-
-// The labelled negatives of each source, for contrastive fine-tuning, and
-// the mined ones after them.
-class HardNegatives {
- public:
-  explicit HardNegatives(const std::vector<data::LabelledPair>& pairs) {
-    for (const data::LabelledPair& p : pairs) {
-      if (p.label == 0) labelled_[p.source].push_back(p.target);
-    }
-    by_source_ = labelled_;
-  }
-  // The mined negatives of every source, in place of the earlier ones.
-  void SetMined(const std::unordered_map<int64_t, std::vector<int64_t>>& mined) {
-    mined_ = mined;
-    by_source_ = labelled_;
-    for (const auto& [source, negatives] : mined) {
-      std::vector<int64_t>& pool = by_source_[source];
-      for (int64_t n : negatives) {
-        if (std::find(pool.begin(), pool.end(), n) == pool.end()) pool.push_back(n);
-      }
-    }
-  }
-  const std::unordered_map<int64_t, std::vector<int64_t>>& mined() const { return mined_; }
-  // Up to `count` of `source`'s negatives, drawn by (seed, epoch, pair): the
-  // same on whichever rank the pair lands.
-  std::vector<int64_t> Draw(int64_t source, int64_t count, uint64_t seed, int64_t epoch, int64_t pair) const {
-    const auto it = by_source_.find(source);
-    if (it == by_source_.end() || count <= 0) return {};
-    std::vector<int64_t> drawn = it->second;
-    data::KeyedRandom random(seed,
-                             {0x68617264ULL /* "hard" */, static_cast<uint64_t>(epoch), static_cast<uint64_t>(pair)});
-    random.Shuffle(&drawn);
-    drawn.resize(std::min<size_t>(drawn.size(), static_cast<size_t>(count)));
-    return drawn;
-  }
-
- private:
-  std::unordered_map<int64_t, std::vector<int64_t>> labelled_, mined_, by_source_;
-};
-
-std::vector<data::LabelledPair> Related(const std::vector<data::LabelledPair>& pairs) {
-  std::vector<data::LabelledPair> related;
-  for (const data::LabelledPair& p : pairs) {
-    if (p.label == 1) related.push_back(p);
-  }
-  return related;
-}
-
-// Vectors (in float32) of documents given by corpus index.
-torch::Tensor EmbedDocuments(model::DocumentModel& model, const data::Corpus& corpus, const std::vector<int64_t>& ids,
-                             const torch::Device& device) {
-  std::vector<data::Document> documents;
-  for (int64_t id : ids) documents.push_back(corpus.Get(id));
-  std::vector<const data::Document*> pointers;
-  for (const data::Document& d : documents) pointers.push_back(&d);
-  return model.Embed(pointers, device).to(torch::kFloat);
-}
-
-// The documents of contrastive pairs [begin, end) of `pairs` taken in
-// `order`: their sources, targets, and the labelled negatives drawn for them.
-struct PairDocuments {
-  std::vector<int64_t> sources, targets, negatives;
-  std::vector<int64_t> All() const {
-    std::vector<int64_t> all = sources;
-    all.insert(all.end(), targets.begin(), targets.end());
-    all.insert(all.end(), negatives.begin(), negatives.end());
-    return all;
-  }
-};
-PairDocuments DrawPairs(const std::vector<data::LabelledPair>& pairs, const std::vector<int64_t>& order, int64_t begin,
-                        int64_t end, const HardNegatives& hard, int64_t hard_count, uint64_t seed, int64_t epoch) {
-  PairDocuments drawn;
-  for (int64_t i = begin; i < end; ++i) {
-    const data::LabelledPair& p = pairs[order[i]];
-    drawn.sources.push_back(p.source);
-    drawn.targets.push_back(p.target);
-    for (int64_t n : hard.Draw(p.source, hard_count, seed, epoch, order[i])) drawn.negatives.push_back(n);
-  }
-  return drawn;
-}
-
-// A chunk's documents read and batched on the host (any thread), once: the
-// gradient cache's re-run embeds the same batch again.
-struct PreparedChunk {
-  PairDocuments documents;
-  std::shared_ptr<const model::DocumentModel::HostBatch> batch;  // sources, targets, negatives
-  int64_t tokens = 0;                                            // the tokens the model reads of them
-};
-PreparedChunk PrepareChunk(const model::DocumentModel& model, const data::Corpus& corpus, PairDocuments documents) {
-  std::vector<data::Document> read;
-  for (int64_t id : documents.All()) read.push_back(corpus.Get(id));
-  std::vector<const data::Document*> pointers;
-  int64_t tokens = 0;
-  for (const data::Document& d : read) {
-    pointers.push_back(&d);
-    tokens += model.TokensRead(d);
-  }
-  std::shared_ptr<const model::DocumentModel::HostBatch> batch = model.Batch(pointers);
-  return {std::move(documents), std::move(batch), tokens};
-}
-
-// Their vectors, from one pass of the encoder over all of them.
-train::ContrastivePairs EmbedPairs(model::DocumentModel& model, const PreparedChunk& chunk,
-                                   const torch::Device& device) {
-  const PairDocuments& documents = chunk.documents;
-  const torch::Tensor vectors = model.EmbedBatch(*chunk.batch, device).to(torch::kFloat);
-  const int64_t b = static_cast<int64_t>(documents.sources.size());
-  const int64_t h = static_cast<int64_t>(documents.negatives.size());
-  // Corpus indices stay on the host: they cross ranks on the control plane
-  // and meet the device once, in the objective.
-  const auto ids = [&](const std::vector<int64_t>& v) { return torch::tensor(v, torch::kLong); };
-  return {vectors.narrow(0, 0, b), vectors.narrow(0, b, b),     ids(documents.sources),
-          ids(documents.targets),  vectors.narrow(0, 2 * b, h), ids(documents.negatives)};
 }
 
 // A pair objective (Contrastive, MultiPositiveContrastive) over this rank's
@@ -377,6 +212,31 @@ struct TrainingPairs {
   HardNegatives hard;                     // each source's labelled negatives, and the mined ones
   RelatedPairs relation;                  // the training pairs' relation, for --drop-related
 };
+// --drop-related where every document the related pairs draw is related to
+// every other: no in-batch candidate would be left as a negative, the loss
+// would be 0 at every step and nothing learnt. Refused, unless labelled or
+// mined hard negatives bring candidates of their own.
+void CheckNegativesLeft(const FinetuneOptions& options, const std::vector<data::LabelledPair>& train,
+                        const std::vector<data::LabelledPair>& drawn, const RelatedPairs& relation) {
+  if (!options.drop_related) return;
+  const bool hard = options.hard_negatives > 0 &&
+                    (options.mine_negatives > 0 ||
+                     std::any_of(train.begin(), train.end(), [](const auto& p) { return p.label == 0; }));
+  if (hard) return;
+  std::set<int64_t> documents;
+  for (const auto& p : drawn) documents.insert({p.source, p.target});
+  for (int64_t d : documents) {
+    int64_t related = 0;
+    for (int64_t other : relation.Of(d)) related += other != d && documents.count(other);
+    if (related + 1 < static_cast<int64_t>(documents.size())) return;  // d has a negative
+  }
+  throw std::invalid_argument("[finetune] --drop-related would leave no negative: each of the " +
+                              std::to_string(documents.size()) +
+                              " documents of the related pairs is related to every other, so every in-batch "
+                              "candidate is dropped and the loss is 0 at every step; leave out --drop-related, or "
+                              "give pairs of unrelated documents (label 0) with --hard-negatives");
+}
+
 TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const FinetuneLossInfo& loss,
                                 const data::Corpus& corpus, int rank, int world) {
   const bool contrastive = loss.in_batch_negatives;
@@ -386,6 +246,7 @@ TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const FinetuneLo
   std::vector<data::LabelledPair> drawn = contrastive ? Related(train) : train;
   HardNegatives hard(train);
   RelatedPairs relation(train);
+  if (contrastive && !loss.refuses_drop_related) CheckNegativesLeft(options, train, drawn, relation);
   TrainingPairs pairs{std::move(train), std::move(valid), std::move(drawn), std::move(hard), std::move(relation)};
   if (options.mine_negatives > 0) {
     TORCH_CHECK(contrastive, "[finetune] --mine-negatives adds negatives to the contrastive loss; ", loss.name,

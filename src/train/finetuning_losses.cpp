@@ -4,34 +4,24 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "model/kinds.h"
+
 namespace docmatch::train {
 
 const std::vector<FinetuneLossInfo>& FinetuneLosses() {
   static const std::vector<FinetuneLossInfo> losses = {
-      {FinetuneLoss::kContrastive,
-       "contrastive",
-       "ranking; the default",
-       "top1",
+      {FinetuneLoss::kContrastive, "contrastive", "ranking; the default", "top1",
        /*in_batch_negatives=*/true,
-       {"smith", "match_bert", "sdr", "smash"},
-       /*other_kinds_advice=*/"",
+       /*needs_pair_classifier=*/false,
        /*refuses_drop_related=*/nullptr},
-      {FinetuneLoss::kMultiPositive,
-       "multipositive",
-       "ranking; every labelled related document in the batch a positive",
-       "top1",
+      {FinetuneLoss::kMultiPositive, "multipositive",
+       "ranking; every labelled related document in the batch a positive", "top1",
        /*in_batch_negatives=*/true,
-       {"smith", "match_bert", "sdr", "smash"},
-       /*other_kinds_advice=*/"",
+       /*needs_pair_classifier=*/false,
        /*refuses_drop_related=*/"counts them as positives: give one or the other"},
-      {FinetuneLoss::kBce,
-       "bce",
-       "the papers' pair classifier",
-       "accuracy",
+      {FinetuneLoss::kBce, "bce", "the papers' pair classifier", "accuracy",
        /*in_batch_negatives=*/false,
-       {"smith", "match_bert", "smash"},
-       "SDR has no pair head for --loss bce; fine-tune it with --loss contrastive (its mean sentence vector) or "
-       "evaluate its pre-training checkpoint",
+       /*needs_pair_classifier=*/true,
        /*refuses_drop_related=*/"has no in-batch negatives"},
   };
   return losses;
@@ -63,8 +53,10 @@ const FinetuneLossInfo& FindFinetuneLoss(const std::string& name) {
 }
 
 void CheckLossTrains(const FinetuneLossInfo& loss, const std::string& kind) {
-  if (std::find(loss.kinds.begin(), loss.kinds.end(), kind) != loss.kinds.end()) return;
-  throw std::invalid_argument(std::string("[finetune] ") + loss.other_kinds_advice);
+  if (!loss.needs_pair_classifier || model::FindModelKind(kind, "[finetune]").pair_classifier) return;
+  throw std::invalid_argument(std::string("[finetune] --loss ") + loss.name + " trains a pair classifier, and a " +
+                              kind + " model's pair logit is a plain cosine with no scale or head of its own: " +
+                              "fine-tune it with --loss contrastive, or evaluate its pre-training checkpoint");
 }
 
 }  // namespace docmatch::train

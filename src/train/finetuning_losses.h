@@ -1,5 +1,6 @@
 // The fine-tuning losses, one entry each: the name --loss takes, what it
-// teaches, the model kinds it trains, whether it scores in-batch negatives
+// teaches, whether it needs a pair classifier (model/kinds.h: a kind whose
+// pair logit has a scale or head of its own), whether it scores in-batch negatives
 // (then it draws the related pairs alone, and the temperature, hard and
 // mined negatives and --grad-cache apply to it), and whether it takes
 // --drop-related.
@@ -25,8 +26,7 @@ struct FinetuneLossInfo {
   const char* teaches;               // "ranking; the default", for --help
   const char* headline;              // the training and validation figure beside the loss: "top1"
   bool in_batch_negatives;           // scores related pairs against the batch's other documents
-  std::vector<std::string> kinds;    // the model kinds it trains
-  const char* other_kinds_advice;    // what to do with a kind it does not train
+  bool needs_pair_classifier;        // trains only kinds whose row has pair_classifier (model/kinds.h)
   const char* refuses_drop_related;  // why --drop-related cannot apply to it; nullptr: it takes it
 };
 
@@ -44,7 +44,7 @@ std::string DescribeFinetuneLosses();
 const FinetuneLossInfo& FindFinetuneLoss(const std::string& name);
 
 // Throws std::invalid_argument, prefixed "[finetune]", when `loss` does not
-// train a model of `kind`.
+// train a model of `kind` (a row of model::ModelKinds()), saying which loss does.
 void CheckLossTrains(const FinetuneLossInfo& loss, const std::string& kind);
 
 }  // namespace docmatch::train

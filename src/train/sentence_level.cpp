@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "model/smith.h"
+#include "model/kinds.h"
 #include "train/training_run.h"
 
 namespace docmatch::train {
@@ -20,11 +20,12 @@ SentenceLevel::SentenceLevel(const LoopOptions& options, const std::string& kind
                 "--freeze-sentence-steps, or start over with --fresh");
     apart_ = apart_ || had;
   }
-  if (apart_ && kind != "smith") {
+  lower_level_ = model::FindModelKind(kind, "[" + stage + "]").lower_level;
+  if (apart_ && lower_level_ == nullptr) {
     throw std::runtime_error("[" + stage +
-                             "] --sentence-lr-scale and --freeze-sentence-steps set SMITH's sentence-block "
-                             "encoder apart from its document layers; this model is " +
-                             kind);
+                             "] --sentence-lr-scale and --freeze-sentence-steps set a model's lower level (SMITH's "
+                             "sentence-block encoder) apart from its upper layers; a " +
+                             kind + " model has no such levels");
   }
 }
 
@@ -32,9 +33,9 @@ std::unique_ptr<torch::optim::AdamW> SentenceLevel::MakeOptimizer(torch::nn::Mod
                                                                   const OptimizerOptions& options) {
   if (!apart_) return MakeAdamW(module, options, {}, &lower_groups_);  // factors of 1 (finetune appends its own)
   for (const auto& p : module.named_parameters()) {
-    if (model::SmithSentenceLevel(p.key())) parameters_.push_back(p.value());
+    if (lower_level_(p.key())) parameters_.push_back(p.value());
   }
-  return MakeAdamW(module, options, model::SmithSentenceLevel, &lower_groups_);
+  return MakeAdamW(module, options, lower_level_, &lower_groups_);
 }
 
 void SentenceLevel::BeginStep(int64_t step) {

@@ -1,5 +1,7 @@
-// SMITH's sentence level trained apart from its document layers: its own
-// optimizer groups, learning-rate multiple and frozen steps.
+// A model's lower level trained apart from its upper layers (SMITH's
+// sentence-block encoder from its document layers): its own optimizer
+// groups, learning-rate multiple and frozen steps. Which parameters are the
+// lower level is the kind's to say (model/kinds.h, lower_level).
 #pragma once
 
 #include <torch/torch.h>
@@ -17,7 +19,7 @@ namespace docmatch::train {
 
 // SMITH's two levels trained apart (--sentence-lr-scale,
 // --freeze-sentence-steps of LoopOptions): the sentence-block encoder
-// (model::SmithSentenceLevel) in optimizer groups of its own, at its own
+// (the kind's lower_level: model::SmithSentenceLevel) in optimizer groups of its own, at its own
 // multiple of the schedule, and frozen for the first steps: no graph through
 // it (requires_grad off, so neither its activations are kept nor its backward
 // run) and no update. A run that began with the levels apart keeps its groups
@@ -26,7 +28,7 @@ namespace docmatch::train {
 // neither flag is given to a run that never had them.
 class SentenceLevel {
  public:
-  // Checks the flags against the model's `kind` (SMITH only) and against the
+  // Checks the flags against the model's `kind` (one with a lower level) and against the
   // latest checkpoint of `run` when `resume`; throws, prefixed with `stage`,
   // with what to do instead.
   SentenceLevel(const LoopOptions& options, const std::string& kind, const std::string& stage);
@@ -50,6 +52,7 @@ class SentenceLevel {
   double scale_;
   int64_t freeze_steps_;
   bool apart_;
+  bool (*lower_level_)(const std::string& parameter) = nullptr;  // the kind's (model/kinds.h)
   std::vector<bool> lower_groups_;
   std::vector<torch::Tensor> parameters_;  // the sentence level's
 };

@@ -250,6 +250,31 @@ def main():
     assert len(got) == 2 and windows < TOLERANCE, \
         f"SMITH import's three-block vectors differ from the mean of SentenceTransformer's by {windows}"
 
+    # The bag of embeddings (--kind bag): MiniLM's word embeddings alone. A
+    # text's vector is the unit mean of the rows of its tokens, computed here
+    # in float64 from the checkpoint's own tensor and the tokenizers
+    # library's ids; the encoder's layers are dropped, not mapped.
+    bag = os.path.join(scratch, "minilm-bag")
+    bag_report, _ = run_import(docmatch, minilm, bag, "--kind", "bag")
+    table = load_file(os.path.join(minilm, "model.safetensors"))
+    table = table[next(k for k in table if k.endswith("embeddings.word_embeddings.weight"))].astype(np.float64)
+    bag_texts = texts[:10] + documents
+    proc = subprocess.run([docmatch, "encode", "--model", bag],
+                          input="".join(json.dumps({"id": f"b{i}", "text": t}) + "\n" for i, t in enumerate(bag_texts)),
+                          capture_output=True, text=True, check=True)
+    got = {line["id"]: np.array(line["vector"]) for line in map(json.loads, proc.stdout.splitlines())}
+    difference = 0.0
+    for i, e in enumerate(reference_tokenizer.encode_batch(bag_texts, add_special_tokens=False)):
+        mean = table[e.ids].mean(0)
+        difference = max(difference, float(np.abs(got[f"b{i}"] - mean / np.linalg.norm(mean)).max()))
+    layers_dropped = sum(".layer." in name for name in bag_report["dropped"])
+    figures["all-minilm-l6-v2 (bag)"] = {"mapped_tensors": bag_report["mapped_tensors"], "texts": len(bag_texts),
+                                         "encode_vs_float64_mean_of_word_embeddings": difference,
+                                         "layer_tensors_dropped": layers_dropped}
+    assert len(got) == len(bag_texts) and difference < 1e-6, \
+        f"the bag import's vectors differ from the mean of MiniLM's word embeddings by {difference}"
+    assert bag_report["mapped_tensors"] == 1 and layers_dropped == 6 * 16, bag_report["dropped"]
+
     # rxnfp: its own vocabulary and special ids, random ids of it.
     rx = os.path.join(scratch, "rxnfp-flat")
     report, to_docmatch = run_import(docmatch, rxnfp, rx)

@@ -1,8 +1,13 @@
 // Model YAML: the shipped configs load, and typos are errors.
 #include "model/config.h"
 
+#include <set>
+
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
+
+#include "model/document_model.h"
+#include "model/kinds.h"
 
 namespace docmatch::model {
 namespace {
@@ -38,7 +43,7 @@ TEST(ModelConfig, ShippedPaperConfigsHaveThePapersSizes) {
   EXPECT_EQ(ModelConfigFromJson(ModelConfigToJson(narrow), "json").smash.input.max_document_sentences, 6);
   EXPECT_EQ(LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/han.yaml").smash.depths, "S");
   EXPECT_EQ(LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/sdr-paper.yaml").sdr.margin, 1.0);
-  for (const char* tiny : {"smith-tiny.yaml", "match-bert-tiny.yaml", "sdr-tiny.yaml", "smash-tiny.yaml"}) {
+  for (const char* tiny : {"smith-tiny.yaml", "match-bert-tiny.yaml", "sdr-tiny.yaml", "smash-tiny.yaml", "bag.yaml"}) {
     EXPECT_NO_THROW(LoadModelConfig(std::string(DOCMATCH_SOURCE_DIR) + "/configs/models/" + tiny)) << tiny;
   }
 }
@@ -57,7 +62,11 @@ TEST(ModelConfig, UnknownKeysWrongTypesAndKindsAreErrors) {
   const auto error = ErrorOf;
   EXPECT_NE(error("model: {kind: smith, hiden: 64}").find("unknown model key 'hiden'"), std::string::npos);
   EXPECT_NE(error("model: {kind: smith, hidden: big}").find("'hidden'"), std::string::npos);
-  EXPECT_NE(error("model: {kind: bert}").find("not one of"), std::string::npos);
+  EXPECT_NE(error("model: {kind: bert}").find("not one of smith, match_bert, sdr, smash or bag"), std::string::npos);
+  EXPECT_NE(error("model: {kind: bag, layers: 2}")
+                .find("unknown model key 'layers' (known: amplifier, hidden, "
+                      "max_tokens, vocab_size)"),
+            std::string::npos);
   EXPECT_EQ(error("model: {kind: smith, hidden: 64, combine: attention}"), "");
 }
 
@@ -85,6 +94,55 @@ TEST(ModelConfig, SizesThatCannotMakeAModelAreErrorsNamingTheKey) {
   // A model folder's config.json passes the same checks.
   EXPECT_THROW(ModelConfigFromJson(nlohmann::json{{"kind", "smith"}, {"block_length", 1}}, "config.json"),
                std::invalid_argument);
+}
+
+// The kind registry: every row is complete and named once, its keys bind
+// fields that round-trip, its check refuses a size of zero, and its factory
+// makes a model of its own kind.
+TEST(ModelKinds, EveryRowParsesChecksAndCreatesItsKind) {
+  std::set<std::string> names;
+  for (const ModelKind* kind : ModelKinds()) {
+    SCOPED_TRACE(kind->name);
+    EXPECT_TRUE(names.insert(kind->name).second);
+    ASSERT_TRUE(kind->keys && kind->check && kind->create && kind->summary && kind->read_more);
+    EXPECT_EQ(&FindModelKind(kind->name, "test"), kind);
+    ModelConfig config;
+    config.kind = kind->name;
+    ConfigKeys keys = kind->keys(config);
+    ASSERT_TRUE(keys.count("vocab_size"));
+    keys.at("vocab_size").set(YAML::Node(321));
+    EXPECT_EQ(VocabSize(config), 321);  // the key is bound to the config's own field
+    EXPECT_NO_THROW(kind->check(config, "test"));
+    // Every kind has a size that cannot be zero; the check names it.
+    bool refused = false;
+    for (auto& [key, field] : kind->keys(config)) {
+      ModelConfig zero = config;
+      try {
+        kind->keys(zero).at(key).set(YAML::Node(0));
+      } catch (const YAML::Exception&) {
+        continue;  // not a number (separator: a bool)
+      }
+      try {
+        kind->check(zero, "test");
+      } catch (const std::invalid_argument& e) {
+        refused = true;
+        EXPECT_NE(std::string(e.what()).find("model key '" + key + "'"), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_TRUE(refused);
+    config.kind = kind->name;
+    SetVocabSize(&config, 50);
+    EXPECT_EQ(DocumentModel::Create(config)->config().kind, kind->name);
+  }
+  EXPECT_EQ(names.size(), 5u);
+  EXPECT_THROW(FindModelKind("bert", "test"), std::invalid_argument);
+  // Only SMITH has a lower level to train apart; SDR's plain cosine has no
+  // pair classifier for --loss bce.
+  EXPECT_TRUE(FindModelKind("smith", "t").lower_level("sentence_encoder.layers.0.output.weight"));
+  EXPECT_FALSE(FindModelKind("smith", "t").lower_level("document_encoder.layers.0.output.weight"));
+  EXPECT_EQ(FindModelKind("bag", "t").lower_level, nullptr);
+  EXPECT_FALSE(FindModelKind("sdr", "t").pair_classifier);
+  EXPECT_TRUE(FindModelKind("bag", "t").pair_classifier);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// DocumentModel: for every kind, the score matrix equals the pair logits of
+// DocumentModel: for every kind of the registry, the score matrix equals the pair logits of
 // every pair, a document's vector does not depend on its batch, fine-tuning
 // reads no value back from the device, and the config survives the JSON
 // that checkpoints carry; SMASH's factored score
@@ -29,6 +29,7 @@ ModelConfig Tiny(const std::string& kind) {
   c.smash.embedding = 8;
   c.smash.gru_units = 4;
   c.smash.pair_hidden = 8;
+  c.bag = {/*vocab_size=*/1005, /*hidden=*/16, /*max_tokens=*/20, /*amplifier=*/6.0};
   return c;
 }
 
@@ -88,7 +89,13 @@ TEST_P(EveryKind, FineTuningStepReadsNoValueBackFromTheDevice) {
   EXPECT_GT(reads.ops(), 20);
 }
 
-INSTANTIATE_TEST_SUITE_P(DocumentModel, EveryKind, ::testing::Values("smith", "match_bert", "smash", "sdr"));
+// Every row of the kind registry: a kind added there is tested here.
+std::vector<std::string> KindNames() {
+  std::vector<std::string> names;
+  for (const ModelKind* kind : ModelKinds()) names.emplace_back(kind->name);
+  return names;
+}
+INSTANTIATE_TEST_SUITE_P(DocumentModel, EveryKind, ::testing::ValuesIn(KindNames()));
 
 TEST(DocumentModel, SmashFactoredScoreMatrixEqualsTheHeadOnConcatenatedPairs) {
   torch::manual_seed(5);

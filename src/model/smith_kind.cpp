@@ -1,0 +1,82 @@
+// How the rest of docmatch sees a SMITH model: its DocumentModel, its
+// config keys and checks, and its row of the kind registry (model/kinds.h).
+#include <algorithm>
+
+#include "model/config.h"
+#include "model/document_model.h"
+#include "model/host_to_device.h"
+#include "model/kinds.h"
+
+namespace docmatch::model {
+namespace {
+
+class SmithModel : public DocumentModel {
+ public:
+  explicit SmithModel(const ModelConfig& config) : DocumentModel(config), encoder_(config.smith) {}
+  torch::nn::Module& module() override { return *encoder_; }
+  int64_t dimension() const override { return encoder_->dimension(); }
+  std::shared_ptr<const HostBatch> Batch(const std::vector<const data::Document*>& documents) const override {
+    return std::make_shared<HeldBatch<data::BlockBatch>>(
+        data::BuildBlockBatch(documents, config().smith.Blocks(), nullptr, 0));
+  }
+  torch::Tensor EmbedBatch(const HostBatch& batch, const torch::Device& device) override {
+    return encoder_(ToTensors(BatchOf<data::BlockBatch>(batch), device));
+  }
+  int64_t TokensRead(const data::Document& document) const override {
+    const data::BlockOptions blocks = config().smith.Blocks();
+    const int64_t special = blocks.separator ? 2 : 1;  // [CLS] (+ [SEP]) in every block
+    int64_t read = 0;
+    for (const auto& block : data::PackBlocks(document, blocks)) read += static_cast<int64_t>(block.size()) - special;
+    return read;
+  }
+  torch::Tensor PairLogits(const torch::Tensor& a, const torch::Tensor& b) override {
+    return CosineLogits(a, b, config().smith.amplifier);
+  }
+  torch::Tensor ScoreMatrix(const torch::Tensor& q, const torch::Tensor& c) override {
+    return CosineMatrix(q, c, config().smith.amplifier);
+  }
+
+ private:
+  SmithEncoder encoder_;
+};
+
+ConfigKeys Keys(ModelConfig& config) {
+  SmithConfig& c = config.smith;
+  return TransformerKeys(&c, {{"sentence_layers", Key(&c.sentence_layers)},
+                              {"document_layers", Key(&c.document_layers)},
+                              {"block_length", Key(&c.block_length)},
+                              {"max_blocks", Key(&c.max_blocks)},
+                              {"combine", Key(&c.combine)},
+                              {"block_pooling", Key(&c.block_pooling)},
+                              {"separator", Key(&c.separator)},
+                              {"amplifier", Key(&c.amplifier)}});
+}
+
+void Check(const ModelConfig& config, const std::string& origin) {
+  const SmithConfig& c = config.smith;
+  CheckTransformerKeys(c, origin);
+  KeyAtLeast(origin, "sentence_layers", c.sentence_layers, 1, "the sentence-block encoder");
+  KeyAtLeast(origin, "document_layers", c.document_layers, 0, "layers");
+  KeyAtLeast(origin, "block_length", c.block_length, c.separator ? 3 : 2,
+             c.separator ? "a block holds [CLS], [SEP] and a word" : "a block holds [CLS] and a word");
+  KeyAtLeast(origin, "max_blocks", c.max_blocks, 1, "blocks a document");
+  KeyAtLeast(origin, "amplifier", c.amplifier, 0, "the pair logit's scale");
+}
+
+std::unique_ptr<DocumentModel> Create(const ModelConfig& config) { return std::make_unique<SmithModel>(config); }
+
+}  // namespace
+
+const ModelKind& SmithKind() {
+  static const ModelKind kind{"smith",
+                              "hierarchical: sentence blocks, then a document transformer (Yang et al. 2020)",
+                              Keys,
+                              Check,
+                              Create,
+                              /*pair_classifier=*/true,
+                              /*lower_level=*/SmithSentenceLevel,
+                              "a larger max_blocks or block_length in the model config reads more"};
+  return kind;
+}
+
+}  // namespace docmatch::model
