@@ -42,6 +42,20 @@ case "$recipe" in
   flat | smith) ;;
   *) echo "quickstart.sh: --recipe '$recipe': flat or smith" >&2; exit 2 ;;
 esac
+# The variables' numbers, checked before any work: a value that is not one is
+# named with its variable (a negative page count once meant every page, "abc"
+# ranks one rank).
+whole_number() {  # NAME LEAST MEANING: the variable, if set, is a whole number >= LEAST
+  local value=${!1-}
+  [ -z "${!1+set}" ] && return 0
+  if ! [[ "$value" =~ ^[0-9]+$ ]] || [ "$((10#$value))" -lt "$2" ]; then
+    echo "quickstart.sh: $1='$value' must be a whole number of at least $2 ($3)" >&2
+    exit 2
+  fi
+}
+whole_number DOCMATCH_QUICKSTART_PAGES 0 "0: every page; N: printf(3) and the N-1 pages nearest it, e.g. 300"
+whole_number DOCMATCH_QUICKSTART_STEPS 1 "fine-tuning steps"
+whole_number DOCMATCH_RANKS 1 "processes under mpirun"
 started=$(date +%s)
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -57,17 +71,21 @@ models="${DOCMATCH_MODELS:-$HOME/.cache/docmatch/models}"
 [ -s "$models/all-minilm-l6-v2/model.safetensors" ] || "$venv_python" scripts/fetch-models.py all-minilm-l6-v2
 mkdir -p "${DOCMATCH_QUICKSTART_DIR:-.}"
 cd "${DOCMATCH_QUICKSTART_DIR:-.}"
-pages=${DOCMATCH_QUICKSTART_PAGES:-0}
+pages=$((10#${DOCMATCH_QUICKSTART_PAGES:-0}))
 if [ ! -s data/manpages/articles.jsonl ] || [ "$(cat data/manpages/.pages 2>/dev/null || echo 0)" != "$pages" ]; then
   echo "[quickstart] rendering Debian's manual pages into data/manpages/"
   python3 "$repo/scripts/make-manpages.py" --output data/manpages --pages "$pages"
   echo "$pages" > data/manpages/.pages
 fi
-python3 "$repo/scripts/make-pairs.py" --articles data/manpages/articles.jsonl --related data/manpages/related.jsonl \
-  --output data/manpages
+if ! python3 "$repo/scripts/make-pairs.py" --articles data/manpages/articles.jsonl \
+  --related data/manpages/related.jsonl --output data/manpages; then
+  [ "$pages" -gt 0 ] && echo "quickstart.sh: DOCMATCH_QUICKSTART_PAGES=$pages keeps too few pages to draw" \
+    "negatives from (above); give more, e.g. 300, or 0 for every page" >&2
+  exit 1
+fi
 steps=()
 if [ -n "${DOCMATCH_QUICKSTART_STEPS:-}" ]; then
-  n=$DOCMATCH_QUICKSTART_STEPS
+  n=$((10#$DOCMATCH_QUICKSTART_STEPS))
   steps=(--steps "$n" --decay-steps "$n" --warmup-steps $((n < 3 ? 0 : 3)) --validate-every "$n" --checkpoint-every "$n")
 fi
 

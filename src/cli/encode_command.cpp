@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/outputs.h"
 #include "cli/training_flags.h"
+#include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/text/corpus_reader.h"
 #include "data/text/prepare.h"
@@ -89,6 +90,7 @@ int RunEncode(const EncodeFlags& flags) {
     if (static_cast<int64_t>(batch.size()) == flags.batch_size) {
       flush();
       bar.Add(flags.batch_size);
+      console::StopIfInterrupted();
     }
   }
   const int64_t last = static_cast<int64_t>(batch.size());

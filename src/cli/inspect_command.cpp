@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/inspect_runs.h"
 #include "cli/training_flags.h"
+#include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/corpus/corpus.h"
 #include "data/text/tokenizer.h"
@@ -101,6 +102,7 @@ int Verify(const std::vector<const data::ShardReader*>& shards) {
       for (const data::Document& d : shard->Read(begin, end)) block_tokens += d.num_tokens();
       tokens += block_tokens;
       bar.Add(end - begin, block_tokens);
+      console::StopIfInterrupted();
     }
   }
   bar.Finish();

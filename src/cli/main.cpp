@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/yaml_config.h"
+#include "console/interrupt.h"
 #include "console/log_sink.h"
 #include "data/corpus/hdf5_util.h"
 #include "dist/build_info.h"
@@ -245,8 +246,15 @@ int main(int argc, char** argv) {
     if (!command.app->parsed()) continue;
     const std::string who = "docmatch " + command.app->get_name();
     int status = 1;
+    // Training runs checkpoint on a stop signal (their own handlers); every
+    // other command stops at its next unit of work (console/interrupt.h).
+    const bool training = command.app->get_name() == "pretrain" || command.app->get_name() == "finetune";
+    if (!training) docmatch::console::InstallInterruptHandlers();
     try {
       status = command.run();
+    } catch (const docmatch::console::Interrupted& e) {
+      std::cerr << who << ": " << e.what() << std::endl;
+      return 128 + e.signal();
     } catch (const std::exception& e) {
       std::cerr << who << ": error: " << docmatch::dist::ErrorMessage(e) << std::endl;
       return 1;

@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 struct SearchFlags {
   std::string embeddings, model, corpus, tokenizer, queries, text, format = "table", device = "auto", index;
   bool ann = false;
+  bool text_given = false;  // --text, even empty: an empty query is named, not taken for none
   std::vector<std::string> ids;
   eval::SearchOptions options;
 };
@@ -144,13 +145,20 @@ class SearchCommand {
   std::vector<eval::SearchQuery> Queries() {
     std::vector<eval::SearchQuery> queries;
     for (const std::string& id : flags_.ids) queries.push_back(ById(id, ""));
-    if (!flags_.text.empty()) {
+    if (flags_.text_given) {
       std::string text = flags_.text;
       if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+        throw std::invalid_argument(
+            std::string("[search] --text ") +
+            (flags_.text == "-" ? "- read nothing but blanks from standard input" : "is empty") +
+            ": give the words to search for");
+      }
       queries.push_back(ByText(text, text));
       unlabelled_texts_.insert(queries.size() - 1);
     }
     if (!flags_.queries.empty()) {
+      const size_t before = queries.size();
       std::ifstream in(flags_.queries);
       if (!in) throw std::invalid_argument("[search] cannot read --queries '" + flags_.queries + "'");
       std::string line;
@@ -175,6 +183,11 @@ class SearchCommand {
           throw std::invalid_argument("[search] " + where +
                                       "expected {\"text\": ...} (a text query) or {\"id\": ...} (a document)");
         }
+      }
+      if (queries.size() == before) {
+        throw std::invalid_argument("[search] --queries '" + flags_.queries +
+                                    "' holds no query (it is empty or blank): one JSON object a line, {\"id\": ...} or "
+                                    "{\"text\": ...}");
       }
     }
     if (queries.empty()) throw std::invalid_argument("[search] no query: give --id, --text or --queries");
@@ -286,7 +299,10 @@ Command AddSearchCommand(CLI::App* app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "jsonl"}));
   AddDeviceFlag(sub, &flags->device);
-  return {sub, [flags] { return SearchCommand(*flags).Run(); }};
+  return {sub, [flags, sub] {
+            flags->text_given = sub->count("--text") > 0;
+            return SearchCommand(*flags).Run();
+          }};
 }
 
 Command AddIndexCommand(CLI::App* app) {

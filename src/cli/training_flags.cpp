@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli/yaml_config.h"
+#include "console/interrupt.h"
 #include "dist/runtime.h"
 #include "train/step_profiling.h"
 
@@ -109,6 +110,9 @@ void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
 
 int RunDistributed(const DistributedFlags& flags, const std::function<int(dist::ProcessGroup& group)>& body) {
   dist::MpiRuntime mpi(nullptr, nullptr);
+  // After MPI's start-up, which may set handlers of its own; a training run
+  // sets its checkpointing ones later (train/training_run.h).
+  console::InstallInterruptHandlers();
   dist::SetUpRankLogging(mpi.rank(), flags.log_dir);
   // The group outlives the body: a rank that fails reports and ends the job
   // (RunOnAllRanks) before its communicators are torn down, since tearing

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "console/interrupt.h"
 #include "console/log_sink.h"
 
 #ifdef DOCMATCH_HAS_CUDA
@@ -263,6 +264,9 @@ int RunOnAllRanks(const std::function<int()>& body) {
   std::string message;
   try {
     return body();
+  } catch (const console::Interrupted& e) {
+    if (size == 1) throw;  // main exits 128 + the signal
+    message = e.what();
   } catch (const std::exception& e) {
     message = ErrorMessage(e);
   } catch (...) {

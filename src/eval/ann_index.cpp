@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/text/tokenizer.h"
 #include "files/file_writer.h"
@@ -101,9 +102,11 @@ void AnnIndex::Build(const EmbeddingFile& file, const std::string& path, const A
     const int64_t first = begin == 0 ? 1 : 0;
     if (first) graph.addPoint(data, 0);
     Parallel(end - begin - first, options.threads, [&](int64_t i) {
+      if (console::InterruptRequested()) return;  // the rest of the block is skipped; thrown below
       const int64_t row = begin + first + i;
       graph.addPoint(data + (row - begin) * D, static_cast<size_t>(row));
     });
+    console::StopIfInterrupted();  // before the index file is written
     bar.Add(end - begin);
   }
   bar.Finish();

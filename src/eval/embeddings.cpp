@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <optional>
 
+#include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/corpus/hdf5_util.h"
+#include "files/lock_file.h"
 #include "io/model_folder.h"
 
 namespace docmatch::eval {
@@ -191,11 +193,7 @@ void ReportCut(const model::DocumentModel& model, const data::Corpus& corpus, co
   }
   if (rank != 0 || documents == 0) return;
   const std::string kind = model.config().kind;
-  const std::string more =
-      kind == "match_bert" ? "import-hf --chunks N (or a model's chunks key) averages N windows; SMITH reads blocks "
-                             "of sentences (import-hf --kind smith)"
-      : kind == "smith"    ? "a larger max_blocks or block_length in the model config reads more"
-                           : "the model config's length limits set how much is read";
+  const std::string more = model::FindModelKind(kind, "[embed]").read_more;
   const int64_t total = corpus.manifest().totals.tokens;
   const double percent = total > 0 ? std::round(1000.0 * tokens / total) / 10 : 0.0;
   LOG(WARNING) << "[embed] " << documents << " of " << corpus.num_documents() << " documents are longer than the "
@@ -207,6 +205,15 @@ void ReportCut(const model::DocumentModel& model, const data::Corpus& corpus, co
 
 EmbeddingWriter::EmbeddingWriter(std::string path, int64_t dimension, bool sentences)
     : path_(std::move(path)), dimension_(dimension), sentences_(sentences) {
+  // Before the create, which would truncate a file another process is
+  // writing before HDF5's own lock refused it (files/lock_file.h).
+  lock_ = std::make_unique<files::LockFile>(
+      path_ + ".lock",
+      [this](const std::string& holder) {
+        return Where(path_) + ": cannot create '" + path_ + "': another process is writing it (docmatch, " + holder +
+               "); wait for it to finish, or write elsewhere";
+      },
+      /*remove=*/true);
   file_ = std::make_unique<data::shard_format::Handle>(hdf5::CreateFile(path_, Where(path_)));
   try {
     CreateDatasets(file_->get(), Where(path_), dimension, sentences);
@@ -271,7 +278,8 @@ void EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<cons
 void EmbeddingWriter::AppendDocuments(const std::vector<std::string>& ids, const torch::Tensor& vectors,
                                       const std::vector<model::DocumentSentences>& all) {
   TORCH_CHECK(sentences_, "[embed] '", path_, "' holds no sentence vectors");
-  TORCH_CHECK(all.size() == ids.size(), "[embed] ", all.size(), " documents' sentence vectors for ", ids.size(), " ids");
+  TORCH_CHECK(all.size() == ids.size(), "[embed] ", all.size(), " documents' sentence vectors for ", ids.size(),
+              " ids");
   for (const model::DocumentSentences& s : all) {
     TORCH_CHECK(s.vectors.device().is_cpu() && s.vectors.scalar_type() == torch::kFloat && s.vectors.is_contiguous() &&
                     s.vectors.dim() == 2 && s.vectors.size(1) == dimension_,
@@ -337,6 +345,7 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
     EmbeddingWriter writer(part, model.dimension(), sentences);
     console::ProgressBar bar("[embed]", end - begin, "docs", "", rank == 0 && progress);
     for (int64_t from = begin; from < end; from += batch_size) {
+      console::StopIfInterrupted();  // the part file goes with the writer
       const std::vector<data::Document> documents = ReadDocuments(corpus, from, std::min(end, from + batch_size));
       std::vector<const data::Document*> pointers;
       for (const auto& d : documents) {
@@ -392,6 +401,13 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
     }
     total += weights[i];
   }
+  if (!std::isfinite(total)) {
+    // Only the weights' ratios count: very large ones (1e308 twice) are
+    // taken relative to the largest, so that their sum stays finite.
+    const double largest = *std::max_element(weights.begin(), weights.end());
+    total = 0;
+    for (double& w : weights) total += (w /= largest);
+  }
   std::vector<std::unique_ptr<EmbeddingFile>> files;
   int64_t dimension = 0;
   for (const std::string& path : inputs) {
@@ -430,8 +446,8 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
     for (const std::string& id : first.ids()) {
       const std::optional<int64_t> row = file.Row(id);
       if (!row) {
-        throw std::invalid_argument("[fuse] document '" + id + "' of '" + first.path() + "' is not in '" +
-                                    file.path() + "': fuse files embedded from the same corpus");
+        throw std::invalid_argument("[fuse] document '" + id + "' of '" + first.path() + "' is not in '" + file.path() +
+                                    "': fuse files embedded from the same corpus");
       }
       rows.push_back(*row);
     }
@@ -528,6 +544,21 @@ EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {
   const std::vector<hsize_t> dims = hdf5::Dimensions(f, where, "vectors");
   if (dims.size() != 2 || static_cast<int64_t>(dims[0]) != n || static_cast<int64_t>(dims[1]) != dimension_)
     hdf5::Fail(where, "'vectors' is not (documents x dimension)");
+  if (dimension_ < 1) {
+    hdf5::Fail(where, "its vectors have " + std::to_string(dimension_) +
+                          " dimensions: there is nothing to compare (an embedding written empty?)");
+  }
+  {
+    // Complex or integer numbers are not vectors docmatch wrote: say so,
+    // rather than let the float read fail as if the file were damaged.
+    const hdf5::Handle dataset(H5Dopen2(f, "vectors", H5P_DEFAULT), H5Dclose);
+    const hdf5::Handle type(H5Dget_type(dataset.get()), H5Tclose);
+    if (!type.valid() || H5Tget_class(type.get()) != H5T_FLOAT) {
+      hdf5::Fail(where,
+                 "'vectors' does not hold floating-point numbers (complex or integer values?); docmatch "
+                 "embeddings are float32 (write them with `docmatch embed` or `encode`)");
+    }
+  }
   if (H5Lexists(f, "document_offsets", H5P_DEFAULT) > 0) {
     document_offsets_.resize(n + 1);
     hdf5::ReadRows(f, where, "document_offsets", H5T_NATIVE_INT64, 0, n + 1, document_offsets_.data());

@@ -40,6 +40,7 @@
 
 #include "data/corpus/corpus.h"
 #include "dist/process_group.h"
+#include "files/lock_file.h"
 #include "model/document_model.h"
 
 namespace docmatch::data::shard_format {
@@ -94,6 +95,7 @@ class EmbeddingWriter {
   int64_t dimension_;
   bool sentences_;
   int64_t sentence_count_ = 0, paragraph_count_ = 0;
+  std::unique_ptr<files::LockFile> lock_;  // <path>.lock while the file is written; released after file_
   std::unique_ptr<data::shard_format::Handle> file_;
 };
 

@@ -5,10 +5,12 @@
 #include <glog/logging.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <numeric>
 #include <sstream>
 
+#include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/batches/pairs.h"
 #include "data/corpus/corpus.h"
@@ -32,9 +34,9 @@ constexpr const char* kMaxSim = "maxsim over windows";
 // windows: sdr_scoring.h). Without a model (vectors made elsewhere) the score
 // is the cosine, or MaxSim where the file holds windows.
 struct Scorer {
-  model::DocumentModel* model = nullptr;      // null: cosine
-  torch::Tensor vectors;                      // (N, D)
-  std::vector<model::DocumentSentences> sdr;  // (N,) SDR only
+  model::DocumentModel* model = nullptr;                 // null: cosine
+  torch::Tensor vectors;                                 // (N, D)
+  std::vector<model::DocumentSentences> sdr;             // (N,) SDR only
   std::shared_ptr<const SentencePool> corpus_sentences;  // sdr prepared once for rankings (UseSentences)
   bool normalize = false;
   std::vector<int64_t> sdr_pool;          // SDR pairs: a seeded sample, pool_size + 2 long (or the whole file)
@@ -303,6 +305,7 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
     sums[5] += m.mpr * n;
     for (size_t k = 0; k < ks.size(); ++k) sums[6 + k] += m.hit_ratio.at(ks[k]) * n;
     bar.Add(static_cast<int64_t>(batch.size()), static_cast<int64_t>(batch.size()));
+    console::StopIfInterrupted();
   }
   bar.Finish();
   if (k_kept > 0) {
@@ -417,8 +420,26 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
 }
 
 // eval --queries: their corpus, checked against the candidates' tokenizer.
-std::unique_ptr<data::Corpus> OpenQueries(const EvalOptions& options, const data::Corpus& corpus) {
+std::unique_ptr<data::Corpus> OpenQueries(const EvalOptions& options, const data::Corpus& corpus, int rank) {
   if (options.queries.empty()) return nullptr;
+  // The candidates' own corpus (the same folder, or a copy with the same
+  // manifest) as --queries would rank every query against itself, a hit at
+  // rank 1 that measures nothing: ranked as without --queries, each query
+  // left out of its own candidates, and said.
+  std::error_code error;
+  const auto manifest = [](const std::string& folder) {
+    std::ifstream in(std::filesystem::path(folder) / data::kManifestFile, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  if (std::filesystem::equivalent(options.queries, options.corpus, error) ||
+      manifest(options.queries) == manifest(options.corpus)) {
+    if (rank == 0) {
+      LOG(WARNING) << "[eval] --queries " << options.queries << " is the corpus " << options.corpus
+                   << " itself: each query is ranked against the other documents, leaving itself out, as without "
+                      "--queries";
+    }
+    return nullptr;
+  }
   if (options.relevance.empty()) {
     throw std::runtime_error(
         "[eval] --queries ranks its documents against the corpus: give --relevance, whose "
@@ -439,7 +460,7 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
   const torch::Device device = group.device();
   dist::ControlPlane& control = group.control();
   const data::Corpus corpus(options.corpus);
-  const std::unique_ptr<data::Corpus> queries = OpenQueries(options, corpus);
+  const std::unique_ptr<data::Corpus> queries = OpenQueries(options, corpus, group.rank());
   torch::NoGradGuard no_grad;
   if (options.model.empty()) return EvaluateVectors(options, corpus, queries.get(), control);
   io::ModelFolderInfo info;

@@ -8,6 +8,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "console/interrupt.h"
 #include "console/progress.h"
 
 namespace docmatch::eval {
@@ -101,6 +102,7 @@ torch::Tensor LexicalIndex::Against(
   double* out = scores.data_ptr<double>();
   std::vector<double> dense;
   for (int64_t begin = 0; begin < Q; begin += kColumns) {
+    console::StopIfInterrupted();
     const int64_t n = std::min(kColumns, Q - begin);
     dense.assign(static_cast<size_t>(vocab_ * n), 0.0);  // (V, n): token t of query q at t * n + q
     for (int64_t q = 0; q < n; ++q) {

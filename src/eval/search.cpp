@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "console/interrupt.h"
 #include "eval/sdr_scoring.h"
 
 namespace docmatch::eval {
@@ -74,6 +75,12 @@ torch::Tensor Searcher::QueryVectors(const std::vector<SearchQuery>& queries,
     const SearchQuery& query = queries[q];
     if (query.row >= 0) {
       rows[q] = file_.Vectors(query.row, query.row + 1)[0];
+      if (!rows[q].ne(0).any().item<bool>()) {
+        // No direction, so no cosine: every score would read 0 and the hits
+        // come in file order (fuse refuses such a row too).
+        throw std::invalid_argument("[search] document '" + query.label + "' has an all-zero vector in '" +
+                                    file_.path() + "': it matches nothing; embed it again");
+      }
       if (with_sentences) slots[q] = file_.Sentences(query.row, query.row + 1)[0];
       continue;
     }
@@ -147,6 +154,7 @@ std::vector<std::vector<SearchHit>> Searcher::ExactCandidates(const std::vector<
   torch::Tensor best_scores = torch::empty({Q, 0}, torch::kFloat64);
   torch::Tensor best_rows = torch::empty({Q, 0}, torch::kLong);
   for (int64_t begin = 0; begin < N; begin += options_.block_rows) {
+    console::StopIfInterrupted();
     const int64_t end = std::min(N, begin + options_.block_rows);
     torch::Tensor scores = BlockScores(vectors, lexical, begin, end);
     if (options_.exclude_self) {

@@ -75,7 +75,9 @@ void WriteFolder(const std::string& output, const std::function<void(const std::
   fs::remove_all(staged);
   fs::create_directories(staged);
   try {
+    WriteFile(staged + "/" + kStagingMark, "");
     write(staged);
+    fs::remove(staged + "/" + kStagingMark);
   } catch (...) {
     std::error_code ignored;
     fs::remove_all(staged, ignored);  // nothing half-written stays behind

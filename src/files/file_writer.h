@@ -34,9 +34,16 @@ void ReplaceFile(const std::string& path, const std::string& bytes);
 // "Input/output error").
 void CopyFile(const std::string& from, const std::string& to);
 
+// The empty file a folder docmatch stages carries until it is renamed into
+// place: it marks a leftover `X.tmp/` of a crash as docmatch's, so that a
+// clean-up may remove it (io/own_outputs.h).
+constexpr const char* kStagingMark = ".docmatch-staging";
+
 // A folder written whole or not at all: write(staged) fills `output`.tmp
-// (emptied first), which then replaces `output`; if write throws, the staged
-// folder is removed and `output` is left as it was.
+// (emptied first, then marked with kStagingMark), which then replaces
+// `output`; if write throws, the staged folder is removed and `output` is
+// left as it was. The caller has made sure that `output` and `output`.tmp,
+// where they exist, are docmatch's (io::RemoveOwnOutputs).
 void WriteFolder(const std::string& output, const std::function<void(const std::string& staged)>& write);
 
 // "writing '<path>' failed: <strerror(error)>"

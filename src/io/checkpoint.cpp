@@ -4,6 +4,7 @@
 
 #include "files/file_writer.h"
 #include "io/checksums.h"
+#include "io/own_outputs.h"
 
 #include <glog/logging.h>
 
@@ -116,45 +117,58 @@ CheckpointDirectory::CheckpointDirectory(std::string root, int keep_last)
 std::string CheckpointDirectory::Save(int64_t step, const std::function<void(const std::string&)>& write) {
   const fs::path final_folder = fs::path(root_) / ("step-" + std::to_string(step));
   const fs::path temporary = final_folder.string() + ".tmp";
-  fs::remove_all(temporary);
+  const fs::path link = fs::path(root_) / "latest", staged = fs::path(root_) / "latest.tmp";
+  // What this save replaces must be docmatch's: checked before anything is written.
+  const std::vector<std::pair<std::string, Output>> replaced = {{temporary.string(), Output::kStaged},
+                                                                {final_folder.string(), Output::kCheckpoint},
+                                                                {link.string(), Output::kLink},
+                                                                {staged.string(), Output::kLink}};
+  const std::string why = "[ckpt] saving step " + std::to_string(step) + " in " + root_;
+  const std::string advice = "move it out of " + root_ + ", or give the run another folder";
+  CheckOwnOutputs(replaced, why, advice);
+  RemoveOwnOutputs({{temporary.string(), Output::kStaged}}, why, advice);
   fs::create_directories(temporary);
+  const fs::path mark = temporary / files::kStagingMark;
   try {
+    files::WriteFile(mark.string(), "");
     write(temporary.string());
     WriteChecksums(temporary.string());
+    fs::remove(mark);
   } catch (...) {
     fs::remove_all(temporary);
     throw;
   }
-  fs::remove_all(final_folder);
+  RemoveOwnOutputs({{final_folder.string(), Output::kCheckpoint}}, why, advice);
   fs::rename(temporary, final_folder);
   // `latest`: a new symlink renamed over the old one (atomic on POSIX).
-  const fs::path link = fs::path(root_) / "latest", staged = fs::path(root_) / "latest.tmp";
-  fs::remove(staged);
+  RemoveOwnOutputs({{staged.string(), Output::kLink}}, why, advice);
   fs::create_directory_symlink(final_folder.filename(), staged);
   fs::rename(staged, link);
-  // Keep the newest keep_last_ complete checkpoints.
-  std::vector<std::pair<int64_t, fs::path>> steps;
-  for (const auto& entry : fs::directory_iterator(root_)) {
-    const int64_t n = StepOf(entry.path());
-    if (n >= 0 && entry.is_directory()) steps.emplace_back(n, entry.path());
-  }
-  std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + keep_last_ < steps.size(); ++i) fs::remove_all(steps[i].second);
+  // Keep the newest keep_last_ checkpoints (Steps: docmatch's alone).
+  const std::vector<std::string> steps = Steps();
+  for (size_t i = 0; i + keep_last_ < steps.size(); ++i)
+    RemoveOwnOutputs({{steps[i], Output::kCheckpoint}}, why, advice);
   LOG(INFO) << "[ckpt] saved " << final_folder.string();
   return final_folder.string();
 }
 
-size_t CheckpointDirectory::RemoveAll() {
-  size_t removed = 0;
-  for (const std::string& folder : Steps()) removed += fs::remove_all(folder) > 0;
-  std::vector<fs::path> partial;  // step-<N>.tmp left by a crash
-  for (const auto& entry : fs::directory_iterator(root_)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && entry.path().extension() == ".tmp") partial.push_back(entry.path());
+std::vector<std::pair<std::string, Output>> CheckpointDirectory::Outputs() const {
+  std::vector<std::pair<std::string, Output>> outputs;
+  if (fs::exists(root_)) {
+    for (const auto& entry : fs::directory_iterator(root_)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("step-", 0) != 0) continue;
+      if (StepOf(entry.path()) >= 0) {
+        outputs.emplace_back(entry.path().string(), Output::kCheckpoint);
+      } else if (entry.path().extension() == ".tmp") {
+        outputs.emplace_back(entry.path().string(), Output::kStaged);  // step-<N>.tmp left by a crash
+      }
+    }
   }
-  for (const fs::path& folder : partial) fs::remove_all(folder);
-  fs::remove(fs::path(root_) / "latest");
-  return removed;
+  std::sort(outputs.begin(), outputs.end());
+  for (const char* link : {"latest", "latest.tmp"})
+    outputs.emplace_back((fs::path(root_) / link).string(), Output::kLink);
+  return outputs;
 }
 
 std::vector<std::string> CheckpointDirectory::Steps() const {
@@ -162,7 +176,8 @@ std::vector<std::string> CheckpointDirectory::Steps() const {
   if (fs::exists(root_)) {
     for (const auto& entry : fs::directory_iterator(root_)) {
       const int64_t n = StepOf(entry.path());
-      if (n >= 0 && entry.is_directory()) steps.emplace_back(n, entry.path().string());
+      if (n >= 0 && entry.is_directory() && NotDocmatchs(entry.path().string(), Output::kCheckpoint).empty())
+        steps.emplace_back(n, entry.path().string());
     }
   }
   std::sort(steps.begin(), steps.end());
@@ -177,17 +192,9 @@ std::optional<std::string> CheckpointDirectory::Latest() const {
   if (fs::is_symlink(link, error) && fs::is_directory(link, error)) {
     return (fs::path(root_) / fs::read_symlink(link)).string();
   }
-  int64_t best = -1;
-  std::optional<std::string> folder;
-  if (!fs::exists(root_)) return folder;
-  for (const auto& entry : fs::directory_iterator(root_)) {
-    const int64_t n = StepOf(entry.path());
-    if (n > best && entry.is_directory()) {
-      best = n;
-      folder = entry.path().string();
-    }
-  }
-  return folder;
+  const std::vector<std::string> steps = Steps();
+  if (steps.empty()) return std::nullopt;
+  return steps.back();
 }
 
 }  // namespace docmatch::io

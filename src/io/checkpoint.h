@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "io/own_outputs.h"
+
 namespace docmatch::io {
 
 // A checkpoint whose tensors do not fit the model (another model or config):
@@ -45,14 +47,17 @@ class CheckpointDirectory {
   CheckpointDirectory(std::string root, int keep_last = 3);
 
   // Calls write(folder) on step-<step>.tmp, then renames it to step-<step>,
-  // points `latest` at it and prunes. Returns the final folder.
+  // points `latest` at it and prunes. Returns the final folder. What it
+  // replaces or prunes must be docmatch's (own_outputs.h); a folder of
+  // someone else's where it writes is refused before anything is written.
   std::string Save(int64_t step, const std::function<void(const std::string& folder)>& write);
   // The folder `latest` names; without it, the highest complete step-<N>.
   std::optional<std::string> Latest() const;
-  // Removes every step-<N> (complete or not) and `latest`: a run started
-  // over. Returns how many checkpoints were removed.
-  size_t RemoveAll();
-  // Every complete step-<N> folder, oldest first.
+  // Every path of the folder that its checkpoints use (step-<N>,
+  // step-<N>.tmp, latest, latest.tmp), as io::RemoveOwnOutputs takes them:
+  // what --fresh removes once every one is found to be docmatch's.
+  std::vector<std::pair<std::string, Output>> Outputs() const;
+  // Every complete step-<N> folder that is docmatch's checkpoint (own_outputs.h), oldest first.
   std::vector<std::string> Steps() const;
   const std::string& root() const { return root_; }
 

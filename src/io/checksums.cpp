@@ -92,7 +92,8 @@ void AllowUnverifiedFolders(bool allow) { allow_unverified = allow; }
 void WriteChecksums(const std::string& folder) {
   nlohmann::json files = nlohmann::json::object();
   for (const auto& entry : fs::directory_iterator(folder)) {
-    if (!entry.is_regular_file() || entry.path().filename() == kChecksumFile) continue;
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name == kChecksumFile || name == files::kStagingMark) continue;
     files[entry.path().filename().string()] = {{"bytes", entry.file_size()}, {"crc32", Crc32Of(entry.path())}};
   }
   files::WriteFile((fs::path(folder) / kChecksumFile).string(),
@@ -101,7 +102,16 @@ void WriteChecksums(const std::string& folder) {
 
 void VerifyChecksum(const std::string& folder, const std::string& name) {
   const nlohmann::json record = ReadRecord(folder);
-  if (!record.is_null() && record["files"].contains(name)) Verify(record["files"][name], fs::path(folder) / name);
+  if (record.is_null()) return;
+  if (record["files"].contains(name)) {
+    Verify(record["files"][name], fs::path(folder) / name);
+  } else if (!allow_unverified) {
+    // A record that leaves the file out cannot vouch for it (an edited or
+    // foreign checksums.json): refused as a folder without one is.
+    throw std::runtime_error("[ckpt] '" + (fs::path(folder) / name).string() + "' is not listed in " + folder + "/" +
+                             kChecksumFile + ", so a damaged copy could not be told from a sound one; restore the " +
+                             "folder's " + kChecksumFile + ", or pass --allow-unverified to load it unchecked");
+  }
 }
 
 void VerifyChecksums(const std::string& folder) {

@@ -18,6 +18,7 @@
 #include "io/bert_layout.h"
 #include "io/checksums.h"
 #include "io/model_folder.h"
+#include "io/own_outputs.h"
 #include "io/safetensors.h"
 
 namespace docmatch::io {
@@ -184,6 +185,10 @@ std::string ExportModel(const ExportOptions& options) {
   if (fs::exists(options.output) && !options.overwrite) {
     throw std::runtime_error("[export] '" + options.output + "' exists; pass --overwrite to replace it");
   }
+  // --overwrite replaces a docmatch model folder, never a folder of someone else's (io/own_outputs.h).
+  CheckOwnOutputs({{options.output, Output::kModelFolder}, {options.output + ".tmp", Output::kStaged}},
+                  "[export] --overwrite replaces only a model folder docmatch wrote",
+                  "give another --output, or move it away");
   ModelFolderInfo info;
   std::unique_ptr<model::DocumentModel> model = LoadModelFolder(options.model, &info);
   std::string tokenizer_path;

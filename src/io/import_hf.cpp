@@ -17,6 +17,7 @@
 #include "io/bert_layout.h"
 #include "io/checksums.h"
 #include "io/model_folder.h"
+#include "io/own_outputs.h"
 #include "io/safetensors.h"
 #include "model/document_model.h"
 
@@ -231,6 +232,10 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   if (fs::exists(options.output) && !options.overwrite) {
     throw std::runtime_error("[import] '" + options.output + "' exists; pass --overwrite to replace it");
   }
+  // --overwrite replaces a docmatch model folder, never a folder of someone else's (io/own_outputs.h).
+  CheckOwnOutputs({{options.output, Output::kModelFolder}, {options.output + ".tmp", Output::kStaged}},
+                  "[import] --overwrite replaces only a model folder docmatch wrote",
+                  "give another --output, or move it away");
 
   // Vocabulary, special tokens to docmatch's ids.
   std::vector<std::string> bert_vocab = ReadVocabulary(input / "vocab.txt");

@@ -5,7 +5,9 @@
 
 #include <filesystem>
 
+#include "files/file_writer.h"
 #include "io/checksums.h"
+#include "io/own_outputs.h"
 
 namespace docmatch::train {
 
@@ -31,14 +33,20 @@ bool BestModel::Update(double loss, int64_t step, torch::nn::Module& module, con
     bad_ = 0;
     if (group.rank() == 0) {
       const std::string best = run_ + "/best", tmp = best + ".tmp", old = best + ".old";
-      fs::remove_all(tmp);
+      // A best/ of someone else's is refused, not replaced (io/own_outputs.h).
+      const std::string why = "[train] writing the best model of " + run_;
+      const std::string advice = "move it out of " + run_ + ", or give the run another --run";
+      io::CheckOwnOutputs({{best, io::Output::kModelFolder}, {tmp, io::Output::kStaged}, {old, io::Output::kStaged}},
+                          why, advice);
+      io::RemoveOwnOutputs({{tmp, io::Output::kStaged}, {old, io::Output::kStaged}}, why, advice);
       fs::create_directories(tmp);
+      files::WriteFile(tmp + "/" + files::kStagingMark, "");
       io::WriteTrainedModelFolder(tmp, module, info);
       io::WriteChecksums(tmp);
-      fs::remove_all(old);
+      fs::remove(tmp + "/" + files::kStagingMark);
       if (fs::exists(best)) fs::rename(best, old);
       fs::rename(tmp, best);
-      fs::remove_all(old);
+      fs::remove_all(old);  // the previous best/, checked above
     }
   } else if (patience_ > 0 && ++bad_ >= patience_) {
     stop = true;

@@ -99,6 +99,7 @@ class TrainingLoop {
   void Report(StepLosses& losses);  // the progress bar; every --log-every steps the metrics
   void ValidateWhenDue();           // the validation, the best model and early stopping
   void CheckpointWhenDue();         // at every --checkpoint-every, the last step, a stop or an interruption
+  void CheckSameCorpus(const ResumedState& resumed) const;  // a resume on a corpus prepared again is refused
   // Per optimizer group, times the scheduled learning rate: the two levels', then the stage's own.
   std::vector<double> LrFactors() const {
     std::vector<double> factors = levels_.LrFactors(step_);
@@ -146,10 +147,32 @@ TrainingLoop::TrainingLoop(TrainingStage& stage, const LoopOptions& options, dis
   // Dropout draws: a per-rank stream, saved and restored with checkpoints.
   torch::manual_seed(options.seed + 1 + static_cast<uint64_t>(group.rank()));
   const std::optional<ResumedState> resumed = run_.Resume(options.resume, stage_.module(), *optimizer_, stage_.info());
+  if (resumed) CheckSameCorpus(*resumed);
   run_.RecordConfig(options.config_yaml, resumed.has_value());
   step_ = resumed ? resumed->step : 0;
   if (resumed) best_.Restore(resumed->trainer);
   stage_.Start(resumed);
+}
+
+// What a checkpoint keeps of its corpus: a corpus prepared again with other
+// texts under the same tokenizer differs in these counts, and the data
+// position a resume carries over would then point into other documents.
+nlohmann::json CorpusCounts(const data::Corpus& corpus) {
+  const data::ShardCounts& t = corpus.manifest().totals;
+  return {{"documents", t.documents}, {"paragraphs", t.paragraphs}, {"sentences", t.sentences}, {"tokens", t.tokens}};
+}
+
+void TrainingLoop::CheckSameCorpus(const ResumedState& resumed) const {
+  const auto stored = resumed.trainer.find("corpus");
+  if (stored == resumed.trainer.end()) return;  // written before checkpoints kept it
+  const nlohmann::json now = CorpusCounts(stage_.corpus());
+  if (*stored == now) return;
+  throw std::runtime_error(Prefix() + " " + options_.run + " was trained up to step " + std::to_string(resumed.step) +
+                           " on a corpus of " + stored->dump() + ", and " + stage_.corpus().directory() +
+                           " now holds " + now.dump() +
+                           ": it was prepared again with other texts, so the data position cannot carry over. Resume "
+                           "on the corpus it was trained on; or continue its weights on this one with --init " +
+                           resumed.folder + " and another --run; or start over with --fresh");
 }
 
 LoopResult TrainingLoop::Run() {
@@ -267,7 +290,7 @@ void TrainingLoop::ValidateWhenDue() {
 void TrainingLoop::CheckpointWhenDue() {
   if (!CheckpointDue(options_, step_, result_)) return;
   const DataPosition now = stage_.Position();
-  nlohmann::json trainer = {{"validation", best_.ToJson()}};
+  nlohmann::json trainer = {{"validation", best_.ToJson()}, {"corpus", CorpusCounts(stage_.corpus())}};
   stage_.Save(&trainer);
   levels_.Save(&trainer);
   run_.Save(step_, now.epoch, now.position, stage_.module(), *optimizer_, stage_.info(), trainer);

@@ -25,6 +25,7 @@
 
 #include "dist/runtime.h"
 #include "files/file_writer.h"
+#include "files/lock_file.h"
 #include "io/checksums.h"
 
 namespace docmatch::train {
@@ -66,34 +67,6 @@ void InstallStopHandlers() {
 // A CUDA run's dropout draws come from the device's generator; everything
 // else (and CPU runs' dropout) from the CPU one, saved in any case.
 at::Generator CudaGenerator(const torch::Device& device) { return at::globalContext().defaultGenerator(device); }
-
-// An exclusive advisory lock on <run>/.lock, held until the descriptor
-// closes (the process ends, however it ends). The file names the holder.
-int LockRunFolder(const std::string& run) {
-  const std::string path = run + "/.lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("[train] cannot open '" + path + "': " + std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    std::string holder;
-    std::ifstream in(path);
-    std::getline(in, holder);
-    ::close(fd);
-    if (error == EWOULDBLOCK) {
-      throw std::runtime_error("[train] run folder '" + run + "' is in use by another docmatch run (" +
-                               (holder.empty() ? std::string("holder unknown") : holder) +
-                               "): wait for it to finish, stop it, or give this run another --run");
-    }
-    throw std::runtime_error("[train] cannot lock '" + path + "': " + std::strerror(error));
-  }
-  char host[256] = "localhost";
-  ::gethostname(host, sizeof(host) - 1);
-  const std::string holder = "pid " + std::to_string(::getpid()) + " on host " + host;
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, holder.data(), holder.size(), 0) < 0) {
-    LOG(WARNING) << "[train] cannot record the lock holder in '" << path << "': " << std::strerror(errno);
-  }
-  return fd;
-}
 
 // Keeps the lines of a metrics.jsonl whose step is at most `step` (a run
 // resumed there logs the later ones again); an unparsable line (a crash
@@ -151,12 +124,19 @@ nlohmann::json LoopOptionsJson(const LoopOptions& o) {
 TrainingRun::TrainingRun(const std::string& run, int keep_last, dist::ProcessGroup& group)
     : group_(group), device_(group.device()), run_(run), checkpoints_(run, keep_last) {
   InstallStopHandlers();
-  if (group.rank() == 0) lock_ = LockRunFolder(run);
+  if (group.rank() == 0) {
+    // <run>/.lock, held for the run's life: a second run on the folder is refused naming the holder.
+    lock_ = std::make_unique<files::LockFile>(
+        run + "/.lock",
+        [&run](const std::string& holder) {
+          return "[train] run folder '" + run + "' is in use by another docmatch run (" + holder +
+                 "): wait for it to finish, stop it, or give this run another --run";
+        },
+        /*remove=*/false);
+  }
 }
 
-TrainingRun::~TrainingRun() {
-  if (lock_ >= 0) ::close(lock_);  // releases the flock
-}
+TrainingRun::~TrainingRun() = default;
 
 void TrainingRun::OpenLogs(int64_t step) {
   if (group_.rank() != 0) return;
@@ -287,9 +267,17 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
   if (!resume && group_.rank() == 0) {
     // --fresh: nothing of the earlier run stays beside the new one, where a
     // later resume, `best` or the logs would mix the two.
-    const size_t removed = checkpoints_.RemoveAll();
-    const bool best = std::filesystem::remove_all(run_ + "/best") > 0;
-    for (const char* partial : {"/best.tmp", "/best.old", "/latest.tmp"}) std::filesystem::remove_all(run_ + partial);
+    // Only docmatch's own: a folder of someone else's there stops the run
+    // before anything is removed (io/own_outputs.h).
+    std::vector<std::pair<std::string, io::Output>> outputs = checkpoints_.Outputs();
+    size_t removed = 0;
+    for (const auto& [path, output] : outputs) removed += output == io::Output::kCheckpoint;
+    const bool best = std::filesystem::exists(run_ + "/best");
+    outputs.insert(outputs.end(), {{run_ + "/best", io::Output::kModelFolder},
+                                   {run_ + "/best.tmp", io::Output::kStaged},
+                                   {run_ + "/best.old", io::Output::kStaged}});
+    io::RemoveOwnOutputs(outputs, "[ckpt] --fresh removes only what docmatch wrote",
+                         "move it out of " + run_ + ", or give the new run another --run");
     if (removed > 0 || best) {
       LOG(INFO) << "[ckpt] --fresh: removed " << removed << " checkpoint" << (removed == 1 ? "" : "s")
                 << (best ? " and best/" : "") << " of the earlier run in " << run_;

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/process_group.h"
+#include "files/lock_file.h"
 #include "io/checkpoint.h"
 #include "io/model_folder.h"
 #include "io/tensorboard.h"
@@ -121,7 +122,7 @@ class TrainingRun {
   dist::ProcessGroup& group_;
   torch::Device device_;
   std::string run_;
-  int lock_ = -1;  // rank 0's descriptor of <run>/.lock
+  std::unique_ptr<files::LockFile> lock_;  // rank 0's, on <run>/.lock
   io::CheckpointDirectory checkpoints_;
   std::unique_ptr<io::EventWriter> events_;
   std::ofstream metrics_;

@@ -42,6 +42,15 @@ table promises:
     under the limit and a checkpoint over it is named); a double
     SIGINT still checkpoints; memory exhaustion (ulimit -v) names the batch
     size and what makes it fit, without an abort;
+  * round three (issue 64): --fresh on a folder holding a user's step-7/ or
+    best/ and a file `latest`, and export --overwrite onto a plain folder,
+    are refused naming the path, every file kept; a run beside a user's
+    step-100/ resumes, prunes its own checkpoints and keeps it; a weight
+    file its checksum record leaves out, related pairs that are all
+    self-pairs, --drop-related on documents all related to each other, vectors of no dimension or of complex numbers, an all-zero
+    query row, --queries naming the corpus itself, fuse weights whose sum
+    overflows, a NUL in an id, an empty --text or --queries file, a corpus
+    prepared again under a run that resumes: each refused or named;
   * a rank stopped with SIGSTOP under mpirun: rank 0 waits without spinning
     a core (its CPU time is measured while it waits) and, after
     --collective-timeout, ends the job naming the operation and the stopped
@@ -430,6 +439,191 @@ def round_two(c):
     return cases
 
 
+def only_docmatchs_removed(c):
+    """Round three, rows 1-2: --fresh and --overwrite remove only what carries
+    docmatch's record; a user's folder where docmatch writes is refused,
+    nothing removed, and the message names it."""
+    def tree(root):
+        return sorted((os.path.relpath(os.path.join(d, f), root), open(os.path.join(d, f)).read())
+                      for d, _, names in os.walk(root) for f in names)
+    refused = 0
+    # 1. A step-7/ of notes beside nothing else.
+    notes = c.path("notes")
+    os.makedirs(os.path.join(notes, "step-7"))
+    open(os.path.join(notes, "step-7", "my.txt"), "w").write("x")
+    # 2. A plain folder: best/ with files, step-100/ with data, a file `latest`.
+    plain = c.path("plain")
+    os.makedirs(os.path.join(plain, "best"))
+    os.makedirs(os.path.join(plain, "step-100"))
+    for name, text in (("best/README.txt", "mine"), ("best/vectors.h5", "not hdf5"), ("step-100/data.txt", "1 2 3"),
+                       ("latest", "a file")):  # step-100/ is checked first, then best/ and latest (unit-tested)
+        open(os.path.join(plain, name), "w").write(text)
+    for folder, named in ((notes, "step-7' has no trainer.json and checksums.json"), (plain, "step-100' has no trainer.json")):
+        before = tree(folder)
+        output = c.run(c.pretrain(folder, 2, "--fresh"), fail=True)
+        check(named in output and "is kept" in output, f"--fresh on {folder} did not name what it keeps:\n" + output[-1500:])
+        check(set(before) <= set(tree(folder)), f"--fresh on {folder} removed or changed a file of the user's")
+        refused += 1
+    # A step-100/ of someone else's beside a real run: the run resumes, saves
+    # and prunes its own checkpoints around it (--keep-last 1), and keeps it.
+    run = c.path("beside")
+    c.run(c.pretrain(run, 2))
+    os.makedirs(os.path.join(run, "step-100"))
+    open(os.path.join(run, "step-100", "data.txt"), "w").write("kept")
+    args = c.pretrain(run, 4)
+    args[args.index("--keep-last") + 1] = "1"
+    c.run(args)
+    steps = sorted(n for n in os.listdir(run) if n.startswith("step-"))
+    check(steps == ["step-100", "step-4"], f"beside a user's step-100/ the run left {steps}")
+    check(os.path.realpath(os.path.join(run, "latest")).endswith("step-4"), "latest does not name step-4")
+    check(open(os.path.join(run, "step-100", "data.txt")).read() == "kept", "the user's step-100/ changed")
+    # 3. export and import-hf --overwrite onto a plain folder.
+    target = c.path("plain-output")
+    os.makedirs(target)
+    open(os.path.join(target, "thesis.tex"), "w").write("mine")
+    output = c.run(["export", "--model", os.path.join(run, "step-4"), "--output", target, "--overwrite"], fail=True)
+    check("is not docmatch's model folder" in output and os.listdir(target) == ["thesis.tex"],
+          "export --overwrite replaced a plain folder:\n" + output[-1500:])
+    refused += 1
+    exported = c.path("exported-twice")
+    c.run(["export", "--model", os.path.join(run, "step-4"), "--output", exported])
+    c.run(["export", "--model", os.path.join(run, "step-4"), "--output", exported, "--overwrite"])  # its own: replaced
+    return refused
+
+
+def round_three_inputs(c):
+    """Round three: inputs that cannot mean what they say are refused or
+    named (issue 64, rows 6-11, 13, 14, 17, 20, 24, 25)."""
+    import numpy as np
+    run, cases = c.path("resumed"), {}
+    step, good = os.path.join(run, "step-8"), c.path("still-good.h5")
+    # 6. A weight file the checksum record leaves out is not loaded unchecked.
+    edited = c.path("unlisted")
+    shutil.copytree(step, edited)
+    record = json.load(open(os.path.join(edited, "checksums.json")))
+    del record["files"]["model.pt"]
+    json.dump(record, open(os.path.join(edited, "checksums.json"), "w"))
+    output = c.run(["embed", "--model", edited, "--corpus", c.corpus, "--output", c.path("unlisted.h5"),
+                    "--no-progress"], fail=True)
+    check("model.pt' is not listed in" in output and not os.path.exists(c.path("unlisted.h5")),
+          "a weight file without a checksum entry was loaded:\n" + output[-1500:])
+    # 7. Related pairs that are all self-pairs teach nothing.
+    ids = [json.loads(l)["id"] for l in open(os.path.join(c.fixture, "articles.jsonl"))]
+    selfish = c.path("self-pairs.jsonl")
+    with open(selfish, "w") as f:
+        for i in range(20):
+            f.write(json.dumps({"source": ids[i], "target": ids[i], "label": 1}) + "\n")
+            f.write(json.dumps({"source": ids[i], "target": ids[i + 20], "label": 0}) + "\n")
+    output = c.run(["finetune", "--init", step, "--corpus", c.corpus, "--train-pairs", selfish, "--run",
+                    c.path("selfish"), "--steps", "2", "--no-progress"], fail=True)
+    check("every related pair (label 1, 20 of them) pairs a document with itself" in output,
+          "fine-tuning on self-pairs alone was accepted:\n" + output[-1500:])
+    # 11. Twelve documents all related to each other: --drop-related would
+    # leave no negative (loss 0, nothing learnt), so it is refused.
+    clique = c.path("clique.jsonl")
+    with open(clique, "w") as f:
+        for i in range(12):
+            for j in range(i + 1, 12):
+                f.write(json.dumps({"source": ids[i], "target": ids[j], "label": 1}) + "\n")
+    output = c.run(["finetune", "--init", step, "--corpus", c.corpus, "--train-pairs", clique, "--run",
+                    c.path("clique"), "--steps", "2", "--drop-related", "--no-progress"], fail=True)
+    check("--drop-related would leave no negative: each of the 12 documents" in output,
+          "--drop-related on a clique was accepted:\n" + output[-1500:])
+    # 8, 24. Vectors of no dimension, and complex numbers, are named as such.
+    def rewritten(name, vectors, dimension):
+        path = c.path(name)
+        shutil.copy(good, path)
+        with h5py.File(path, "r+") as f:
+            kept = f["document_ids"][:len(vectors)]
+            for dataset in ("vectors", "document_ids"):
+                del f[dataset]
+            f.create_dataset("document_ids", data=kept, dtype=h5py.string_dtype())
+            f.create_dataset("vectors", data=vectors)
+            f.attrs["dimension"] = dimension
+            return path, kept[0].decode()
+    empty, first = rewritten("no-dimension.h5", np.zeros((3, 0), np.float32), 0)
+    output = c.run(["search", "--embeddings", empty, "--id", first], fail=True)
+    check("vectors have 0 dimensions" in output, "vectors of no dimension were searched:\n" + output[-1500:])
+    output = c.run(["index", "--embeddings", empty, "--no-progress"], fail=True)
+    check("vectors have 0 dimensions" in output, "vectors of no dimension were indexed:\n" + output[-1500:])
+    complex_file, first = rewritten("complex.h5", (np.ones((4, 8)) + 1j).astype(np.complex64), 8)
+    output = c.run(["search", "--embeddings", complex_file, "--id", first], fail=True)
+    check("does not hold floating-point numbers" in output and "damaged" not in output,
+          "complex vectors were called damaged:\n" + output[-1500:])
+    # 9. An all-zero row matches nothing: searching from it is refused.
+    zero = c.path("zero-row.h5")
+    shutil.copy(good, zero)
+    with h5py.File(zero, "r+") as f:
+        f["vectors"][3] = 0
+        zero_id = f["document_ids"][3].decode()
+    output = c.run(["search", "--embeddings", zero, "--id", zero_id], fail=True)
+    check(f"document '{zero_id}' has an all-zero vector" in output, "an all-zero row was searched:\n" + output[-1500:])
+    # 10. --queries naming the corpus itself ranks as without it, and says so.
+    relevance = os.path.join(c.fixture, "relevance.test.jsonl")
+    plain = c.run(["eval", "--embeddings", good, "--corpus", c.corpus, "--relevance", relevance, "--output",
+                   c.path("eval-plain"), "--no-progress"])
+    both = c.run(["eval", "--embeddings", good, "--corpus", c.corpus, "--queries", c.corpus, "--query-embeddings",
+                  good, "--relevance", relevance, "--output", c.path("eval-self"), "--no-progress"])
+    mrr = [json.load(open(c.path(d, "metrics.json")))["ranking"]["mrr"] for d in ("eval-plain", "eval-self")]
+    check("is the corpus" in both and "leaving itself out" in both and mrr[0] == mrr[1],
+          f"--queries equal to the corpus ranked queries against themselves (MRR {mrr}):\n" + both[-1500:])
+    cases["queries_equal_corpus_mrr"] = mrr[1]
+    # 13. Weights whose sum overflows are taken relative to each other.
+    huge, unit = c.path("fused-huge.h5"), c.path("fused-unit.h5")
+    for target, weight in ((huge, "1e308"), (unit, "1")):
+        c.run(["fuse", "--embeddings", good, "--embeddings", good, "--weight", weight, "--weight", weight,
+               "--output", target])
+    with h5py.File(huge) as a, h5py.File(unit) as b:
+        check(np.abs(a["vectors"][:]).min(axis=1).max() > 0 and np.allclose(a["vectors"][:], b["vectors"][:]),
+              "fuse --weight 1e308 twice did not give the vectors of equal weights")
+    # 14. A NUL inside an id is refused at prepare, not cut.
+    nul = c.path("nul.jsonl")
+    with open(nul, "w") as f:
+        f.write(json.dumps({"id": "nul\u0000a", "text": "One sentence here."}) + "\n")
+        f.write(json.dumps({"id": "nul\u0000b", "text": "Another sentence here."}) + "\n")
+    output = c.run(["prepare", "--input", nul, "--output", c.path("nul-corpus"), "--tokenizer",
+                    os.path.join(c.corpus, "tokenizer.model"), "--no-progress"], fail=True)
+    check("nul.jsonl:1" in output and "holds a NUL character" in output, "a NUL in an id was kept:\n" + output[-1500:])
+    # 17. A corpus prepared again with other texts under a run that resumes.
+    articles = [json.loads(l) for l in open(os.path.join(c.fixture, "articles.jsonl"))][:60]
+    for name, suffix in (("changing-a.jsonl", ""), ("changing-b.jsonl", " And one more sentence here.")):
+        with open(c.path(name), "w") as f:
+            f.writelines(json.dumps(dict(a, text=a["text"] + suffix)) + "\n" for a in articles)
+    changing, tokenizer = c.path("changing"), os.path.join(c.corpus, "tokenizer.model")
+    c.run(["prepare", "--input", c.path("changing-a.jsonl"), "--output", changing, "--tokenizer", tokenizer,
+           "--no-progress"])
+    args = c.pretrain(c.path("changing-run"), 2)
+    args[args.index("--corpus") + 1] = changing
+    c.run(args)
+    c.run(["prepare", "--input", c.path("changing-b.jsonl"), "--output", changing, "--tokenizer", tokenizer,
+           "--overwrite", "--no-progress"])
+    args[args.index("--steps") + 1] = "4"
+    output = c.run(args, fail=True)
+    check("it was prepared again with other texts" in output and "--init" in output,
+          "a run resumed on a corpus prepared again:\n" + output[-1500:])
+    # 20. A shard of random bytes read by pre-training's loader thread: one
+    # line, without HDF5's diagnostic stack (it printed 14-38 lines).
+    noise = c.path("noise-corpus")
+    shutil.copytree(c.corpus, noise)
+    with open(os.path.join(noise, "shard-00000.h5"), "r+b") as f:
+        size = f.seek(0, 2)
+        f.seek(0)
+        f.write(random.Random(5).randbytes(size))
+    args = c.pretrain(c.path("noise-run"), 2)
+    args[args.index("--corpus") + 1] = noise
+    output = c.run(args, fail=True)
+    check("HDF5-DIAG" not in output and "shard-00000.h5" in output,
+          "a shard of random bytes printed HDF5's stack or did not name the shard:\n" + output[-2500:])
+    # 25. An empty --text or --queries file is named, not taken for no query.
+    blank = c.path("blank.jsonl")
+    open(blank, "w").write("\n  \n")
+    output = c.run(["search", "--embeddings", good, "--queries", blank], fail=True)
+    check("holds no query (it is empty or blank)" in output, "an empty --queries file:\n" + output[-1500:])
+    output = c.run(["search", "--embeddings", good, "--model", step, "--text", ""], fail=True)
+    check("--text is empty" in output, "an empty --text:\n" + output[-1500:])
+    return cases
+
+
 def damaged_shards(c):
     # A token id outside the vocabulary, written through HDF5 (checksums right).
     out_of_range = c.path("corpus-token")
@@ -595,6 +789,13 @@ def every_writer_on_full_disk(c, mount):
                              "--no-progress"]),
         "encode": (48 << 10, ["encode", "--model", model, "--input", three, "--output", os.path.join(mount, "enc.h5")]),
         "export": (48 << 10, ["export", "--model", model, "--output", os.path.join(mount, "exp")]),
+        # no byte at all (round three, row 19): the file HDF5 creates empty goes too
+        "embed, 0 bytes free": (0, ["embed", "--model", model, "--corpus", c.corpus, "--output",
+                                    os.path.join(mount, "e0.h5"), "--no-progress"]),
+        "encode, 0 bytes free": (0, ["encode", "--model", model, "--input", three, "--output",
+                                     os.path.join(mount, "enc0.h5")]),
+        "fuse, 0 bytes free": (0, ["fuse", "--embeddings", c.path("still-good.h5"), "--embeddings",
+                                   c.path("still-good.h5"), "--output", os.path.join(mount, "fused.h5")]),
         # eval of vectors written elsewhere: only metrics.json is written here
         "eval": (0, ["eval", "--embeddings", c.path("still-good.h5"), "--corpus", c.corpus, *pairs, "--output",
                      os.path.join(mount, "ev"), "--no-progress"]),
@@ -680,6 +881,8 @@ def main():
     empty_inputs(c)
     repaired_report(c)
     second = round_two(c)
+    own = only_docmatchs_removed(c)
+    inputs = round_three_inputs(c)
     busy, ended = stalled_rank(c, mpiexec)
     disk = full_disk(c)
     launch_sigterm(c)
@@ -687,7 +890,8 @@ def main():
                       "lock_refused_seconds": round(refused, 2), "metrics_lines_before_resume": lines,
                       "damaged_checkpoint_cases": damaged, "corpus_kept_documents": documents,
                       "verified_documents": verified, "full_disk_cases": disk or "skipped",
-                      "round_two": second}))
+                      "round_two": second, "user_folders_refused": own,
+                      "round_three": inputs}))
     print("OK")
 
 

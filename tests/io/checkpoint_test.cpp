@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "files/file_writer.h"
 #include "model/smith.h"
 
 namespace docmatch::io {
@@ -84,7 +85,10 @@ TEST_F(CheckpointTest, FolderKeepsTheLastKAndLatestNamesTheNewest) {
   CheckpointDirectory checkpoints(root_, /*keep_last=*/2);
   EXPECT_FALSE(checkpoints.Latest().has_value());
   for (int64_t step : {100, 200, 300}) {
-    checkpoints.Save(step, [&](const std::string& folder) { std::ofstream(folder + "/state.txt") << step; });
+    checkpoints.Save(step, [&](const std::string& folder) {
+      std::ofstream(folder + "/state.txt") << step;
+      std::ofstream(folder + "/trainer.json") << "{}";  // a checkpoint's record, with checksums.json (own_outputs.h)
+    });
   }
   EXPECT_FALSE(fs::exists(root_ + "/step-100"));
   EXPECT_TRUE(fs::exists(root_ + "/step-200/state.txt"));
@@ -106,6 +110,83 @@ TEST_F(CheckpointTest, FolderKeepsTheLastKAndLatestNamesTheNewest) {
   fs::remove(root_ + "/latest");
   fs::create_directories(root_ + "/step-999.tmp");
   EXPECT_EQ(fs::path(*checkpoints.Latest()).filename(), "step-300");
+}
+
+void Write(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+// own_outputs.h: what carries docmatch's record for what it is meant to be.
+TEST_F(CheckpointTest, OnlyWhatCarriesDocmatchsRecordIsItsOwn) {
+  EXPECT_EQ(NotDocmatchs(root_ + "/absent", Output::kCheckpoint), "");
+  Write(root_ + "/ckpt/trainer.json", "{}");
+  EXPECT_EQ(NotDocmatchs(root_ + "/ckpt", Output::kCheckpoint), "has no checksums.json");
+  Write(root_ + "/ckpt/checksums.json", "{}");
+  EXPECT_EQ(NotDocmatchs(root_ + "/ckpt", Output::kCheckpoint), "");
+  EXPECT_EQ(NotDocmatchs(root_ + "/ckpt", Output::kModelFolder), "has no config.json");
+  Write(root_ + "/notes/my.txt", "x");
+  EXPECT_EQ(NotDocmatchs(root_ + "/notes", Output::kCheckpoint), "has no trainer.json and checksums.json");
+  EXPECT_NE(NotDocmatchs(root_ + "/notes", Output::kStaged), "");
+  EXPECT_EQ(NotDocmatchs(root_ + "/notes/my.txt", Output::kModelFolder), "is not a folder");
+  fs::create_directories(root_ + "/empty.tmp");
+  EXPECT_EQ(NotDocmatchs(root_ + "/empty.tmp", Output::kStaged), "");
+  Write(root_ + "/marked.tmp/model.pt", "half");
+  Write(root_ + std::string("/marked.tmp/") + files::kStagingMark, "");
+  EXPECT_EQ(NotDocmatchs(root_ + "/marked.tmp", Output::kStaged), "");
+  EXPECT_EQ(NotDocmatchs(root_ + "/ckpt", Output::kStaged), "");  // a renamed best/ (best.old)
+  Write(root_ + "/latest", "a file");
+  EXPECT_EQ(NotDocmatchs(root_ + "/latest", Output::kLink), "is not a symbolic link");
+  fs::create_directory_symlink("ckpt", root_ + "/link");
+  EXPECT_EQ(NotDocmatchs(root_ + "/link", Output::kLink), "");
+
+  // All or nothing: one path not docmatch's and nothing is removed.
+  try {
+    RemoveOwnOutputs({{root_ + "/ckpt", Output::kCheckpoint}, {root_ + "/notes", Output::kCheckpoint}}, "[test] why",
+                     "advice");
+    ADD_FAILURE() << "a folder of notes was removed as a checkpoint";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "[test] why: '" + root_ +
+                                         "/notes' has no trainer.json and checksums.json, so it is not docmatch's "
+                                         "checkpoint and is kept; advice");
+  }
+  EXPECT_TRUE(fs::exists(root_ + "/ckpt/trainer.json"));
+  EXPECT_TRUE(fs::exists(root_ + "/notes/my.txt"));
+  EXPECT_EQ(RemoveOwnOutputs({{root_ + "/ckpt", Output::kCheckpoint},
+                              {root_ + "/marked.tmp", Output::kStaged},
+                              {root_ + "/link", Output::kLink},
+                              {root_ + "/absent", Output::kModelFolder}},
+                             "why", "advice"),
+            3u);
+  EXPECT_FALSE(fs::exists(root_ + "/ckpt") || fs::exists(root_ + "/marked.tmp") || fs::is_symlink(root_ + "/link"));
+}
+
+// A checkpoint folder beside a user's own: saving and pruning leave it, a
+// save onto it or over a `latest` file is refused before anything is written,
+// and Outputs() lists what --fresh would remove.
+TEST_F(CheckpointTest, SavesAndPrunesAroundAUsersFolders) {
+  CheckpointDirectory checkpoints(root_, /*keep_last=*/1);
+  Write(root_ + "/step-5/data.txt", "mine");
+  const auto save = [&](int64_t step) {
+    return checkpoints.Save(step, [](const std::string& folder) { std::ofstream(folder + "/trainer.json") << "{}"; });
+  };
+  save(1);
+  save(2);
+  EXPECT_EQ(checkpoints.Steps(),
+            std::vector<std::string>{root_ + "/step-2"});  // step-1 pruned, step-5 not a checkpoint
+  EXPECT_TRUE(fs::exists(root_ + "/step-5/data.txt"));
+  EXPECT_THROW(save(5), std::runtime_error);
+  EXPECT_TRUE(fs::exists(root_ + "/step-5/data.txt"));
+  EXPECT_FALSE(fs::exists(root_ + "/step-5.tmp"));
+  fs::remove(root_ + "/latest");
+  Write(root_ + "/latest", "a file");
+  EXPECT_THROW(save(3), std::runtime_error);
+  EXPECT_FALSE(fs::exists(root_ + "/step-3"));
+  std::ifstream latest(root_ + "/latest");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(latest), {}), "a file");
+  std::vector<std::string> listed;
+  for (const auto& [path, output] : checkpoints.Outputs()) listed.push_back(fs::path(path).filename().string());
+  EXPECT_EQ(listed, (std::vector<std::string>{"step-2", "step-5", "latest", "latest.tmp"}));
 }
 
 }  // namespace

@@ -22,6 +22,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -50,20 +53,20 @@ class BatchLoader {
         drop_last_(drop_last),
         epoch_(stream_->epoch()),
         cursor_(stream_->cursor()) {
-    reader_ = std::thread([this] { Read(); });
-    for (int i = 0; i < std::max(1, builders); ++i) builders_.emplace_back([this] { Build(); });
+    try {
+      reader_ = std::thread([this] { Read(); });
+      for (int i = 0; i < std::max(1, builders); ++i) builders_.emplace_back([this] { Build(); });
+    } catch (const std::system_error& e) {
+      // No memory or thread left for one more (ulimit -v, -u): the threads
+      // already started are stopped and joined, not left to abort the process.
+      Stop();
+      throw std::runtime_error(std::string("[data] cannot start the batch loader's threads (") + e.what() +
+                               "): the process is out of memory or threads; a smaller --batch-size, or more memory");
+    }
   }
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
-  ~BatchLoader() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    changed_.notify_all();
-    reader_.join();
-    for (auto& builder : builders_) builder.join();
-  }
+  ~BatchLoader() { Stop(); }
 
   // The next batch, or nullopt at the end of the stream's current epoch.
   // Rethrows, here, any error a background thread met (a damaged shard, say).
@@ -96,6 +99,19 @@ class BatchLoader {
     std::vector<Document> documents;
     StreamCursor cursor;  // the stream just after these documents
   };
+
+  // Asks every started thread to stop and joins it.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    if (reader_.joinable()) reader_.join();
+    for (auto& builder : builders_) {
+      if (builder.joinable()) builder.join();
+    }
+  }
 
   void Fail() {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -95,6 +95,14 @@ std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpu
                      ") pairs a document with itself: nothing to learn or measure (source and target swapped into "
                      "one column?)");
   }
+  const auto related = std::count_if(pairs.begin(), pairs.end(), [](const LabelledPair& p) { return p.label > 0.5f; });
+  const auto self_related = std::count_if(pairs.begin(), pairs.end(),
+                                          [](const LabelledPair& p) { return p.label > 0.5f && p.source == p.target; });
+  if (related > 0 && self_related == related) {
+    throw InputError("pair file '" + path + "': every related pair (label 1, " + std::to_string(related) +
+                     " of them) pairs a document with itself, so no positive says which other document matches: "
+                     "nothing to learn or measure (source and target swapped into one column?)");
+  }
   if (self > 0) {
     LOG(WARNING) << "[data] " << path << ": " << self << " of " << pairs.size() << " pairs pair a document with itself";
   }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 
@@ -83,8 +84,13 @@ void ShowErrorStacks(bool show) { show_error_stacks = show; }
 
 void SilenceErrors() {
   if (show_error_stacks) return;
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  // HDF5 keeps its error stack, and whether it prints it, per thread (its
+  // thread-safe build): each thread that opens a file silences its own, or
+  // a loader thread's failed open prints the whole stack before our line.
+  thread_local bool silenced = false;
+  if (silenced) return;
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  silenced = true;
 }
 
 std::string StorageError() {
@@ -99,10 +105,22 @@ void Fail(const std::string& where, const std::string& what) { throw std::runtim
 
 Handle CreateFile(const std::string& path, const std::string& where) {
   SilenceErrors();
+  std::error_code ignored;
+  const bool existed = std::filesystem::exists(path, ignored);
   errno = 0;
   Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!file.valid())
-    Fail(where, "cannot create '" + path + "'" + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
+  if (!file.valid()) {
+    const int error = errno;
+    // On a full disk H5Fcreate can make the file and then fail to write its
+    // superblock: the empty file it leaves is ours to remove.
+    if (!existed) std::filesystem::remove(path, ignored);
+    if (error == EAGAIN || error == EWOULDBLOCK) {
+      // HDF5 locks a file it writes: another process holds this one.
+      Fail(where, "cannot create '" + path + "': another process is writing it (HDF5's file lock is held); wait for " +
+                      "it to finish, or write elsewhere");
+    }
+    Fail(where, "cannot create '" + path + "'" + (error != 0 ? std::string(": ") + std::strerror(error) : ""));
+  }
   return file;
 }
 

@@ -83,6 +83,12 @@ bool RawDocumentReader::Next(RawDocument* document) {
     }
     document->id = id->is_string() ? id->get<std::string>() : id->dump();
     if (document->id.empty()) throw InputError(origin + ": empty \"id\"");
+    if (document->id.find('\0') != std::string::npos) {
+      // Stored ids are C strings (HDF5): "a\u0000b" would be kept as "a", and
+      // two such ids would become one.
+      throw InputError(origin + ": \"id\" " + nlohmann::json(document->id).dump() +
+                       " holds a NUL character (\\u0000), which an id cannot keep; remove it");
+    }
     document->text = text->get<std::string>();
     if (const auto title = record.find("title"); title != record.end() && title->is_string()) {
       document->title = title->get<std::string>();

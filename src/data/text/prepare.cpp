@@ -15,6 +15,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/corpus/corpus.h"
 #include "data/text/corpus_reader.h"
@@ -199,6 +200,7 @@ Tokenizer TrainTokenizer(const PrepareOptions& options, int64_t total_documents,
         count += static_cast<int64_t>(paragraph.size());
       }
       bar.Add(1, count);
+      console::StopIfInterrupted();
       report->tokenizer_sentences += count;
     }
     *sentence = std::move(pending.front());
@@ -346,6 +348,7 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
       if (writer->counts().documents == options.documents_per_shard) close_shard();
     }
     bar.Add(static_cast<int64_t>(batch.size()), tokens);
+    console::StopIfInterrupted();
   };
 
   const auto encode_start = std::chrono::steady_clock::now();

@@ -1,0 +1,35 @@
+// Ctrl-C for the commands that are not training runs (embed, encode, index,
+// eval, prepare, inspect --verify, search): the first SIGINT or SIGTERM asks
+// the command's loop to stop at its next check (each batch, each block of
+// vectors, each query batch: well under a second apart), the work is
+// abandoned as on any error (staged and partial files removed by the writers'
+// own clean-up), and main exits 128 + the signal (130 for Ctrl-C). A second
+// signal ends the process at once, the signal's default action.
+//
+// Training runs install their own handlers (train/training_run.h), which
+// checkpoint before they stop.
+#pragma once
+
+#include <stdexcept>
+
+namespace docmatch::console {
+
+// Thrown at a check after a stop signal.
+class Interrupted : public std::runtime_error {
+ public:
+  explicit Interrupted(int signal);
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
+// SIGINT and SIGTERM set the request (the first; a second kills).
+void InstallInterruptHandlers();
+// Whether a stop signal has come; safe from any thread.
+bool InterruptRequested();
+// Throws Interrupted when one has come: called between units of work on the
+// thread that owns the command.
+void StopIfInterrupted();
+
+}  // namespace docmatch::console

@@ -1,0 +1,44 @@
+// An exclusive flock naming its holder (lock_file.h).
+#include "files/lock_file.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+namespace docmatch::files {
+
+LockFile::LockFile(std::string path, const std::function<std::string(const std::string& holder)>& busy, bool remove)
+    : path_(std::move(path)), remove_(remove) {
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error("cannot open '" + path_ + "': " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    std::string holder;
+    std::ifstream in(path_);
+    std::getline(in, holder);
+    ::close(fd_);
+    fd_ = -1;
+    if (error == EWOULDBLOCK) throw std::runtime_error(busy(holder.empty() ? "holder unknown" : holder));
+    throw std::runtime_error("cannot lock '" + path_ + "': " + std::strerror(error));
+  }
+  char host[256] = "localhost";
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string holder = "pid " + std::to_string(::getpid()) + " on host " + host;
+  // Only for the message of a process that finds the lock held: on a full
+  // disk it stays empty ("holder unknown"), and the lock holds all the same.
+  if (::ftruncate(fd_, 0) == 0) [[maybe_unused]]
+    const ssize_t written = ::pwrite(fd_, holder.data(), holder.size(), 0);
+}
+
+LockFile::~LockFile() {
+  if (fd_ < 0) return;
+  if (remove_) ::unlink(path_.c_str());  // while held: no other process is between its open and its lock here
+  ::close(fd_);                          // releases the flock
+}
+
+}  // namespace docmatch::files
