@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
   // (H5F__close_cb). Every writer closes and checks its file itself
   // (hdf5::CloseFile); a file left open is a failed output, removed.
   H5dont_atexit();
+  // Ctrl-C from here on stops a command at its next unit of work
+  // (console/interrupt.h); a training run takes the request over and
+  // checkpoints (train/training_run.h).
+  docmatch::console::InstallInterruptHandlers();
   try {
     docmatch::dist::ConfigureHostAllocator();
     docmatch::dist::QuietProfilerWithoutGpuDriver();
@@ -246,10 +250,6 @@ int main(int argc, char** argv) {
     if (!command.app->parsed()) continue;
     const std::string who = "docmatch " + command.app->get_name();
     int status = 1;
-    // Training runs checkpoint on a stop signal (their own handlers); every
-    // other command stops at its next unit of work (console/interrupt.h).
-    const bool training = command.app->get_name() == "pretrain" || command.app->get_name() == "finetune";
-    if (!training) docmatch::console::InstallInterruptHandlers();
     try {
       status = command.run();
     } catch (const docmatch::console::Interrupted& e) {

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "cli/yaml_config.h"
@@ -109,10 +110,14 @@ void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
 }
 
 int RunDistributed(const DistributedFlags& flags, const std::function<int(dist::ProcessGroup& group)>& body) {
+  // Ctrl-C during MPI's start-up is held back (MPI may set handlers of its
+  // own, and its threads inherit the mask), then reaches the handlers set
+  // after it; a training run sets its checkpointing ones later and takes over
+  // a request that came before (train/training_run.h).
+  std::optional<console::HoldInterrupts> held(std::in_place);
   dist::MpiRuntime mpi(nullptr, nullptr);
-  // After MPI's start-up, which may set handlers of its own; a training run
-  // sets its checkpointing ones later (train/training_run.h).
   console::InstallInterruptHandlers();
+  held.reset();
   dist::SetUpRankLogging(mpi.rank(), flags.log_dir);
   // The group outlives the body: a rank that fails reports and ends the job
   // (RunOnAllRanks) before its communicators are torn down, since tearing

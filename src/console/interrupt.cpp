@@ -27,7 +27,6 @@ Interrupted::Interrupted(int signal)
       signal_(signal) {}
 
 void InstallInterruptHandlers() {
-  requested = 0;
   struct sigaction action {};
   action.sa_handler = OnInterrupt;
   action.sa_flags = SA_RESTART;
@@ -36,6 +35,17 @@ void InstallInterruptHandlers() {
 }
 
 bool InterruptRequested() { return requested != 0; }
+int InterruptSignal() { return requested; }
+
+HoldInterrupts::HoldInterrupts() {
+  sigset_t held;
+  sigemptyset(&held);
+  sigaddset(&held, SIGINT);
+  sigaddset(&held, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &held, &previous_);
+}
+
+HoldInterrupts::~HoldInterrupts() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
 
 void StopIfInterrupted() {
   if (requested != 0) throw Interrupted(requested);

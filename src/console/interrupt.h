@@ -10,6 +10,8 @@
 // checkpoint before they stop.
 #pragma once
 
+#include <signal.h>
+
 #include <stdexcept>
 
 namespace docmatch::console {
@@ -24,10 +26,25 @@ class Interrupted : public std::runtime_error {
   int signal_;
 };
 
-// SIGINT and SIGTERM set the request (the first; a second kills).
+// SIGINT and SIGTERM set the request (the first; a second kills). A request
+// that came before (under handlers set earlier) is kept.
 void InstallInterruptHandlers();
-// Whether a stop signal has come; safe from any thread.
+// Holds SIGINT and SIGTERM back while alive (a library's start-up, MPI's,
+// that may set handlers of its own or swallow them), then lets a signal
+// that came meanwhile through to the handlers set by then.
+class HoldInterrupts {
+ public:
+  HoldInterrupts();
+  ~HoldInterrupts();
+  HoldInterrupts(const HoldInterrupts&) = delete;
+  HoldInterrupts& operator=(const HoldInterrupts&) = delete;
+
+ private:
+  sigset_t previous_;
+};
+// Whether a stop signal has come, and which (0: none); safe from any thread.
 bool InterruptRequested();
+int InterruptSignal();
 // Throws Interrupted when one has come: called between units of work on the
 // thread that owns the command.
 void StopIfInterrupted();

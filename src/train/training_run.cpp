@@ -23,6 +23,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "console/interrupt.h"
 #include "dist/runtime.h"
 #include "files/file_writer.h"
 #include "files/lock_file.h"
@@ -62,6 +63,12 @@ void InstallStopHandlers() {
   action.sa_flags = SA_RESTART;  // reads and collectives in flight carry on
   sigemptyset(&action.sa_mask);
   for (int number : {SIGUSR1, SIGTERM, SIGINT}) ::sigaction(number, &action, nullptr);
+  // A Ctrl-C that came during the start-up, under the command's handlers
+  // (console/interrupt.h), is this run's first stop request.
+  if (console::InterruptRequested()) {
+    stop_signal = console::InterruptSignal();
+    stop_requests = 1;
+  }
 }
 
 // A CUDA run's dropout draws come from the device's generator; everything

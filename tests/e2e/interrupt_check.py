@@ -40,10 +40,14 @@ def check(condition, message):
         sys.exit("FAILED: " + message)
 
 
-def interrupted(docmatch, args, leftovers):
-    """Starts `args`, sends SIGINT after SIGNAL_AFTER seconds, and returns the
-    seconds from the signal to the exit, checking the exit and what is left."""
+def interrupted(docmatch, args, leftovers, working=None):
+    """Starts `args`; once it is working (the path `working` exists, or after
+    SIGNAL_AFTER seconds) sends SIGINT, and returns the seconds from the
+    signal to the exit, checking the exit and what is left."""
     process = subprocess.Popen([docmatch] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while working and not os.path.exists(working) and process.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
     time.sleep(SIGNAL_AFTER)
     check(process.poll() is None, f"{args[0]} ended within {SIGNAL_AFTER} s: the check needs more work")
     sent = time.time()
@@ -78,7 +82,8 @@ def main():
 
     prepare = ["prepare", "--input", big, "--tokenizer", tokenizer, "--no-progress"]
     figures["prepare"] = interrupted(docmatch, prepare + ["--output", path("cut")],
-                                     [path("cut", "manifest.json"), path("cut", "shard-*"), path("cut", ".incoming")])
+                                     [path("cut", "manifest.json"), path("cut", "shard-*"), path("cut", ".incoming")],
+                                     working=path("cut", ".incoming"))
     subprocess.run([docmatch] + prepare + ["--output", path("big")], check=True, capture_output=True)
     with open(path("tiny.yaml"), "w") as f:
         f.write(TINY)
@@ -89,13 +94,15 @@ def main():
 
     vectors = path("vectors.h5")
     embed = ["embed", "--model", model, "--corpus", path("big"), "--batch-size", "8", "--no-progress"]
-    figures["embed"] = interrupted(docmatch, embed + ["--output", vectors], [vectors + "*"])
+    figures["embed"] = interrupted(docmatch, embed + ["--output", vectors], [vectors + "*"],
+                                   working=vectors + ".part-0")
     # Two embeds to one output (row 26): the second is told another process
     # writes it; the first finishes whole.
     first = subprocess.Popen([docmatch] + embed + ["--output", vectors], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-    time.sleep(SIGNAL_AFTER)
-    check(first.poll() is None, "embed ended within a second: the check needs more work")
+    while not os.path.exists(vectors + ".part-0") and first.poll() is None:
+        time.sleep(0.02)
+    check(first.poll() is None, "embed ended before it wrote: the check needs more work")
     second = subprocess.run([docmatch] + embed + ["--output", vectors], capture_output=True, text=True)
     check(second.returncode == 1 and "another process is writing it" in second.stderr,
           f"a second embed to the same output (exit {second.returncode}):\n{second.stderr[-1500:]}")
@@ -113,7 +120,8 @@ def main():
                                       "label": 1 - i % 2}) + "\n")
     report = path("eval")
     figures["eval"] = interrupted(docmatch, ["eval", "--model", model, "--corpus", path("big"), "--test-pairs", pairs,
-                                             "--output", report, "--no-progress"], [os.path.join(report, "*")])
+                                             "--output", report, "--no-progress"], [os.path.join(report, "*")],
+                                  working=os.path.join(report, "embeddings.h5.part-0"))
     index = path("vectors.hnsw")
     figures["index"] = interrupted(docmatch, ["index", "--embeddings", vectors, "--output", index, "-j", "1",
                                               "--ef-construction", "400", "--no-progress"], [index + "*"])

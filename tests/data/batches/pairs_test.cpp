@@ -80,8 +80,17 @@ TEST_F(Pairs, RefusesAPairWithTwoLabelsAndAFileOfSelfPairs) {
   // One self-pair among others is read (with a warning).
   testing::WriteFile(dir.File("some-self.jsonl"),
                      "{\"source\": \"doc-1\", \"target\": \"doc-1\", \"label\": 1}\n"
+                     "{\"source\": \"doc-2\", \"target\": \"doc-3\", \"label\": 1}\n"
                      "{\"source\": \"doc-4\", \"target\": \"doc-5\", \"label\": 0}\n");
-  EXPECT_EQ(ReadPairs(dir.File("some-self.jsonl"), corpus).size(), 2u);
+  EXPECT_EQ(ReadPairs(dir.File("some-self.jsonl"), corpus).size(), 3u);
+  // Related pairs that are all self-pairs, beside unrelated ones, say nothing
+  // of which other document matches (issue 64, row 7).
+  testing::WriteFile(dir.File("self-positives.jsonl"),
+                     "{\"source\": \"doc-1\", \"target\": \"doc-1\", \"label\": 1}\n"
+                     "{\"source\": \"doc-4\", \"target\": \"doc-5\", \"label\": 0}\n");
+  EXPECT_NE(ErrorOf(dir.File("self-positives.jsonl"), corpus).find("every related pair (label 1, 1 of them) pairs"),
+            std::string::npos)
+      << ErrorOf(dir.File("self-positives.jsonl"), corpus);
 }
 
 }  // namespace
