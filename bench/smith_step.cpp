@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
                                                              {batch.B, batch.K}, torch::kInt64)
                                                 .clone()}},
                          dump + "/batch.safetensors");
-    nlohmann::json json = model::ModelConfigToJson({"smith", config, {}, {}, {}});
+    nlohmann::json json = model::ModelConfigToJson({"smith", config, {}, {}, {}, {}});
     json["lr"] = optimizer_options.lr;
     json["weight_decay"] = optimizer_options.weight_decay;
     json["max_grad_norm"] = optimizer_options.max_grad_norm;
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     optimizer->zero_grad();
     torch::Tensor total;
     {
-      const train::Autocast autocast(device, precision);
+      const train::Autocast autocast(device, train::ParsePrecision(precision));
       total = std::get<0>(model->Loss(tensors, /*sentence_blocks=*/true));
     }
     total.backward();

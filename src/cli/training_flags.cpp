@@ -222,8 +222,10 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
       ->check(Positive());
   app->add_option("--keep-last", o->keep_last, "checkpoints kept")->capture_default_str()->check(Positive());
   app->add_option("--log-every", o->log_every, "steps between metric lines")->capture_default_str()->check(Positive());
-  app->add_option("--on-nonfinite", o->on_nonfinite, "a NaN/Inf loss: stop (naming the documents) or skip the step")
-      ->capture_default_str()
+  app->add_option_function<std::string>(
+         "--on-nonfinite", [o](const std::string& text) { o->on_nonfinite = train::ParseOnNonFinite(text); },
+         "a NaN/Inf loss: stop (naming the documents) or skip the step")
+      ->default_str(train::Name(o->on_nonfinite))
       ->check(CLI::IsMember({"stop", "skip"}));
   app->add_option("--bucket-mb", o->bucket_mb,
                   "MB of fp32 gradient per all-reduce bucket: buckets are sent while backward still runs, so\n"
@@ -236,9 +238,10 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
                 "operation without one then stops the run naming itself. Slower on GPUs; CPU runs repeat anyway");
   app->add_flag("--bf16-gradients", o->bf16_gradients,
                 "all-reduce gradients in bfloat16: half the bytes, bf16 rounding of the averaged gradient");
-  app->add_option("--precision", o->precision,
-                  "fp32, or bf16: forward passes under bfloat16 autocast (GPUs with bf16; fp32 master weights)")
-      ->capture_default_str()
+  app->add_option_function<std::string>(
+         "--precision", [o](const std::string& text) { o->precision = train::ParsePrecision(text); },
+         "fp32, or bf16: forward passes under bfloat16 autocast (GPUs with bf16; fp32 master weights)")
+      ->default_str(train::Name(o->precision))
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app->add_option("--validate-every", o->validate_every, "steps between validations (0 = never)")
       ->capture_default_str()

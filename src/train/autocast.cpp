@@ -5,9 +5,8 @@
 
 namespace docmatch::train {
 
-Autocast::Autocast(const torch::Device& device, const std::string& precision) : device_type_(device.type()) {
-  TORCH_CHECK(precision == "fp32" || precision == "bf16", "[train] unknown precision '", precision, "' (fp32 or bf16)");
-  if (precision == "fp32") return;
+Autocast::Autocast(const torch::Device& device, Precision precision) : device_type_(device.type()) {
+  if (precision == Precision::kFp32) return;
   active_ = true;
   was_enabled_ = at::autocast::is_autocast_enabled(device_type_);
   was_dtype_ = at::autocast::get_autocast_dtype(device_type_);

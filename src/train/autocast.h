@@ -4,18 +4,18 @@
 
 #include <torch/torch.h>
 
-#include <string>
+#include "train/optimizer.h"
 
 namespace docmatch::train {
 
 // Forward passes under autocast while alive, for LoopOptions::precision
-// "bf16": matrix products in bfloat16 on the run's device (CUDA, or CPU),
+// bf16: matrix products in bfloat16 on the run's device (CUDA, or CPU),
 // parameters and their optimizer state stay float32 (the master weights), and
-// no loss scaling is needed (bf16 has float32's exponent range). "fp32" does
+// no loss scaling is needed (bf16 has float32's exponent range). fp32 does
 // nothing. Run backward() after the guard ends.
 class Autocast {
  public:
-  Autocast(const torch::Device& device, const std::string& precision);
+  Autocast(const torch::Device& device, Precision precision);
   ~Autocast();
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;

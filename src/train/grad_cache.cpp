@@ -135,7 +135,7 @@ Objective CachedObjective(int64_t chunks, const std::function<ChunkOutputs(int64
       (*states)[i].Restore();
       ChunkOutputs out;
       {
-        const Autocast guard(device, autocast ? "bf16" : "fp32");
+        const Autocast guard(device, autocast ? Precision::kBf16 : Precision::kFp32);
         out = forward(i);
       }
       std::vector<torch::Tensor> tensors, gradients;

@@ -8,8 +8,24 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
 namespace docmatch::train {
+
+const char* Name(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "fp32"; }
+const char* Name(OnNonFinite on_nonfinite) { return on_nonfinite == OnNonFinite::kSkip ? "skip" : "stop"; }
+
+Precision ParsePrecision(const std::string& text) {
+  if (text == "fp32") return Precision::kFp32;
+  if (text == "bf16") return Precision::kBf16;
+  throw std::invalid_argument("--precision is fp32 or bf16, not '" + text + "'");
+}
+
+OnNonFinite ParseOnNonFinite(const std::string& text) {
+  if (text == "stop") return OnNonFinite::kStop;
+  if (text == "skip") return OnNonFinite::kSkip;
+  throw std::invalid_argument("--on-nonfinite is stop or skip, not '" + text + "'");
+}
 
 void UseDeterministicAlgorithms(bool on) {
   if (on) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);

@@ -18,6 +18,23 @@ struct OptimizerOptions {
   double max_grad_norm = 1.0;  // gradient clipping; <= 0 turns it off
 };
 
+// The closed sets among the loop's options, parsed once where the options
+// are read (the CLI, ParsePrecision / ParseOnNonFinite) and named back for
+// trainer.json and messages.
+enum class Precision {
+  kFp32,  // fp32: every pass in float32
+  kBf16,  // bf16: forward passes under bfloat16 autocast, float32 master weights
+};
+enum class OnNonFinite {
+  kStop,  // a NaN/Inf loss ends the run, naming the step and documents
+  kSkip,  // the step is dropped and the run goes on
+};
+const char* Name(Precision precision);       // "fp32", "bf16"
+const char* Name(OnNonFinite on_nonfinite);  // "stop", "skip"
+// Throw std::invalid_argument naming the values when `text` is none of them.
+Precision ParsePrecision(const std::string& text);
+OnNonFinite ParseOnNonFinite(const std::string& text);
+
 // What every training loop (pretrain, finetune) takes besides its data and model.
 struct LoopOptions {
   std::string run;           // checkpoint folder of this run
@@ -29,15 +46,15 @@ struct LoopOptions {
   int64_t checkpoint_every = 500;
   int keep_last = 3;
   int64_t log_every = 10;
-  std::string on_nonfinite = "stop";  // stop | skip: a NaN/Inf loss ends the run or drops the step
-  std::string precision = "fp32";     // fp32 | bf16: forward passes under bf16 autocast, fp32 master weights
-  int64_t validate_every = 0;         // steps between validations; 0: never
-  int64_t patience = 0;               // validations without improvement before stopping; 0: never stop early
-  bool time_split = false;            // log each phase's time per step (time/*); on GPUs synchronises between phases
-  std::string profile_steps;          // "A:B": those steps under PyTorch's profiler (StepProfiler); empty: none
-  double bucket_mb = 25;              // MB of fp32 gradient per all-reduce bucket
-  bool bf16_gradients = false;        // all-reduce gradients in bf16 (half the bytes)
-  bool deterministic = false;         // torch's deterministic algorithms (UseDeterministicAlgorithms)
+  OnNonFinite on_nonfinite = OnNonFinite::kStop;  // --on-nonfinite stop | skip
+  Precision precision = Precision::kFp32;         // --precision fp32 | bf16
+  int64_t validate_every = 0;                     // steps between validations; 0: never
+  int64_t patience = 0;         // validations without improvement before stopping; 0: never stop early
+  bool time_split = false;      // log each phase's time per step (time/*); on GPUs synchronises between phases
+  std::string profile_steps;    // "A:B": those steps under PyTorch's profiler (StepProfiler); empty: none
+  double bucket_mb = 25;        // MB of fp32 gradient per all-reduce bucket
+  bool bf16_gradients = false;  // all-reduce gradients in bf16 (half the bytes)
+  bool deterministic = false;   // torch's deterministic algorithms (UseDeterministicAlgorithms)
   // SMITH's two levels (train/sentence_level.h, SentenceLevel): the
   // sentence-block encoder (embeddings and sentence transformer) at this
   // multiple of the scheduled lr, and not updated at all for the first

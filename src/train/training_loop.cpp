@@ -67,14 +67,14 @@ bool CheckpointDue(const LoopOptions& options, int64_t step, const LoopResult& r
 // with policy "stop" throws naming the step and this rank's documents (ids
 // from `corpus`); with "skip" warns and returns false (drop this step's
 // update). Returns true for a finite loss.
-bool CheckFinite(double value, int64_t step, const std::string& policy, const data::Corpus& corpus,
+bool CheckFinite(double value, int64_t step, OnNonFinite policy, const data::Corpus& corpus,
                  const std::vector<int64_t>& documents) {
   if (std::isfinite(value)) return true;
   std::string ids;
   for (int64_t i : documents) ids += (ids.empty() ? "" : ", ") + corpus.Get(i).id;
   const std::string message = "[train] loss is " + std::to_string(value) + " at step " + std::to_string(step + 1) +
                               "; this rank's documents: " + ids;
-  if (policy != "skip") throw std::runtime_error(message + " (--on-nonfinite skip drops such steps instead)");
+  if (policy != OnNonFinite::kSkip) throw std::runtime_error(message + " (--on-nonfinite skip drops such steps instead)");
   LOG(WARNING) << message << ": step skipped";
   return false;
 }

@@ -120,7 +120,7 @@ nlohmann::json LoopOptionsJson(const LoopOptions& o) {
           {"weight_decay", o.optimizer.weight_decay},
           {"max_grad_norm", o.optimizer.max_grad_norm},
           {"seed", o.seed},
-          {"precision", o.precision},
+          {"precision", Name(o.precision)},
           {"validate_every", o.validate_every},
           {"patience", o.patience},
           {"time_split", o.time_split},

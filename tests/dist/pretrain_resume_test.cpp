@@ -271,7 +271,7 @@ TEST(Pretraining, Bf16AutocastTrainsCloseToFp32WithFloat32Weights) {
   dist::ProcessGroup comm;
   const std::string dir = SharedScratch(comm);
   PretrainOptions fp32 = Options(dir, "fp32", 2), bf16 = Options(dir, "bf16", 2);
-  bf16.precision = "bf16";
+  bf16.precision = Precision::kBf16;
   EXPECT_EQ(RunPretraining(fp32, comm).step, 2);
   EXPECT_EQ(RunPretraining(bf16, comm).step, 2);
   // Step 1: the same weights, batch and dropout draws; only the arithmetic

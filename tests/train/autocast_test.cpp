@@ -19,16 +19,18 @@ TEST(Autocast, Bf16CastsMatrixProductsOnlyWhileAlive) {
   torch::nn::Linear linear(8, 4);
   const torch::Tensor x = torch::randn({2, 8});
   {
-    const Autocast guard(torch::kCPU, "bf16");
+    const Autocast guard(torch::kCPU, Precision::kBf16);
     EXPECT_EQ(linear(x).scalar_type(), torch::kBFloat16);
     EXPECT_EQ(linear->weight.scalar_type(), torch::kFloat);
   }
   EXPECT_EQ(linear(x).scalar_type(), torch::kFloat);
   {
-    const Autocast guard(torch::kCPU, "fp32");
+    const Autocast guard(torch::kCPU, Precision::kFp32);
     EXPECT_EQ(linear(x).scalar_type(), torch::kFloat);
   }
-  EXPECT_THROW(Autocast(torch::kCPU, "fp8"), c10::Error);
+  EXPECT_THROW(ParsePrecision("fp8"), std::invalid_argument);  // the CLI's parse: no third value reaches a guard
+  EXPECT_EQ(ParsePrecision(Name(Precision::kBf16)), Precision::kBf16);
+  EXPECT_EQ(ParseOnNonFinite(Name(OnNonFinite::kSkip)), OnNonFinite::kSkip);
 }
 
 // The similarity logits of the contrastive losses are computed in float32
@@ -52,7 +54,7 @@ TEST(Autocast, ContrastiveLogitsStayFloat32UnderBf16) {
   const auto reference = losses(queries.to(torch::kFloat64), candidates.to(torch::kFloat64));
   std::array<double, 3> mixed{};
   {
-    const Autocast guard(torch::kCPU, "bf16");
+    const Autocast guard(torch::kCPU, Precision::kBf16);
     mixed = losses(queries, candidates);
   }
   for (size_t i = 0; i < mixed.size(); ++i) {
@@ -81,7 +83,7 @@ TEST(Autocast, Bf16StepKeepsFloat32MasterWeights) {
   options.warmup_steps = 0;
   std::vector<double> losses;
   std::vector<torch::nn::Sequential> nets;
-  for (const std::string precision : {"fp32", "bf16"}) {
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
     torch::nn::Sequential net = make();
     auto optimizer = MakeAdamW(*net, options);
     torch::Tensor loss;
