@@ -17,6 +17,10 @@ launch options:
                      cuda: one rank per GPU
   --threads T        threads per rank (default: this host's cores / ranks per host)
   --oversubscribe    allow more ranks than slots (off unless asked)
+  --nccl-host-per-rank
+                     give each rank its own NCCL host identity (NCCL_HOSTID=docmatch-rank-R,
+                     sockets on lo): ranks that share a GPU then run NCCL over its network
+                     transport, the multi-node code path on one machine (--np 2 on one GPU)
   --local            laptop mode: 2 CPU ranks, oversubscribed, unbound, 1 thread each
   --dry-run          print the command, run nothing
   -h, --help         this text
@@ -31,7 +35,7 @@ USAGE
 }
 
 LAUNCH_NP="" LAUNCH_HOSTFILE="" LAUNCH_DEVICE=auto LAUNCH_THREADS="" LAUNCH_OVERSUBSCRIBE=0 LAUNCH_LOCAL=0
-LAUNCH_DRY_RUN=0 LAUNCH_PASS=()
+LAUNCH_DRY_RUN=0 LAUNCH_PASS=() LAUNCH_NCCL_HOSTS=0
 
 # launch_option NAME VALUE...: consumes one launch option; returns the number
 # of words taken (0 when NAME is not a launch option).
@@ -42,6 +46,7 @@ launch_option() {
     --device) LAUNCH_DEVICE="$2"; return 2 ;;
     --threads) LAUNCH_THREADS="$2"; return 2 ;;
     --oversubscribe) LAUNCH_OVERSUBSCRIBE=1; return 1 ;;
+    --nccl-host-per-rank) LAUNCH_NCCL_HOSTS=1; return 1 ;;
     --local) LAUNCH_LOCAL=1; return 1 ;;
     --dry-run) LAUNCH_DRY_RUN=1; return 1 ;;
   esac
@@ -124,6 +129,8 @@ launch_command() {
     LAUNCH_CMD+=(--map-by "slot:PE=$LAUNCH_THREADS" --bind-to core)
   fi
   LAUNCH_CMD+=(-x "OMP_NUM_THREADS=$LAUNCH_THREADS" -x PATH -x LD_LIBRARY_PATH)
+  # docmatch sets NCCL_HOSTID per rank from its own rank (dist/communicator.h).
+  [ "$LAUNCH_NCCL_HOSTS" = 0 ] || LAUNCH_CMD+=(-x DOCMATCH_NCCL_HOST_PER_RANK=1)
   if [ "$LAUNCH_DEVICE" = cuda ]; then
     LAUNCH_CMD+=(-x "NCCL_DEBUG=${NCCL_DEBUG:-WARN}")
     # On one host, this host's share reaches every rank. With a hostfile each

@@ -4,6 +4,10 @@
 
 #include <glog/logging.h>
 
+#include <cstdlib>
+#include <set>
+#include <string>
+
 #include "dist/control_plane.h"
 #include "dist/mpi_communicator.h"
 #include "dist/runtime.h"
@@ -93,14 +97,40 @@ torch::Tensor Communicator::ReduceScatterUneven(const torch::Tensor& input, cons
   return output;
 }
 
-bool NcclPossible(const torch::Device& device, bool gpus_shared) {
+bool NcclPossible(const torch::Device& device, bool gpus_shared, bool distinct_hosts) {
 #ifdef DOCMATCH_HAS_NCCL
-  return device.is_cuda() && !gpus_shared;
+  return device.is_cuda() && (!gpus_shared || distinct_hosts);
 #else
   (void)device;
   (void)gpus_shared;
+  (void)distinct_hosts;
   return false;
 #endif
+}
+
+bool GiveEachRankItsOwnNcclHost(int rank) {
+  const char* asked = std::getenv(kNcclHostPerRank);
+  if (asked == nullptr || std::string(asked) != "1") return false;
+  ::setenv("NCCL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
+  const char* given = std::getenv("NCCL_HOSTID");
+  if (given != nullptr && *given != '\0') return false;  // the user's own ids stand
+  ::setenv("NCCL_HOSTID", ("docmatch-rank-" + std::to_string(rank)).c_str(), /*overwrite=*/1);
+  return true;
+}
+
+bool DistinctNcclHosts(ControlPlane& control) {
+  // Each rank's id as a 64-bit FNV-1a hash (0: none), gathered: ids travel
+  // as numbers on the control plane.
+  const char* id = std::getenv("NCCL_HOSTID");
+  uint64_t hash = 0;
+  if (id != nullptr && *id != '\0') {
+    hash = 1469598103934665603ULL;
+    for (const char* c = id; *c != '\0'; ++c) hash = (hash ^ static_cast<unsigned char>(*c)) * 1099511628211ULL;
+    hash |= 1;  // never 0
+  }
+  const std::vector<int64_t> all = control.AllGather(static_cast<int64_t>(hash));
+  const std::set<int64_t> distinct(all.begin(), all.end());
+  return !distinct.count(0) && distinct.size() == all.size();
 }
 
 std::string AgreeOnBackend(const std::string& requested, bool nccl_possible, ControlPlane& control) {
@@ -111,8 +141,9 @@ std::string AgreeOnBackend(const std::string& requested, bool nccl_possible, Con
   const bool everywhere = !control.Any(!nccl_possible);
   if (requested == "auto") return everywhere ? "nccl" : "mpi";
   TORCH_CHECK(requested != "nccl" || everywhere,
-              "[dist] --backend nccl needs one CUDA device per rank that no other rank of its node shares, and some "
-              "rank has none: use --backend mpi (or auto) to share GPUs or run on CPUs");
+              "[dist] --backend nccl needs one CUDA device per rank that no other rank of its node shares, or a host "
+              "identity per rank (DOCMATCH_NCCL_HOST_PER_RANK=1, launch --nccl-host-per-rank), and some rank has "
+              "neither: use --backend mpi (or auto) to share GPUs or run on CPUs");
 #ifndef DOCMATCH_HAS_NCCL
   TORCH_CHECK(requested != "nccl", "this docmatch was built without NCCL; use --backend mpi");
 #endif

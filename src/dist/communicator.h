@@ -102,10 +102,24 @@ class Communicator {
   torch::Device device_;
 };
 
-// Whether this rank could use NCCL: a CUDA device it does not share with
-// another rank of its node (NCCL refuses two ranks on one GPU), in a build
-// with NCCL.
-bool NcclPossible(const torch::Device& device, bool gpus_shared);
+// Whether this rank could use NCCL: a CUDA device in a build with NCCL, not
+// shared with another rank of its node (NCCL refuses two ranks on one GPU
+// of one host: "Duplicate GPU detected") unless every rank has a host
+// identity of its own (`distinct_hosts`, DistinctNcclHosts): NCCL then takes
+// them for separate hosts and joins them over its network transport, the
+// code path of a multi-node job, on one GPU.
+bool NcclPossible(const torch::Device& device, bool gpus_shared, bool distinct_hosts = false);
+
+// Ranks sharing a GPU as NCCL's separate hosts (issue 61). NCCL decides that
+// two ranks share a host by its host hash, which NCCL_HOSTID overrides. With
+// DOCMATCH_NCCL_HOST_PER_RANK=1 (launch/*.sh --nccl-host-per-rank) each rank
+// sets NCCL_HOSTID=docmatch-rank-<rank>, where it is not set already, and
+// NCCL_SOCKET_IFNAME=lo where that is not set (the sockets then stay on this
+// machine), before NCCL starts. Returns whether it set the id.
+constexpr const char* kNcclHostPerRank = "DOCMATCH_NCCL_HOST_PER_RANK";
+bool GiveEachRankItsOwnNcclHost(int rank);
+// Whether every rank has an NCCL_HOSTID and no two the same; collective.
+bool DistinctNcclHosts(ControlPlane& control);
 
 // The backend every rank uses, decided collectively: "mpi" or "nccl" as
 // asked, or for "auto" NCCL only when it is possible on every rank (one rank

@@ -3,6 +3,8 @@
 
 #include <glog/logging.h>
 
+#include <cstdlib>
+
 #include "dist/mpi_communicator.h"
 #include "dist/runtime.h"
 
@@ -27,16 +29,30 @@ ProcessGroup::ProcessGroup(Placement placement, std::unique_ptr<ControlPlane> co
 
 std::unique_ptr<ProcessGroup> ProcessGroup::FromLaunch(const std::string& device, const std::string& backend,
                                                        std::chrono::milliseconds timeout) {
-  Placement placement = DiscoverPlacement(device, /*share_gpus=*/backend != "nccl");
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  GiveEachRankItsOwnNcclHost(world_rank);  // before NCCL reads its environment
+  const char* host_id = std::getenv("NCCL_HOSTID");
+  const bool host_ids = host_id != nullptr && *host_id != '\0';
+  // Ranks with host identities may share GPUs and still ask for NCCL.
+  Placement placement = DiscoverPlacement(device, /*share_gpus=*/backend != "nccl" || host_ids);
   UseDevice(placement.device);
   auto control = std::make_unique<ControlPlane>(MPI_COMM_WORLD);
   control->set_timeout(timeout);
-  const std::string chosen = AgreeOnBackend(backend, NcclPossible(placement.device, placement.gpus_shared), *control);
+  const bool distinct_hosts = DistinctNcclHosts(*control);
+  const std::string chosen =
+      AgreeOnBackend(backend, NcclPossible(placement.device, placement.gpus_shared, distinct_hosts), *control);
   std::unique_ptr<Communicator> data = MakeCommunicator(chosen, placement.device, timeout);
   if (control->rank() == 0) {
     LOG(INFO) << "[dist] " << control->size() << " ranks, backend " << data->backend() << " on "
               << placement.device.str() << (placement.gpus_shared ? " (GPUs shared by this node's ranks)" : "")
               << ", host allocator " << HostAllocator();
+    if (chosen == "nccl" && placement.gpus_shared) {
+      LOG(INFO) << "[dist] NCCL across ranks that share a GPU: each rank has its own NCCL_HOSTID, so NCCL takes "
+                   "them for separate hosts and joins them over its network transport (sockets on "
+                << (std::getenv("NCCL_SOCKET_IFNAME") ? std::getenv("NCCL_SOCKET_IFNAME") : "its default interface")
+                << "), as across nodes";
+    }
   }
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(placement), std::move(control), std::move(data)));
 }

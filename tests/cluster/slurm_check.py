@@ -89,6 +89,12 @@ def dry_runs(docmatch, configs, scratch):
     for part in ["-np 8", f"--hostfile {hostfile}", "--map-by ppr:4:node:PE=2", "-x NCCL_DEBUG=WARN",
                  "finetune --config", "--device cuda"]:
         check(part in line, f"'{part}' not in: {line}")
+    # Two ranks on one GPU as NCCL's two hosts (issue 61): the switch reaches every rank.
+    line = run(["launch/pretrain.sh", "--config", configs["pretrain"], "--device", "cuda", "--np", "2",
+                "--nccl-host-per-rank", "--dry-run"], env).stdout
+    checked += 1
+    for part in ["-np 2", "-x DOCMATCH_NCCL_HOST_PER_RANK=1", "--device cuda"]:
+        check(part in line, f"'{part}' not in: {line}")
     line = run(["launch/eval.sh", "--config", configs["eval"], "--local", "--dry-run"], env).stdout
     checked += 1
     for part in ["-np 2", "--oversubscribe", "--bind-to none", "-x OMP_NUM_THREADS=1", "eval --config"]:

@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "dist/communicator.h"
 #include "dist/control_plane.h"
@@ -104,6 +106,93 @@ TEST(Backend, EveryRankAgreesOnOneBackend) {
   EXPECT_EQ(MakeCommunicator("mpi", torch::kCPU)->backend(), "mpi");
   EXPECT_THROW(MakeCommunicator("nccl", torch::kCPU), c10::Error);
   EXPECT_FALSE(NcclPossible(torch::kCPU, false));
+}
+
+// Issue 61: ranks that share a GPU run NCCL when each has a host identity
+// of its own (NCCL_HOSTID), set per rank by DOCMATCH_NCCL_HOST_PER_RANK=1;
+// without distinct ids the rule stands (MPI for shared GPUs). The variables
+// are restored after.
+class SavedEnvironment {
+ public:
+  explicit SavedEnvironment(std::vector<std::string> names) : names_(std::move(names)) {
+    for (const std::string& name : names_) {
+      const char* value = std::getenv(name.c_str());
+      values_.push_back(value ? std::optional<std::string>(value) : std::nullopt);
+    }
+  }
+  ~SavedEnvironment() {
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (values_[i]) {
+        ::setenv(names_[i].c_str(), values_[i]->c_str(), 1);
+      } else {
+        ::unsetenv(names_[i].c_str());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<std::optional<std::string>> values_;
+};
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "(unset)";
+}
+
+TEST(Backend, EachRankItsOwnNcclHostMakesSharedGpusNcclsHosts) {
+  const SavedEnvironment saved({"NCCL_HOSTID", "NCCL_SOCKET_IFNAME", kNcclHostPerRank});
+  ControlPlane control;
+  const int rank = control.rank(), size = control.size();
+  ::unsetenv("NCCL_HOSTID");
+  ::unsetenv("NCCL_SOCKET_IFNAME");
+  ::unsetenv(kNcclHostPerRank);
+  EXPECT_FALSE(GiveEachRankItsOwnNcclHost(rank));  // not asked
+  EXPECT_EQ(Env("NCCL_HOSTID"), "(unset)");
+  EXPECT_FALSE(DistinctNcclHosts(control));  // nobody has one
+  ::setenv(kNcclHostPerRank, "1", 1);
+  EXPECT_TRUE(GiveEachRankItsOwnNcclHost(rank));
+  EXPECT_EQ(Env("NCCL_HOSTID"), "docmatch-rank-" + std::to_string(rank));
+  EXPECT_EQ(Env("NCCL_SOCKET_IFNAME"), "lo");
+  EXPECT_TRUE(DistinctNcclHosts(control));
+  // A user's own ids and interface stand.
+  ::setenv("NCCL_HOSTID", "one-machine", 1);
+  ::setenv("NCCL_SOCKET_IFNAME", "eth9", 1);
+  EXPECT_FALSE(GiveEachRankItsOwnNcclHost(rank));
+  EXPECT_EQ(Env("NCCL_HOSTID"), "one-machine");
+  EXPECT_EQ(Env("NCCL_SOCKET_IFNAME"), "eth9");
+  EXPECT_EQ(DistinctNcclHosts(control), size == 1);  // one id on every rank: one host
+  // The last rank without an id: not every rank is its own host.
+  if (rank == size - 1) {
+    ::unsetenv("NCCL_HOSTID");
+  } else {
+    ::setenv("NCCL_HOSTID", ("h" + std::to_string(rank)).c_str(), 1);
+  }
+  EXPECT_FALSE(DistinctNcclHosts(control));
+  // The rule itself, and the agreement: every rank decides alike.
+  const torch::Device gpu(torch::kCUDA, 0);
+  EXPECT_FALSE(NcclPossible(torch::kCPU, /*gpus_shared=*/true, /*distinct_hosts=*/true));
+#ifdef DOCMATCH_HAS_NCCL
+  EXPECT_FALSE(NcclPossible(gpu, true, false));
+  EXPECT_TRUE(NcclPossible(gpu, true, true));
+  EXPECT_TRUE(NcclPossible(gpu, false, false));
+  EXPECT_EQ(AgreeOnBackend("auto", NcclPossible(gpu, true, /*distinct_hosts=*/rank != 0), control), "mpi");
+  EXPECT_EQ(AgreeOnBackend("auto", NcclPossible(gpu, true, true), control), "nccl");
+#else
+  EXPECT_FALSE(NcclPossible(gpu, true, true));
+#endif
+}
+
+// The launch wiring in the process group itself: with the switch set, every
+// rank has its own id after FromLaunch (on CPU the backend stays MPI).
+TEST(ProcessGroupFromLaunch, TheSwitchGivesEveryRankItsOwnNcclHost) {
+  const SavedEnvironment saved({"NCCL_HOSTID", "NCCL_SOCKET_IFNAME", kNcclHostPerRank});
+  ::unsetenv("NCCL_HOSTID");
+  ::setenv(kNcclHostPerRank, "1", 1);
+  const std::unique_ptr<ProcessGroup> group = ProcessGroup::FromLaunch("cpu", "auto", std::chrono::milliseconds(30000));
+  EXPECT_EQ(Env("NCCL_HOSTID"), "docmatch-rank-" + std::to_string(group->rank()));
+  EXPECT_TRUE(DistinctNcclHosts(group->control()));
+  EXPECT_EQ(group->data().backend(), "mpi");
 }
 
 // Two ranks share a GPU exactly when two identities on the node are equal.
