@@ -100,6 +100,9 @@ launch_finish_options() {
   fi
   [[ "$LAUNCH_NP" =~ ^[1-9][0-9]*$ ]] || launch_fail "--np must be a positive number, not '$LAUNCH_NP'"
   [ -z "$LAUNCH_HOSTFILE" ] || [ -f "$LAUNCH_HOSTFILE" ] || launch_fail "hostfile $LAUNCH_HOSTFILE does not exist"
+  # Its sockets stay on lo: one machine only (across hosts NCCL finds them by itself).
+  [ "$LAUNCH_NCCL_HOSTS" = 0 ] || [ -z "$LAUNCH_HOSTFILE" ] ||
+    launch_fail "--nccl-host-per-rank runs ranks of one machine as NCCL's hosts; with --hostfile leave it out"
   # Ranks per host: all of them on one host; with a hostfile, spread evenly.
   local hosts=1
   [ -z "$LAUNCH_HOSTFILE" ] || hosts=$(grep -cv '^\s*\(#\|$\)' "$LAUNCH_HOSTFILE")

@@ -131,10 +131,15 @@ int main(int argc, char** argv) {
   // (H5F__close_cb). Every writer closes and checks its file itself
   // (hdf5::CloseFile); a file left open is a failed output, removed.
   H5dont_atexit();
-  // Ctrl-C from here on stops a command at its next unit of work
+  // Ctrl-C from here on stops the long commands at their next unit of work
   // (console/interrupt.h); a training run takes the request over and
-  // checkpoints (train/training_run.h).
-  docmatch::console::InstallInterruptHandlers();
+  // checkpoints (train/training_run.h). The others (tokenize, fuse, export,
+  // import-hf, info) keep the default: Ctrl-C ends them at once.
+  const std::string word = CommandWord(argc, argv);
+  for (const char* checks :
+       {"prepare", "inspect", "pretrain", "finetune", "embed", "encode", "eval", "index", "search"}) {
+    if (word == checks) docmatch::console::InstallInterruptHandlers();
+  }
   try {
     docmatch::dist::ConfigureHostAllocator();
     docmatch::dist::QuietProfilerWithoutGpuDriver();
@@ -204,7 +209,6 @@ int main(int argc, char** argv) {
 
   // An unknown command word: name it and the nearest command, instead of
   // CLI11's "A subcommand is required".
-  const std::string word = CommandWord(argc, argv);
   const bool known = std::any_of(commands.begin(), commands.end(), [&](const docmatch::cli::Command& command) {
     return command.app->get_name() == word;
   });

@@ -116,7 +116,7 @@ int RunDistributed(const DistributedFlags& flags, const std::function<int(dist::
   // a request that came before (train/training_run.h).
   std::optional<console::HoldInterrupts> held(std::in_place);
   dist::MpiRuntime mpi(nullptr, nullptr);
-  console::InstallInterruptHandlers();
+  if (console::InterruptHandlersInstalled()) console::InstallInterruptHandlers();
   held.reset();
   dist::SetUpRankLogging(mpi.rank(), flags.log_dir);
   // The group outlives the body: a rank that fails reports and ends the job

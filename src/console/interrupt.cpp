@@ -9,6 +9,7 @@ namespace docmatch::console {
 namespace {
 
 volatile std::sig_atomic_t requested = 0;
+bool installed = false;
 
 extern "C" void OnInterrupt(int number) {
   if (requested != 0) {  // a second signal: at once
@@ -26,7 +27,10 @@ Interrupted::Interrupted(int signal)
                          ": stopped before the end"),
       signal_(signal) {}
 
+bool InterruptHandlersInstalled() { return installed; }
+
 void InstallInterruptHandlers() {
+  installed = true;
   struct sigaction action {};
   action.sa_handler = OnInterrupt;
   action.sa_flags = SA_RESTART;

@@ -29,6 +29,9 @@ class Interrupted : public std::runtime_error {
 // SIGINT and SIGTERM set the request (the first; a second kills). A request
 // that came before (under handlers set earlier) is kept.
 void InstallInterruptHandlers();
+// Whether InstallInterruptHandlers ran (commands that never check the
+// request keep the default action: Ctrl-C ends them at once).
+bool InterruptHandlersInstalled();
 // Holds SIGINT and SIGTERM back while alive (a library's start-up, MPI's,
 // that may set handlers of its own or swallow them), then lets a signal
 // that came meanwhile through to the handlers set by then.

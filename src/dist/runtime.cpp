@@ -262,11 +262,13 @@ int RunOnAllRanks(const std::function<int()>& body) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::string message;
+  int code = 1;
   try {
     return body();
   } catch (const console::Interrupted& e) {
     if (size == 1) throw;  // main exits 128 + the signal
     message = e.what();
+    code = 128 + e.signal();  // mpirun exits with it
   } catch (const std::exception& e) {
     message = ErrorMessage(e);
   } catch (...) {
@@ -284,8 +286,8 @@ int RunOnAllRanks(const std::function<int()>& body) {
       "[dist] rank " + std::to_string(rank) + " failed: " + message + "\n[dist] ending every rank of the job\n";
   std::cerr.write(line.data(), static_cast<std::streamsize>(line.size()));
   std::cerr.flush();
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  return 1;
+  MPI_Abort(MPI_COMM_WORLD, code);
+  return code;
 }
 
 }  // namespace docmatch::dist

@@ -337,6 +337,20 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
   const bool sentences = model.has_sentences();
   const std::string part = output + ".part-" + std::to_string(rank);
   if (!fs::path(output).parent_path().empty()) fs::create_directories(fs::path(output).parent_path());
+  // The output's lock, on rank 0 for the whole write, the join of the parts
+  // included; the other ranks wait for it before they create their parts, so
+  // a second embed to this output stops before it touches any of its files.
+  std::optional<files::LockFile> lock;
+  if (rank == 0) {
+    lock.emplace(
+        output + ".lock",
+        [&output](const std::string& holder) {
+          return "[embed] cannot write '" + output + "': another process is writing it (docmatch, " + holder +
+                 "); wait for it to finish, or write elsewhere";
+        },
+        /*remove=*/true);
+  }
+  group.control().Barrier();
   torch::NoGradGuard no_grad;
   model.module().eval();
   int64_t cut_documents = 0, cut_tokens = 0;  // documents the model reads in part, and the tokens it leaves

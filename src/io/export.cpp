@@ -187,7 +187,7 @@ std::string ExportModel(const ExportOptions& options) {
   }
   // --overwrite replaces a docmatch model folder, never a folder of someone else's (io/own_outputs.h).
   CheckOwnOutputs({{options.output, Output::kModelFolder}, {options.output + ".tmp", Output::kStaged}},
-                  "[export] --overwrite replaces only a model folder docmatch wrote",
+                  "[export] writes over only a model folder docmatch wrote",
                   "give another --output, or move it away");
   ModelFolderInfo info;
   std::unique_ptr<model::DocumentModel> model = LoadModelFolder(options.model, &info);

@@ -234,7 +234,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   }
   // --overwrite replaces a docmatch model folder, never a folder of someone else's (io/own_outputs.h).
   CheckOwnOutputs({{options.output, Output::kModelFolder}, {options.output + ".tmp", Output::kStaged}},
-                  "[import] --overwrite replaces only a model folder docmatch wrote",
+                  "[import] writes over only a model folder docmatch wrote",
                   "give another --output, or move it away");
 
   // Vocabulary, special tokens to docmatch's ids.

@@ -2,7 +2,10 @@
 #include "io/own_outputs.h"
 
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "files/file_writer.h"
 #include "io/checksums.h"
@@ -25,6 +28,16 @@ const char* Name(Output output) {
   return "output";
 }
 
+// Whether `path` is a model folder's config.json as docmatch writes it
+// ("format": "docmatch-model"; an HF-layout export keeps the key too).
+bool DocmatchConfig(const fs::path& path) {
+  std::error_code error;
+  if (!fs::is_regular_file(path, error) || fs::file_size(path, error) > (1 << 20)) return false;
+  std::ifstream in(path);
+  const nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return json.is_object() && json.value("format", "") == "docmatch-model";
+}
+
 // "" when `folder` holds every one of `files` as a regular file.
 std::string Lacks(const fs::path& folder, std::initializer_list<const char*> files) {
   std::string missing;
@@ -45,15 +58,21 @@ std::string NotDocmatchs(const std::string& path, Output output) {
   if (!fs::is_directory(status)) return "is not a folder";
   switch (output) {
     case Output::kCheckpoint:
-      return Lacks(path, {"trainer.json", kChecksumFile});
+      // trainer.json alone: checkpoints written before checksums (or copied
+      // without them, loaded with --allow-unverified) are docmatch's too.
+      return Lacks(path, {"trainer.json"});
     case Output::kModelFolder:
-      return Lacks(path, {"config.json", kChecksumFile});
+      return DocmatchConfig(fs::path(path) / "config.json")
+                 ? ""
+                 : "has no config.json of docmatch's (\"format\": \"docmatch-model\")";
     case Output::kStaged:
       if (fs::is_empty(path, error) || Lacks(path, {files::kStagingMark}).empty() ||
-          Lacks(path, {kChecksumFile}).empty()) {
+          Lacks(path, {kChecksumFile}).empty() || Lacks(path, {"trainer.json"}).empty() ||
+          DocmatchConfig(fs::path(path) / "config.json")) {
         return "";
       }
-      return std::string("has neither docmatch's staging mark (") + files::kStagingMark + ") nor a " + kChecksumFile;
+      return std::string("has neither docmatch's staging mark (") + files::kStagingMark + "), nor a " + kChecksumFile +
+             ", trainer.json or docmatch config.json";
     case Output::kLink:
       break;
   }

@@ -3,12 +3,15 @@
 // remove a path only when it carries docmatch's own record for what it is
 // meant to be:
 //
-//   a checkpoint (step-N/)        trainer.json and checksums.json
+//   a checkpoint (step-N/)        trainer.json (checksums.json is not
+//                                 required: older checkpoints lack it)
 //   a model folder (best/, an export or import-hf output)
-//                                 config.json and checksums.json
+//                                 a config.json with "format":
+//                                 "docmatch-model"
 //   a staged folder (X.tmp/, best.old/)
 //                                 empty, docmatch's staging mark
-//                                 (files::kStagingMark), or a checksums.json
+//                                 (files::kStagingMark), a checksums.json,
+//                                 a trainer.json or docmatch's config.json
 //   latest, latest.tmp            a symbolic link
 //
 // Anything else is refused with a sentence naming the path and what it

@@ -271,6 +271,10 @@ void CheckSameModel(const std::string& run, const std::string& folder, const io:
 
 std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& module,
                                                 torch::optim::Optimizer& optimizer, const io::ModelFolderInfo& writes) {
+  // A stop asked before anything was trained (Ctrl-C while the corpus and
+  // the model loaded) ends the run here: there is nothing to checkpoint, and
+  // --fresh must not remove the earlier run for a run that is not wanted.
+  if (group_.control().Any(stop_requests > 0)) throw console::Interrupted(stop_signal != 0 ? stop_signal : SIGINT);
   if (!resume && group_.rank() == 0) {
     // --fresh: nothing of the earlier run stays beside the new one, where a
     // later resume, `best` or the logs would mix the two.

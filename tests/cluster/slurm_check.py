@@ -95,6 +95,9 @@ def dry_runs(docmatch, configs, scratch):
     checked += 1
     for part in ["-np 2", "-x DOCMATCH_NCCL_HOST_PER_RANK=1", "--device cuda"]:
         check(part in line, f"'{part}' not in: {line}")
+    bad = run(["launch/pretrain.sh", "--config", configs["pretrain"], "--device", "cuda", "--np", "2",
+               "--nccl-host-per-rank", "--hostfile", hostfile, "--dry-run"], env, expect=2)
+    check("one machine" in bad.stderr, bad.stderr)
     line = run(["launch/eval.sh", "--config", configs["eval"], "--local", "--dry-run"], env).stdout
     checked += 1
     for part in ["-np 2", "--oversubscribe", "--bind-to none", "-x OMP_NUM_THREADS=1", "eval --config"]:

@@ -121,12 +121,15 @@ void Write(const std::string& path, const std::string& text) {
 TEST_F(CheckpointTest, OnlyWhatCarriesDocmatchsRecordIsItsOwn) {
   EXPECT_EQ(NotDocmatchs(root_ + "/absent", Output::kCheckpoint), "");
   Write(root_ + "/ckpt/trainer.json", "{}");
-  EXPECT_EQ(NotDocmatchs(root_ + "/ckpt", Output::kCheckpoint), "has no checksums.json");
-  Write(root_ + "/ckpt/checksums.json", "{}");
-  EXPECT_EQ(NotDocmatchs(root_ + "/ckpt", Output::kCheckpoint), "");
-  EXPECT_EQ(NotDocmatchs(root_ + "/ckpt", Output::kModelFolder), "has no config.json");
+  EXPECT_EQ(NotDocmatchs(root_ + "/ckpt", Output::kCheckpoint), "");  // without checksums.json: an older one
+  EXPECT_NE(NotDocmatchs(root_ + "/ckpt", Output::kModelFolder), "");
+  Write(root_ + "/model/config.json", "{\"kind\": \"mine\"}");
+  EXPECT_EQ(NotDocmatchs(root_ + "/model", Output::kModelFolder),
+            "has no config.json of docmatch's (\"format\": \"docmatch-model\")");
+  Write(root_ + "/model/config.json", "{\"format\": \"docmatch-model\", \"version\": 1}");
+  EXPECT_EQ(NotDocmatchs(root_ + "/model", Output::kModelFolder), "");
   Write(root_ + "/notes/my.txt", "x");
-  EXPECT_EQ(NotDocmatchs(root_ + "/notes", Output::kCheckpoint), "has no trainer.json and checksums.json");
+  EXPECT_EQ(NotDocmatchs(root_ + "/notes", Output::kCheckpoint), "has no trainer.json");
   EXPECT_NE(NotDocmatchs(root_ + "/notes", Output::kStaged), "");
   EXPECT_EQ(NotDocmatchs(root_ + "/notes/my.txt", Output::kModelFolder), "is not a folder");
   fs::create_directories(root_ + "/empty.tmp");
@@ -147,8 +150,8 @@ TEST_F(CheckpointTest, OnlyWhatCarriesDocmatchsRecordIsItsOwn) {
     ADD_FAILURE() << "a folder of notes was removed as a checkpoint";
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), "[test] why: '" + root_ +
-                                         "/notes' has no trainer.json and checksums.json, so it is not docmatch's "
-                                         "checkpoint and is kept; advice");
+                                         "/notes' has no trainer.json, so it is not docmatch's checkpoint and is "
+                                         "kept; advice");
   }
   EXPECT_TRUE(fs::exists(root_ + "/ckpt/trainer.json"));
   EXPECT_TRUE(fs::exists(root_ + "/notes/my.txt"));
