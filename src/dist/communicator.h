@@ -110,7 +110,7 @@ class Communicator {
 // code path of a multi-node job, on one GPU.
 bool NcclPossible(const torch::Device& device, bool gpus_shared, bool distinct_hosts = false);
 
-// Ranks sharing a GPU as NCCL's separate hosts (issue 61). NCCL decides that
+// Ranks sharing a GPU as NCCL's separate hosts. NCCL decides that
 // two ranks share a host by its host hash, which NCCL_HOSTID overrides. With
 // DOCMATCH_NCCL_HOST_PER_RANK=1 (launch/*.sh --nccl-host-per-rank) each rank
 // sets NCCL_HOSTID=docmatch-rank-<rank>, where it is not set already, and

@@ -118,7 +118,8 @@ std::string CheckpointDirectory::Save(int64_t step, const std::function<void(con
   const fs::path final_folder = fs::path(root_) / ("step-" + std::to_string(step));
   const fs::path temporary = final_folder.string() + ".tmp";
   const fs::path link = fs::path(root_) / "latest", staged = fs::path(root_) / "latest.tmp";
-  // What this save replaces must be docmatch's: checked before anything is written.
+  // What this save replaces must be docmatch's: checked once, before anything
+  // is written (the run folder's lock keeps others out until it is done).
   const std::vector<std::pair<std::string, Output>> replaced = {{temporary.string(), Output::kStaged},
                                                                 {final_folder.string(), Output::kCheckpoint},
                                                                 {link.string(), Output::kLink},
@@ -126,7 +127,7 @@ std::string CheckpointDirectory::Save(int64_t step, const std::function<void(con
   const std::string why = "[ckpt] saving step " + std::to_string(step) + " in " + root_;
   const std::string advice = "move it out of " + root_ + ", or give the run another folder";
   CheckOwnOutputs(replaced, why, advice);
-  RemoveOwnOutputs({{temporary.string(), Output::kStaged}}, why, advice);
+  fs::remove_all(temporary);
   fs::create_directories(temporary);
   const fs::path mark = temporary / files::kStagingMark;
   try {
@@ -138,16 +139,15 @@ std::string CheckpointDirectory::Save(int64_t step, const std::function<void(con
     fs::remove_all(temporary);
     throw;
   }
-  RemoveOwnOutputs({{final_folder.string(), Output::kCheckpoint}}, why, advice);
+  fs::remove_all(final_folder);
   fs::rename(temporary, final_folder);
   // `latest`: a new symlink renamed over the old one (atomic on POSIX).
-  RemoveOwnOutputs({{staged.string(), Output::kLink}}, why, advice);
+  fs::remove(staged);
   fs::create_directory_symlink(final_folder.filename(), staged);
   fs::rename(staged, link);
-  // Keep the newest keep_last_ checkpoints (Steps: docmatch's alone).
+  // Keep the newest keep_last_ checkpoints (Steps() lists docmatch's alone).
   const std::vector<std::string> steps = Steps();
-  for (size_t i = 0; i + keep_last_ < steps.size(); ++i)
-    RemoveOwnOutputs({{steps[i], Output::kCheckpoint}}, why, advice);
+  for (size_t i = 0; i + keep_last_ < steps.size(); ++i) fs::remove_all(steps[i]);
   LOG(INFO) << "[ckpt] saved " << final_folder.string();
   return final_folder.string();
 }
