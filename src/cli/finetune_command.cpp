@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/outputs.h"
 #include "cli/training_flags.h"
 #include "train/finetune.h"
 #include "train/finetuning_losses.h"
@@ -44,7 +45,7 @@ Command AddFinetuneCommand(CLI::App* app) {
       ->check(CLI::IsMember(train::FinetuneLossNames()))
       ->capture_default_str();
   sub->add_option("--temperature", o->temperature, "contrastive: softmax temperature of the cosines")
-      ->check(Positive())
+      ->check(TemperatureRange())
       ->capture_default_str();
   sub->add_flag("--learn-temperature", o->learn_temperature,
                 "contrastive: learn the temperature (as CLIP does: log(1/temperature) is a parameter, "
@@ -58,15 +59,17 @@ Command AddFinetuneCommand(CLI::App* app) {
                   "contrastive: labelled negatives of each source added to its candidates, at most")
       ->check(NonNegative())
       ->capture_default_str();
-  sub->add_option("--mine-negatives", o->mine_negatives,
-                  "contrastive: also mine this many hard negatives per source from the corpus's TF-IDF "
-                  "neighbours (never the source, nor a document labelled related to it); --hard-negatives of "
-                  "them and the labelled ones go with each pair")
-      ->check(NonNegative())
-      ->capture_default_str();
+  CLI::Option* mine =
+      sub->add_option("--mine-negatives", o->mine_negatives,
+                      "contrastive: also mine this many hard negatives per source from the corpus's TF-IDF "
+                      "neighbours (never the source, nor a document labelled related to it); --hard-negatives of "
+                      "them and the labelled ones go with each pair")
+          ->check(NonNegative())
+          ->capture_default_str();
   sub->add_option("--mine-margin", o->mine_margin,
                   "with --mine-negatives: leave out a neighbour whose TF-IDF cosine exceeds the source's best "
                   "positive's by more than this (likely an unlabelled positive); negative: keep all")
+      ->needs(mine)
       ->check(Finite())
       ->capture_default_str();
   sub->add_option("--refresh-negatives", o->refresh_negatives,
@@ -84,6 +87,7 @@ Command AddFinetuneCommand(CLI::App* app) {
   AddLoopFlags(sub, o.get(), "pairs");
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {
+            RefuseRunOverInputs("finetune", o->run, {o->corpus, o->init, o->train_pairs, o->valid_pairs}, !o->resume);
             return RunDistributed(*flags, [&](dist::ProcessGroup& group) {
               return WithMemoryAdvice("finetune", o->batch_size,
                                       "--grad-cache N (contrastive: the same batch, one chunk in memory), or a "

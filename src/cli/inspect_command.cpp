@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/inspect_runs.h"
 #include "cli/training_flags.h"
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/corpus/corpus.h"
@@ -158,16 +159,16 @@ int Run(const InspectOptions& o) {
   const bool model = IsModelFolder(o.path), run = IsRunFolder(o.path);
   if (model || run) {
     if (decode || o.verify) {
-      throw std::invalid_argument("[inspect] --doc, --index and --verify read a corpus; '" + o.path + "' is a " +
-                                  (model ? "model" : "run") + " folder");
+      throw Error("inspect", "--doc, --index and --verify read a corpus; '" + o.path + "' is a " +
+                                 (model ? "model" : "run") + " folder");
     }
     std::cout << (model ? DescribeModelFolder(o.path) : DescribeRun(o.path)).dump(2) << std::endl;
     return 0;
   }
   if (!fs::exists(fs::path(o.path) / data::kManifestFile)) {
-    throw std::invalid_argument("[inspect] '" + o.path +
-                                "' is neither a prepared corpus (no manifest.json), a shard, a model folder (no "
-                                "config.json) nor a training run (no config.yaml, metrics.jsonl or latest)");
+    throw Error("inspect", "'" + o.path +
+                               "' is neither a prepared corpus (no manifest.json), a shard, a model folder (no "
+                               "config.json) nor a training run (no config.yaml, metrics.jsonl or latest)");
   }
   const data::Corpus corpus(o.path);
   if (o.verify) {

@@ -4,11 +4,14 @@
 // are in inspect_command.cpp.
 #include "cli/inspect_runs.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
+#include "console/error.h"
 #include "io/checkpoint.h"
 #include "io/model_folder.h"
 #include "model/document_model.h"
@@ -20,7 +23,7 @@ namespace {
 nlohmann::ordered_json ReadJsonFile(const fs::path& path) {
   std::ifstream in(path);
   nlohmann::ordered_json json = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) throw std::runtime_error("[inspect] '" + path.string() + "' is not valid JSON");
+  if (json.is_discarded()) throw Error("inspect", "'" + path.string() + "' is not valid JSON");
   return json;
 }
 
@@ -106,9 +109,19 @@ nlohmann::ordered_json DescribeRun(const std::string& path) {
   for (const std::string& folder : checkpoints.Steps())
     steps.push_back(std::stoll(fs::path(folder).filename().string().substr(5)));
   out["checkpoints"] = steps;
-  if (const std::optional<std::string> latest = checkpoints.Latest();
-      latest && fs::exists(fs::path(*latest) / "trainer.json")) {
+  const std::optional<std::string> latest = checkpoints.Latest();
+  if (latest && fs::exists(fs::path(*latest) / "trainer.json")) {
     out["latest"] = CheckpointState(fs::path(*latest) / "trainer.json");
+  }
+  // A `latest` that names a checkpoint no longer there (removed by hand, or
+  // a copy of the run without it): a resume starts from the last step-N/.
+  std::error_code ignored;
+  const fs::path link = run / "latest";
+  if (fs::is_symlink(link, ignored) && !fs::exists(link, ignored)) {
+    const std::string target = fs::read_symlink(link, ignored).string();
+    const std::string resumes = latest ? "a resume starts from " + *latest : "a resume starts from scratch";
+    out["latest_dangling"] = target;
+    LOG(WARNING) << "[inspect] " << link.string() << " points to '" << target << "', which does not exist; " << resumes;
   }
   out["best"] = fs::exists(run / "best" / io::kModelConfigFile) ? nlohmann::ordered_json((run / "best").string())
                                                                 : nlohmann::ordered_json(nullptr);

@@ -17,6 +17,7 @@
 #include "cli/yaml_config.h"
 #include "console/interrupt.h"
 #include "console/log_sink.h"
+#include "console/printable.h"
 #include "data/corpus/hdf5_util.h"
 #include "dist/build_info.h"
 #include "dist/runtime.h"
@@ -109,13 +110,14 @@ int UsageError(const CLI::App& app, const CLI::App* command, const CLI::ParseErr
     const std::string name = word.substr(0, word.find('='));
     if (!known(name) && !(letter == 1 && known(name.substr(0, 2)))) unknown.push_back(name);  // -j8
   }
+  // What the user typed is echoed made printable (console/printable.h).
   std::cerr << who << ": error: ";
   if (unknown.empty()) {
-    std::cerr << error.what();
+    std::cerr << docmatch::console::Printable(error.what());
   } else {
     for (size_t i = 0; i < unknown.size(); ++i) {
       const std::string nearest = docmatch::cli::NearestName(unknown[i], names, 2);
-      std::cerr << (i ? "; " : "") << "unknown option '" << unknown[i] << "'"
+      std::cerr << (i ? "; " : "") << "unknown option '" << docmatch::console::Printable(unknown[i]) << "'"
                 << (nearest.empty() ? "" : ", did you mean '" + nearest + "'?");
     }
   }
@@ -216,7 +218,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> names;
     for (const auto& command : commands) names.push_back(command.app->get_name());
     const std::string nearest = docmatch::cli::NearestName(word, names, 2);
-    std::cerr << "docmatch: error: unknown command '" << word << "'";
+    std::cerr << "docmatch: error: unknown command '" << docmatch::console::Printable(word) << "'";
     if (!nearest.empty()) std::cerr << "; did you mean '" << nearest << "'?";
     std::cerr << "\ncommands: ";
     for (size_t i = 0; i < names.size(); ++i) std::cerr << (i ? ", " : "") << names[i];

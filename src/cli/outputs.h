@@ -19,4 +19,11 @@ namespace docmatch::cli {
 //     into a folder or replace the checkpoint it names).
 void RefuseProtectedOutput(const std::string& stage, const std::string& output, const std::vector<std::string>& inputs);
 
+// Throws docmatch::Error, naming `stage`, when a training run's folder `run`
+// is or lies inside one of `inputs` (the corpus, the --init folder, a pair
+// file): its checkpoints would be written among them; or when, with `fresh`,
+// an input lies inside `run`: --fresh would remove the checkpoint it reads.
+void RefuseRunOverInputs(const std::string& stage, const std::string& run, const std::vector<std::string>& inputs,
+                         bool fresh);
+
 }  // namespace docmatch::cli

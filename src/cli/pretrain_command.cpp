@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/outputs.h"
 #include "cli/training_flags.h"
 #include "train/pretraining_objectives.h"
 #include "train/trainer.h"
@@ -48,7 +49,7 @@ Command AddPretrainCommand(CLI::App* app) {
       ->check(CLI::IsMember(train::PretrainObjectiveNames()));
   sub->add_option("--temperature", o->temperature, "DocSplit's InfoNCE temperature")
       ->capture_default_str()
-      ->check(Positive());
+      ->check(TemperatureRange());
   sub->add_option("--lm-weight", o->lm_weight,
                   "DocSplit: weight of the masked word LM term; 0 = none, and the halves are read unmasked "
                   "(a pretrained encoder has no LM head to keep)")
@@ -73,6 +74,7 @@ Command AddPretrainCommand(CLI::App* app) {
   AddLoopFlags(sub, o.get(), "documents");
   AddDistributedFlags(sub, flags.get());
   return {sub, [o, flags] {
+            RefuseRunOverInputs("train", o->run, {o->corpus, o->init, o->valid_corpus}, !o->resume);
             return RunDistributed(*flags, [&](dist::ProcessGroup& group) {
               return WithMemoryAdvice("pretrain", o->batch_size,
                                       "a smaller --batch-size with --accumulation N to keep the batch per step "

@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/outputs.h"
 #include "cli/training_flags.h"
+#include "console/error.h"
 #include "data/corpus/corpus.h"
 #include "data/text/prepare.h"
 #include "dist/runtime.h"
@@ -59,7 +60,7 @@ class SearchCommand {
     if (!corpus.empty() && fs::exists(fs::path(corpus) / data::kManifestFile)) {
       corpus_.emplace(corpus);
     } else if (!flags.corpus.empty()) {
-      throw std::invalid_argument("[search] --corpus '" + flags.corpus + "' is not a prepared corpus");
+      throw Error("search", "--corpus '" + flags.corpus + "' is not a prepared corpus");
     } else if (!corpus.empty()) {
       LOG(WARNING) << "[search] '" << flags.embeddings << "' was embedded from the corpus '" << corpus
                    << "', which is not there: hits show no titles (give --corpus)";
@@ -68,7 +69,7 @@ class SearchCommand {
     // SMASH's pair head, or when asked for.
     if (!flags.text.empty() || file_.kind() == "smash" || !flags.model.empty()) LoadModel();
     if (flags.options.lexical_weight > 0) {
-      if (!corpus_) throw std::invalid_argument("[search] --lexical-weight needs --corpus (the corpus embedded)");
+      if (!corpus_) throw Error("search", "--lexical-weight needs --corpus (the corpus embedded)");
       file_.CheckCorpusOrder(*corpus_, "search", "embed that corpus again for hybrid search");
       lexical_ = std::make_unique<eval::LexicalIndex>(*corpus_, /*progress=*/false);
     }
@@ -94,16 +95,16 @@ class SearchCommand {
   void LoadModel() {
     if (model_) return;
     if (file_.kind() == "fused") {
-      throw std::invalid_argument("[search] '" + flags_.embeddings +
-                                  "' fuses several models' vectors (docmatch fuse) and is searched without a model: "
-                                  "by --id or {\"id\"} lines of --queries, without --model. No one model embeds a "
-                                  "text into it: search a text in one of the files it fuses");
+      throw Error("search", "'" + flags_.embeddings +
+                                "' fuses several models' vectors (docmatch fuse) and is searched without a model: "
+                                "by --id or {\"id\"} lines of --queries, without --model. No one model embeds a "
+                                "text into it: search a text in one of the files it fuses");
     }
     const std::string model = !flags_.model.empty() ? flags_.model : file_.model();
     if (model.empty() || !fs::is_directory(model)) {
-      throw std::invalid_argument("[search] text queries (and SMASH's pair head) need the model that embedded '" +
-                                  flags_.embeddings + "': pass --model" +
-                                  (model.empty() ? "" : " (the file names '" + model + "', which is not a folder)"));
+      throw Error("search", "text queries (and SMASH's pair head) need the model that embedded '" + flags_.embeddings +
+                                "': pass --model" +
+                                (model.empty() ? "" : " (the file names '" + model + "', which is not a folder)"));
     }
     model_ = io::LoadModelFolder(model, &info_);
     model_->module().to(device_);
@@ -127,8 +128,8 @@ class SearchCommand {
   eval::SearchQuery ById(const std::string& id, const std::string& where) const {
     const std::optional<int64_t> row = file_.Row(id);
     if (!row) {
-      throw std::invalid_argument("[search] " + where + "no document \"" + id + "\" in '" + flags_.embeddings + "' (" +
-                                  std::to_string(file_.size()) + " documents)");
+      throw Error("search", where + "no document \"" + id + "\" in '" + flags_.embeddings + "' (" +
+                                std::to_string(file_.size()) + " documents)");
     }
     return {id, *row, {}};
   }
@@ -149,10 +150,9 @@ class SearchCommand {
       std::string text = flags_.text;
       if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
       if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-        throw std::invalid_argument(
-            std::string("[search] --text ") +
-            (flags_.text == "-" ? "- read nothing but blanks from standard input" : "is empty") +
-            ": give the words to search for");
+        throw Error("search", std::string("--text ") +
+                                  (flags_.text == "-" ? "- read nothing but blanks from standard input" : "is empty") +
+                                  ": give the words to search for");
       }
       queries.push_back(ByText(text, text));
       unlabelled_texts_.insert(queries.size() - 1);
@@ -160,7 +160,7 @@ class SearchCommand {
     if (!flags_.queries.empty()) {
       const size_t before = queries.size();
       std::ifstream in(flags_.queries);
-      if (!in) throw std::invalid_argument("[search] cannot read --queries '" + flags_.queries + "'");
+      if (!in) throw Error("search", "cannot read --queries '" + flags_.queries + "'");
       std::string line;
       for (int64_t number = 1; std::getline(in, line); ++number) {
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -169,7 +169,7 @@ class SearchCommand {
         try {
           record = nlohmann::json::parse(line);
         } catch (const nlohmann::json::parse_error& e) {
-          throw std::invalid_argument("[search] " + where + "not a JSON object (" + e.what() + ")");
+          throw Error("search", where + "not a JSON object (" + e.what() + ")");
         }
         const bool has_text = record.is_object() && record.contains("text") && record["text"].is_string();
         const bool has_id = record.is_object() && record.contains("id") && record["id"].is_string();
@@ -180,17 +180,16 @@ class SearchCommand {
         } else if (has_id) {
           queries.push_back(ById(record["id"].get<std::string>(), where));
         } else {
-          throw std::invalid_argument("[search] " + where +
-                                      "expected {\"text\": ...} (a text query) or {\"id\": ...} (a document)");
+          throw Error("search", where + "expected {\"text\": ...} (a text query) or {\"id\": ...} (a document)");
         }
       }
       if (queries.size() == before) {
-        throw std::invalid_argument("[search] --queries '" + flags_.queries +
-                                    "' holds no query (it is empty or blank): one JSON object a line, {\"id\": ...} or "
-                                    "{\"text\": ...}");
+        throw Error("search", "--queries '" + flags_.queries +
+                                  "' holds no query (it is empty or blank): one JSON object a line, {\"id\": ...} or "
+                                  "{\"text\": ...}");
       }
     }
-    if (queries.empty()) throw std::invalid_argument("[search] no query: give --id, --text or --queries");
+    if (queries.empty()) throw Error("search", "no query: give --id, --text or --queries");
     return queries;
   }
 
@@ -339,7 +338,7 @@ Command AddIndexCommand(CLI::App* app) {
             const std::string path = output->empty() ? eval::AnnIndex::DefaultPath(*embeddings) : *output;
             RefuseProtectedOutput("index", path, {*embeddings});
             if (fs::exists(path) && !*overwrite) {
-              throw std::invalid_argument("[index] '" + path + "' exists; pass --overwrite to replace it");
+              throw Error("index", "'" + path + "' exists; pass --overwrite to replace it");
             }
             options->progress = !*no_progress;
             const eval::EmbeddingFile file(*embeddings);

@@ -2,17 +2,23 @@
 // ranks' process set-up (placement, backend, per-rank logs) they drive.
 #include "cli/training_flags.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
+#include <new>
 #include <optional>
 #include <sstream>
+#include <string>
 
 #include "cli/yaml_config.h"
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "dist/runtime.h"
 #include "train/step_profiling.h"
@@ -88,6 +94,10 @@ CLI::Validator Finite() {
   return FiniteBetween(std::numeric_limits<double>::lowest(), /*above=*/false, std::numeric_limits<double>::max(),
                        "a finite number");
 }
+CLI::Validator TemperatureRange() {
+  return FiniteBetween(0.001, /*above=*/false, 100,
+                       "a temperature from 0.001 to 100 (cosine / temperature is the logit)");
+}
 CLI::Validator InRange(double low, double high) {
   std::ostringstream words;
   words << "a number from " << low << " to " << high;
@@ -96,10 +106,11 @@ CLI::Validator InRange(double low, double high) {
 
 void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
   AddDeviceFlag(app, &flags->device);
-  app->add_option("--backend", flags->backend,
-                  "auto (NCCL for one rank per GPU, else MPI), mpi (CPU tensors, or GPUs shared by ranks) or nccl")
-      ->check(CLI::IsMember({"auto", "mpi", "nccl"}))
-      ->capture_default_str();
+  app->add_option_function<std::string>(
+         "--backend", [flags](const std::string& text) { flags->backend = dist::ParseBackend(text); },
+         "auto (NCCL for one rank per GPU, else MPI), mpi (CPU tensors, or GPUs shared by ranks) or nccl")
+      ->default_str(dist::Name(flags->backend))
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   app->add_option("--log-dir", flags->log_dir, "every rank also writes its whole log to <dir>/rank-<r>.log.*");
   app->add_option("--collective-timeout", flags->collective_timeout,
                   "seconds a rank waits in one collective before it names the operation and ends the job (a\n"
@@ -109,7 +120,41 @@ void AddDistributedFlags(CLI::App* app, DistributedFlags* flags) {
       ->capture_default_str();
 }
 
+namespace {
+
+// Address space a distributed command needs above what its libraries map
+// before MPI starts: MPI's and PMIx's segments, the loader threads' stacks
+// and malloc arenas, HDF5's caches, a small model and batch.
+constexpr int64_t kStartHeadroomMiB = 512;
+
+// Under an address-space limit (ulimit -v) that leaves less than that, MPI's
+// start-up aborts with its own banner and HDF5 crashes, neither of which can
+// be caught: refuse first, in one line that says what limit would do.
+void CheckStartHeadroom() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  std::ifstream status("/proc/self/status");
+  int64_t mapped_kib = -1;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmSize:", 0) == 0) mapped_kib = std::stoll(line.substr(7));
+  }
+  if (mapped_kib < 0) return;
+  const int64_t limit_kib = static_cast<int64_t>(limit.rlim_cur / 1024);
+  const int64_t need_kib = mapped_kib + kStartHeadroomMiB * 1024;
+  if (limit_kib >= need_kib) return;
+  throw Error("dist", "out of memory before starting: the address-space limit (ulimit -v " + std::to_string(limit_kib) +
+                          ") leaves " + std::to_string(std::max<int64_t>(0, limit_kib - mapped_kib) / 1024) +
+                          " MiB above the " + std::to_string(mapped_kib / 1024) +
+                          " MiB that docmatch's libraries (libtorch, CUDA, MPI) map, and MPI, HDF5 and the loader "
+                          "threads need " +
+                          std::to_string(kStartHeadroomMiB) + " MiB more to start: raise it to at least ulimit -v " +
+                          std::to_string(need_kib) + " (batches and the model need more on top), or lift it");
+}
+
+}  // namespace
+
 int RunDistributed(const DistributedFlags& flags, const std::function<int(dist::ProcessGroup& group)>& body) {
+  CheckStartHeadroom();
   // Ctrl-C during MPI's start-up is held back (MPI may set handlers of its
   // own, and its threads inherit the mask), then reaches the handlers set
   // after it; a training run sets its checkpointing ones later and takes over
@@ -137,11 +182,13 @@ int WithMemoryAdvice(const std::string& stage, int64_t batch_size, const std::st
     // c10's "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: ..." from its own words on
     const size_t own = first.find("DefaultCPUAllocator");
     if (own != std::string::npos) first = first.substr(own);
-    return std::runtime_error("[" + stage + "] out of memory at --batch-size " + std::to_string(batch_size) +
-                              " (per rank): " + first + ". To fit, use " + smaller);
+    return Error(stage, "out of memory at --batch-size " + std::to_string(batch_size) + " (per rank): " + first +
+                            ". To fit, use " + smaller);
   };
   try {
     return run();
+  } catch (const std::bad_alloc& e) {  // the host's allocators, HDF5's probe (data/corpus/hdf5_util.h)
+    throw advice(std::string("host memory: ") + e.what());
   } catch (const c10::OutOfMemoryError& e) {
     throw advice(e.what_without_backtrace());
   } catch (const c10::Error& e) {

@@ -14,7 +14,7 @@ namespace docmatch::cli {
 
 struct DistributedFlags {
   std::string device = "auto";  // cpu, cuda or auto
-  std::string backend = "auto";
+  dist::Backend backend = dist::Backend::kAuto;
   std::string log_dir;
   double collective_timeout = 300;  // seconds
 };
@@ -37,6 +37,10 @@ CLI::Validator NonNegative();                                // >= 0
 CLI::Validator InRange(double low, double high);             // low <= x <= high
 CLI::Validator AtLeast(double low, const std::string& why);  // low <= x, `why` said in the error
 CLI::Validator Finite();                                     // any number but NaN and infinities
+// A softmax temperature of cosines: 0.001 to 100. Below, the logits cos / T
+// pass 1,000 and the loss overflows into nonsense; above, every candidate
+// scores alike.
+CLI::Validator TemperatureRange();
 
 // Starts MPI (one process or mpirun's ranks), makes this rank's process group
 // (placement, device, the backend every rank agrees on) and runs `body` on

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "console/error.h"
 #include "dist/control_plane.h"
 #include "dist/mpi_communicator.h"
 #include "dist/runtime.h"
@@ -30,15 +31,15 @@ class CompletedWork : public Work {
 Communicator::Communicator(const torch::Device& device) : device_(ResolveDevice(device)) {}
 
 void Communicator::CheckPayload(const char* op, const torch::Tensor& tensor) const {
-  TORCH_CHECK(tensor.defined(), "[dist] ", op, ": an undefined tensor");
-  TORCH_CHECK(tensor.device() == device_ && tensor.is_floating_point(), "[dist] ", op, " (", backend(),
-              "): the data plane carries floating-point tensors on ", device_.str(), ", and got ", tensor.scalar_type(),
-              " on ", tensor.device().str(),
-              ". Counts, orders, flags and metric sums travel on the control plane (dist/control_plane.h) as host "
-              "values; data tensors belong on the run's device");
+  DOCMATCH_CHECK(tensor.defined(), "dist", op, ": an undefined tensor");
+  DOCMATCH_CHECK(tensor.device() == device_ && tensor.is_floating_point(), "dist", op, " (", Name(backend()),
+                 "): the data plane carries floating-point tensors on ", device_.str(), ", and got ",
+                 tensor.scalar_type(), " on ", tensor.device().str(),
+                 ". Counts, orders, flags and metric sums travel on the control plane (dist/control_plane.h) as host "
+                 "values; data tensors belong on the run's device");
   // Every backend needs it, checked here once for all of them: one rank,
   // which launches nothing, refuses what several would.
-  TORCH_CHECK(tensor.is_contiguous(), "[dist] ", op, " (", backend(), "): collectives need contiguous tensors");
+  DOCMATCH_CHECK(tensor.is_contiguous(), "dist", op, " (", Name(backend()), "): collectives need contiguous tensors");
 }
 
 WorkHandle Communicator::AllReduceAsync(torch::Tensor tensor) {
@@ -52,8 +53,8 @@ WorkHandle Communicator::AllReduceAsync(torch::Tensor tensor) {
 void Communicator::CheckPair(const char* op, const torch::Tensor& input, const torch::Tensor& output) const {
   CheckPayload(op, input);
   CheckPayload(op, output);
-  TORCH_CHECK(input.scalar_type() == output.scalar_type(), "[dist] ", op, ": input ", input.scalar_type(),
-              " and output ", output.scalar_type(), " differ");
+  DOCMATCH_CHECK(input.scalar_type() == output.scalar_type(), "dist", op, ": input ", input.scalar_type(),
+                 " and output ", output.scalar_type(), " differ");
 }
 
 WorkHandle Communicator::AllGatherAsync(torch::Tensor input, torch::Tensor output) {
@@ -74,7 +75,7 @@ WorkHandle Communicator::ReduceScatterUnevenAsync(torch::Tensor input, torch::Te
 
 WorkHandle Communicator::BroadcastAsync(torch::Tensor tensor, int root) {
   CheckPayload("broadcast", tensor);
-  TORCH_CHECK(root >= 0 && root < size(), "[dist] broadcast from rank ", root, " of ", size());
+  DOCMATCH_CHECK(root >= 0 && root < size(), "dist", "broadcast from rank ", root, " of ", size());
   if (size() == 1) return std::make_shared<CompletedWork>();  // the root's tensor is this one
   return DoBroadcast(std::move(tensor), root);
 }
@@ -133,37 +134,54 @@ bool DistinctNcclHosts(ControlPlane& control) {
   return !distinct.count(0) && distinct.size() == all.size();
 }
 
-std::string AgreeOnBackend(const std::string& requested, bool nccl_possible, ControlPlane& control) {
-  TORCH_CHECK(requested == "auto" || requested == "mpi" || requested == "nccl", "unknown communication backend '",
-              requested, "' (auto, mpi, nccl)");
+const char* Name(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kMpi:
+      return "mpi";
+    case Backend::kNccl:
+      return "nccl";
+  }
+  return "?";
+}
+
+Backend ParseBackend(const std::string& text) {
+  for (Backend backend : {Backend::kAuto, Backend::kMpi, Backend::kNccl}) {
+    if (text == Name(backend)) return backend;
+  }
+  throw Error("dist", "--backend is auto, mpi or nccl, not '" + text + "'");
+}
+
+Backend AgreeOnBackend(Backend requested, bool nccl_possible, ControlPlane& control) {
   // Every rank learns every rank's answer, so all choose alike: a rank that
   // decided alone could enter MPI while its peers wait for NCCL's id.
   const bool everywhere = !control.Any(!nccl_possible);
-  if (requested == "auto") return everywhere ? "nccl" : "mpi";
-  TORCH_CHECK(requested != "nccl" || everywhere,
-              "[dist] --backend nccl needs one CUDA device per rank that no other rank of its node shares, or a host "
-              "identity per rank (DOCMATCH_NCCL_HOST_PER_RANK=1, launch --nccl-host-per-rank), and some rank has "
-              "neither: use --backend mpi (or auto) to share GPUs or run on CPUs");
+  if (requested == Backend::kAuto) return everywhere ? Backend::kNccl : Backend::kMpi;
+  DOCMATCH_CHECK(requested != Backend::kNccl || everywhere, "dist",
+                 "--backend nccl needs one CUDA device per rank that no other rank of its node shares, or a host "
+                 "identity per rank (DOCMATCH_NCCL_HOST_PER_RANK=1, launch --nccl-host-per-rank), and some rank has "
+                 "neither: use --backend mpi (or auto) to share GPUs or run on CPUs");
 #ifndef DOCMATCH_HAS_NCCL
-  TORCH_CHECK(requested != "nccl", "this docmatch was built without NCCL; use --backend mpi");
+  DOCMATCH_CHECK(requested != Backend::kNccl, "dist", "this docmatch was built without NCCL; use --backend mpi");
 #endif
   return requested;
 }
 
-std::unique_ptr<Communicator> MakeCommunicator(const std::string& backend, const torch::Device& device,
+std::unique_ptr<Communicator> MakeCommunicator(Backend backend, const torch::Device& device,
                                                std::chrono::milliseconds timeout) {
   std::unique_ptr<Communicator> communicator;
-  if (backend == "mpi") {
+  if (backend == Backend::kMpi) {
     communicator = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, device);
-  } else if (backend == "nccl") {
+  } else if (backend == Backend::kNccl) {
 #ifdef DOCMATCH_HAS_NCCL
-    TORCH_CHECK(device.is_cuda(), "the NCCL backend needs a CUDA device, got ", device.str());
+    DOCMATCH_CHECK(device.is_cuda(), "dist", "the NCCL backend needs a CUDA device, got ", device.str());
     communicator = std::make_unique<NcclCommunicator>(device, timeout);
 #else
-    TORCH_CHECK(false, "this docmatch was built without NCCL; use --backend mpi");
+    DOCMATCH_CHECK(false, "dist", "this docmatch was built without NCCL; use --backend mpi");
 #endif
   } else {
-    TORCH_CHECK(false, "unknown communication backend '", backend, "' (mpi, nccl)");
+    throw Error("dist", "a communicator is mpi or nccl; AgreeOnBackend decides auto first");
   }
   communicator->set_timeout(timeout);
   return communicator;

@@ -44,6 +44,15 @@ class ControlPlane;
 // type, is an error naming the operation, because what is not floating
 // data is metadata and belongs on the control plane (control_plane.h).
 // Backends implement the Do* forms.
+class Communicator;
+
+// What --backend takes: auto lets AgreeOnBackend choose; a communicator is
+// always kMpi or kNccl.
+enum class Backend { kAuto, kMpi, kNccl };
+const char* Name(Backend backend);  // "auto", "mpi", "nccl"
+// Throws docmatch::Error naming the values when `text` is none of them.
+Backend ParseBackend(const std::string& text);
+
 class Communicator {
  public:
   // A CUDA device without an index is the current one (ResolveDevice).
@@ -52,7 +61,7 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend() const = 0;  // "mpi" or "nccl"
+  virtual Backend backend() const = 0;  // kMpi or kNccl
   // The device every tensor of this communicator lives on.
   const torch::Device& device() const { return device_; }
 
@@ -121,16 +130,16 @@ bool GiveEachRankItsOwnNcclHost(int rank);
 // Whether every rank has an NCCL_HOSTID and no two the same; collective.
 bool DistinctNcclHosts(ControlPlane& control);
 
-// The backend every rank uses, decided collectively: "mpi" or "nccl" as
-// asked, or for "auto" NCCL only when it is possible on every rank (one rank
+// The backend every rank uses, decided collectively: kMpi or kNccl as
+// asked, or for kAuto NCCL only when it is possible on every rank (one rank
 // on MPI while the others wait for NCCL's id would hang the job). Logs the
 // choice on rank 0.
-std::string AgreeOnBackend(const std::string& requested, bool nccl_possible, ControlPlane& control);
+Backend AgreeOnBackend(Backend requested, bool nccl_possible, ControlPlane& control);
 
-// The data plane for a backend AgreeOnBackend chose ("mpi" or "nccl") on
+// The data plane for a backend AgreeOnBackend chose (kMpi or kNccl) on
 // `device`, its collectives bounded by `timeout`. Needs MPI initialised (see
 // runtime.h).
-std::unique_ptr<Communicator> MakeCommunicator(const std::string& backend, const torch::Device& device,
+std::unique_ptr<Communicator> MakeCommunicator(Backend backend, const torch::Device& device,
                                                std::chrono::milliseconds timeout = std::chrono::minutes(5));
 
 }  // namespace docmatch::dist

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "console/error.h"
 #include "dist/peer_probe.h"
 
 namespace docmatch::dist {
@@ -30,8 +31,8 @@ MPI_Datatype TypeOf<uint8_t>() {
 }
 
 int Count(size_t elements, const char* what) {
-  TORCH_CHECK(elements <= static_cast<size_t>(std::numeric_limits<int>::max()), "[dist] control plane: ", what, " of ",
-              elements, " values exceeds MPI's int count");
+  DOCMATCH_CHECK(elements <= static_cast<size_t>(std::numeric_limits<int>::max()), "dist", "control plane: ", what,
+                 " of ", elements, " values exceeds MPI's int count");
   return static_cast<int>(elements);
 }
 
@@ -99,7 +100,7 @@ bool ControlPlane::Any(bool flag) {
 }
 
 void ControlPlane::Broadcast(std::vector<int64_t>& values, int root) {
-  TORCH_CHECK(root >= 0 && root < size(), "[dist] control plane: broadcast from rank ", root, " of ", size());
+  DOCMATCH_CHECK(root >= 0 && root < size(), "dist", "control plane: broadcast from rank ", root, " of ", size());
   MPI_Request request;
   MPI_Ibcast(values.data(), Count(values.size(), "broadcast"), MPI_INT64_T, root, comm_.get(), &request);
   Wait(&request, "broadcast of values");

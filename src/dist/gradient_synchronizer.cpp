@@ -4,6 +4,8 @@
 
 #include <glog/logging.h>
 
+#include "console/error.h"
+
 namespace docmatch::dist {
 
 GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> parameters, ProcessGroup& group,
@@ -105,7 +107,7 @@ void GradientSynchronizer::Prepare(bool sync) {
   launched_early_ = 0;
   next_launch_ = 0;
   for (Bucket& bucket : buckets_) {
-    TORCH_CHECK(!bucket.work, "[dist] GradientSynchronizer: Prepare() before the previous Finalize()");
+    DOCMATCH_CHECK(!bucket.work, "dist", "GradientSynchronizer: Prepare() before the previous Finalize()");
     bucket.ready = 0;
     bucket.complete = false;
     std::fill(bucket.filled.begin(), bucket.filled.end(), false);
@@ -151,7 +153,7 @@ void GradientSynchronizer::Launch(Bucket& bucket) {
 
 void GradientSynchronizer::Finalize() {
   std::lock_guard<std::mutex> lock(mutex_);
-  TORCH_CHECK(syncing_, "[dist] GradientSynchronizer: Finalize() after a Prepare(/*sync=*/false) backward");
+  DOCMATCH_CHECK(syncing_, "dist", "GradientSynchronizer: Finalize() after a Prepare(/*sync=*/false) backward");
   if (communicator_.size() == 1) {
     syncing_ = false;
     return;

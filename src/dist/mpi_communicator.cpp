@@ -2,6 +2,7 @@
 // staged through host memory (mpi_communicator.h).
 #include "dist/mpi_communicator.h"
 
+#include "console/error.h"
 #include "dist/peer_probe.h"
 
 #include <glog/logging.h>
@@ -56,13 +57,13 @@ MpiType TypeOf(const torch::Tensor& t) {
     case torch::kHalf:
       return {MPI_UINT16_T, half_sum};
     default:
-      TORCH_CHECK(false, "[dist] MPI backend: unsupported dtype ", t.scalar_type());
+      DOCMATCH_CHECK(false, "dist", "MPI backend: unsupported dtype ", t.scalar_type());
   }
 }
 
 int Count(int64_t elements, const char* what) {
-  TORCH_CHECK(elements <= std::numeric_limits<int>::max(), "[dist] ", what, " of ", elements,
-              " elements exceeds MPI's int count; split the tensor");
+  DOCMATCH_CHECK(elements <= std::numeric_limits<int>::max(), "dist", what, " of ", elements,
+                 " elements exceeds MPI's int count; split the tensor");
   return static_cast<int>(elements);
 }
 
@@ -138,9 +139,9 @@ WorkHandle MpiCommunicator::DoAllReduce(torch::Tensor tensor) {
 }
 
 WorkHandle MpiCommunicator::DoAllGather(torch::Tensor input, torch::Tensor output) {
-  TORCH_CHECK(output.numel() == input.numel() * size_, "[dist] all_gather: output holds ", output.numel(),
-              " elements, expected ", input.numel() * size_);
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "[dist] all_gather: dtypes differ");
+  DOCMATCH_CHECK(output.numel() == input.numel() * size_, "dist", "all_gather: output holds ", output.numel(),
+                 " elements, expected ", input.numel() * size_);
+  DOCMATCH_CHECK(output.scalar_type() == input.scalar_type(), "dist", "all_gather: dtypes differ");
   Staged in = Stage(input, true, false), out = Stage(output, false, true);
   const MpiType type = TypeOf(input);
   auto work = std::make_shared<MpiWork>(probe_->Start(Describe("all_gather", input), timeout_),
@@ -152,10 +153,10 @@ WorkHandle MpiCommunicator::DoAllGather(torch::Tensor input, torch::Tensor outpu
 }
 
 WorkHandle MpiCommunicator::DoAllGatherUneven(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) {
-  TORCH_CHECK(static_cast<int>(counts.size()) == size_, "[dist] all_gather (uneven): ", counts.size(), " counts for ",
-              size_, " ranks");
-  TORCH_CHECK(counts[rank_] == input.size(0), "[dist] all_gather (uneven): rank ", rank_, " says ", counts[rank_],
-              " rows but holds ", input.size(0));
+  DOCMATCH_CHECK(static_cast<int>(counts.size()) == size_, "dist", "all_gather (uneven): ", counts.size(),
+                 " counts for ", size_, " ranks");
+  DOCMATCH_CHECK(counts[rank_] == input.size(0), "dist", "all_gather (uneven): rank ", rank_, " says ", counts[rank_],
+                 " rows but holds ", input.size(0));
   const int64_t row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0)
                                                            : (output.size(0) > 0 ? output.numel() / output.size(0) : 1);
   std::vector<int> receive(size_), displacement(size_);
@@ -165,8 +166,8 @@ WorkHandle MpiCommunicator::DoAllGatherUneven(torch::Tensor input, torch::Tensor
     displacement[r] = Count(offset, "all_gather (uneven)");
     offset += counts[r] * row;
   }
-  TORCH_CHECK(output.numel() == offset, "[dist] all_gather (uneven): output holds ", output.numel(),
-              " elements, expected ", offset);
+  DOCMATCH_CHECK(output.numel() == offset, "dist", "all_gather (uneven): output holds ", output.numel(),
+                 " elements, expected ", offset);
   Staged in = Stage(input, true, false), out = Stage(output, false, true);
   const MpiType type = TypeOf(input);
   // Non-blocking MPI may read the count arrays until completion: the work owns them.
@@ -183,14 +184,14 @@ WorkHandle MpiCommunicator::DoAllGatherUneven(torch::Tensor input, torch::Tensor
 
 WorkHandle MpiCommunicator::DoReduceScatterUneven(torch::Tensor input, torch::Tensor output,
                                                   std::vector<int64_t> counts) {
-  TORCH_CHECK(static_cast<int>(counts.size()) == size_, "[dist] reduce_scatter (uneven): ", counts.size(),
-              " counts for ", size_, " ranks");
-  TORCH_CHECK(output.dim() >= 1 && counts[rank_] == output.size(0), "[dist] reduce_scatter (uneven): rank ", rank_,
-              " expects ", counts[rank_], " rows but its output holds ", output.dim() ? output.size(0) : 0);
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "[dist] reduce_scatter: dtypes differ");
+  DOCMATCH_CHECK(static_cast<int>(counts.size()) == size_, "dist", "reduce_scatter (uneven): ", counts.size(),
+                 " counts for ", size_, " ranks");
+  DOCMATCH_CHECK(output.dim() >= 1 && counts[rank_] == output.size(0), "dist", "reduce_scatter (uneven): rank ", rank_,
+                 " expects ", counts[rank_], " rows but its output holds ", output.dim() ? output.size(0) : 0);
+  DOCMATCH_CHECK(output.scalar_type() == input.scalar_type(), "dist", "reduce_scatter: dtypes differ");
   const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
-  TORCH_CHECK(input.dim() >= 1 && input.size(0) == total, "[dist] reduce_scatter (uneven): input holds ",
-              input.dim() ? input.size(0) : 0, " rows, the counts add up to ", total);
+  DOCMATCH_CHECK(input.dim() >= 1 && input.size(0) == total, "dist", "reduce_scatter (uneven): input holds ",
+                 input.dim() ? input.size(0) : 0, " rows, the counts add up to ", total);
   const int64_t row = total > 0 ? input.numel() / total : 0;
   std::vector<int> receive(size_);
   for (int r = 0; r < size_; ++r) receive[r] = Count(counts[r] * row, "reduce_scatter (uneven)");
@@ -208,7 +209,7 @@ WorkHandle MpiCommunicator::DoReduceScatterUneven(torch::Tensor input, torch::Te
 }
 
 WorkHandle MpiCommunicator::DoBroadcast(torch::Tensor tensor, int root) {
-  TORCH_CHECK(root >= 0 && root < size_, "[dist] broadcast from rank ", root, " of ", size_);
+  DOCMATCH_CHECK(root >= 0 && root < size_, "dist", "broadcast from rank ", root, " of ", size_);
   Staged staged = Stage(tensor, rank_ == root, true);
   const MpiType type = TypeOf(tensor);
   auto work = std::make_shared<MpiWork>(probe_->Start(Describe("broadcast", tensor), timeout_),

@@ -22,7 +22,7 @@ class MpiCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return "mpi"; }
+  Backend backend() const override { return Backend::kMpi; }
   WorkHandle BarrierAsync() override;
 
  protected:

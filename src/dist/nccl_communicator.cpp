@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 #include <mpi.h>
 
+#include "console/error.h"
 #include "dist/peer_probe.h"
 
 #include <algorithm>
@@ -21,7 +22,7 @@ namespace docmatch::dist {
 namespace {
 
 void Check(ncclResult_t result, const char* what) {
-  TORCH_CHECK(result == ncclSuccess, "[dist] NCCL ", what, ": ", ncclGetErrorString(result));
+  DOCMATCH_CHECK(result == ncclSuccess, "dist", "NCCL ", what, ": ", ncclGetErrorString(result));
 }
 
 ncclDataType_t TypeOf(const torch::Tensor& t) {
@@ -45,7 +46,7 @@ ncclDataType_t TypeOf(const torch::Tensor& t) {
     case torch::kHalf:
       return ncclFloat16;
     default:
-      TORCH_CHECK(false, "[dist] NCCL backend: unsupported dtype ", t.scalar_type());
+      DOCMATCH_CHECK(false, "dist", "NCCL backend: unsupported dtype ", t.scalar_type());
   }
 }
 
@@ -201,8 +202,8 @@ WorkHandle NcclCommunicator::Launch(const std::string& what, const std::vector<t
                                     const std::function<void(cudaStream_t)>& enqueue) {
   c10::cuda::CUDAGuard guard(device());
   for (const auto& t : tensors) {
-    TORCH_CHECK(t.is_cuda() && t.device() == device(), "[dist] NCCL ", what, ": tensor on ", t.device().str(),
-                ", communicator on ", device().str());
+    DOCMATCH_CHECK(t.is_cuda() && t.device() == device(), "dist", "NCCL ", what, ": tensor on ", t.device().str(),
+                   ", communicator on ", device().str());
     // The allocator must not hand this memory out while NCCL still uses it.
     c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
   }
@@ -229,8 +230,8 @@ WorkHandle NcclCommunicator::DoAllReduce(torch::Tensor tensor) {
 }
 
 WorkHandle NcclCommunicator::DoAllGather(torch::Tensor input, torch::Tensor output) {
-  TORCH_CHECK(output.numel() == input.numel() * size_, "[dist] all_gather: output holds ", output.numel(),
-              " elements, expected ", input.numel() * size_);
+  DOCMATCH_CHECK(output.numel() == input.numel() * size_, "dist", "all_gather: output holds ", output.numel(),
+                 " elements, expected ", input.numel() * size_);
   return Launch(Describe("all_gather", input), {input, output}, [&](cudaStream_t stream) {
     Check(ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), TypeOf(input), comm_, stream),
           "all_gather");
@@ -238,8 +239,8 @@ WorkHandle NcclCommunicator::DoAllGather(torch::Tensor input, torch::Tensor outp
 }
 
 WorkHandle NcclCommunicator::DoAllGatherUneven(torch::Tensor input, torch::Tensor output, std::vector<int64_t> counts) {
-  TORCH_CHECK(static_cast<int>(counts.size()) == size_ && counts[rank_] == input.size(0),
-              "[dist] all_gather (uneven): counts do not match the ranks' rows");
+  DOCMATCH_CHECK(static_cast<int>(counts.size()) == size_ && counts[rank_] == input.size(0), "dist",
+                 "all_gather (uneven): counts do not match the ranks' rows");
   const int64_t row = output.size(0) > 0 ? output.numel() / output.size(0) : 1;
   const bool even = std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
   return Launch(Describe("all_gather (uneven)", input), {input, output}, [&](cudaStream_t stream) {
@@ -265,11 +266,11 @@ WorkHandle NcclCommunicator::DoAllGatherUneven(torch::Tensor input, torch::Tenso
 
 WorkHandle NcclCommunicator::DoReduceScatterUneven(torch::Tensor input, torch::Tensor output,
                                                    std::vector<int64_t> counts) {
-  TORCH_CHECK(static_cast<int>(counts.size()) == size_ && output.dim() >= 1 && counts[rank_] == output.size(0),
-              "[dist] reduce_scatter (uneven): counts do not match the ranks' rows");
+  DOCMATCH_CHECK(static_cast<int>(counts.size()) == size_ && output.dim() >= 1 && counts[rank_] == output.size(0),
+                 "dist", "reduce_scatter (uneven): counts do not match the ranks' rows");
   const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
-  TORCH_CHECK(input.dim() >= 1 && input.size(0) == total, "[dist] reduce_scatter (uneven): input holds ",
-              input.dim() ? input.size(0) : 0, " rows, the counts add up to ", total);
+  DOCMATCH_CHECK(input.dim() >= 1 && input.size(0) == total, "dist", "reduce_scatter (uneven): input holds ",
+                 input.dim() ? input.size(0) : 0, " rows, the counts add up to ", total);
   const int64_t row = total > 0 ? input.numel() / total : 0;
   const bool even = std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
   return Launch(Describe("reduce_scatter", input), {input, output}, [&](cudaStream_t stream) {

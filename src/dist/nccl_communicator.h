@@ -37,7 +37,7 @@ class NcclCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return "nccl"; }
+  Backend backend() const override { return Backend::kNccl; }
   WorkHandle BarrierAsync() override;
 
  protected:

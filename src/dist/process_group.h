@@ -24,9 +24,9 @@ class ProcessGroup {
  public:
   // From the launch (collective over MPI_COMM_WORLD): placement (`device`:
   // cpu, cuda or auto), the CUDA device made current, the backend agreed by
-  // every rank (`backend`: auto, mpi or nccl; logged on rank 0), both planes
+  // every rank (`backend`: kAuto, kMpi or kNccl; logged on rank 0), both planes
   // with `timeout`.
-  static std::unique_ptr<ProcessGroup> FromLaunch(const std::string& device, const std::string& backend,
+  static std::unique_ptr<ProcessGroup> FromLaunch(const std::string& device, Backend backend,
                                                   std::chrono::milliseconds timeout);
 
   // Over `base` (MPI_COMM_SELF: one rank) on `device`, with `data` as the

@@ -11,10 +11,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <stdexcept>
+#include <string>
 
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "console/log_sink.h"
+#include "console/printable.h"
 
 #ifdef DOCMATCH_HAS_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -86,11 +90,11 @@ namespace {
 bool NamesCuda(const std::string& device) {
   // Plain exceptions: these are the user's mistakes, not worth a c10 backtrace.
   if (device != "cpu" && device != "cuda" && device != "auto") {
-    throw std::invalid_argument("[dist] unknown device '" + device + "' (cpu, cuda, auto)");
+    throw Error("dist", "unknown device '" + device + "' (cpu, cuda, auto)");
   }
   if (device == "cpu" || (device == "auto" && !torch::cuda::is_available())) return false;
   if (torch::cuda::device_count() == 0) {
-    throw std::invalid_argument("[dist] --device cuda, but no CUDA device is visible");
+    throw Error("dist", "--device cuda, but no CUDA device is visible");
   }
   return true;
 }
@@ -253,8 +257,13 @@ bool show_backtraces = false;
 void ShowBacktraces(bool on) { show_backtraces = on; }
 
 std::string ErrorMessage(const std::exception& error) {
+  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) {
+    return "out of memory (an allocation failed: " + std::string(error.what()) +
+           "); use smaller batches or inputs, or give the process more memory";
+  }
   const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
-  return torch_error && !show_backtraces ? torch_error->what_without_backtrace() : error.what();
+  // A message may quote a user's bytes (a path, an id, a line of a file).
+  return console::Printable(torch_error && !show_backtraces ? torch_error->what_without_backtrace() : error.what());
 }
 
 int RunOnAllRanks(const std::function<int()>& body) {

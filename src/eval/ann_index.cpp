@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/text/tokenizer.h"
@@ -87,7 +88,7 @@ int64_t SavedBytes(const hnswlib::HierarchicalNSW<float>& g) {
 
 void AnnIndex::Build(const EmbeddingFile& file, const std::string& path, const AnnBuildOptions& options) {
   const int64_t N = file.size(), D = file.dimension();
-  if (N == 0) throw std::runtime_error("[index] " + file.path() + " holds no vectors");
+  if (N == 0) throw Error("index", file.path() + " holds no vectors");
   hnswlib::InnerProductSpace space(static_cast<size_t>(D));
   hnswlib::HierarchicalNSW<float> graph(&space, static_cast<size_t>(N), static_cast<size_t>(options.m),
                                         static_cast<size_t>(options.ef_construction), options.seed);
@@ -116,7 +117,7 @@ void AnnIndex::Build(const EmbeddingFile& file, const std::string& path, const A
   const int64_t written = fs::exists(tmp) ? static_cast<int64_t>(fs::file_size(tmp)) : 0;
   if (written != expected) {
     fs::remove(tmp);
-    throw std::runtime_error("[index] writing " + path + " stopped after " + std::to_string(written) + " of " +
+    throw Error("index", "writing " + path + " stopped after " + std::to_string(written) + " of " +
                              std::to_string(expected) + " bytes (is the disk full?); nothing was replaced");
   }
   const nlohmann::json meta = {{"format", "docmatch-hnsw"},
@@ -139,20 +140,20 @@ AnnIndex::AnnIndex(const std::string& path, const EmbeddingFile& file) {
   const std::string meta_path = path + ".json";
   std::ifstream in(meta_path);
   if (!in || !fs::exists(path)) {
-    throw std::runtime_error("[search] no index " + path + " (with " + meta_path +
-                             "): build it with `docmatch index "
-                             "--embeddings " +
-                             file.path() + "`");
+    throw Error("search", "no index " + path + " (with " + meta_path +
+                              "): build it with `docmatch index "
+                              "--embeddings " +
+                              file.path() + "`");
   }
   nlohmann::json meta;
   try {
     in >> meta;
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error("[search] " + meta_path + " is unreadable: " + e.what());
+    throw Error("search", meta_path + " is unreadable: " + e.what());
   }
   const auto stale = [&](const std::string& why) {
-    throw std::runtime_error("[search] index " + path + " " + why + ": rebuild it with `docmatch index --embeddings " +
-                             file.path() + "`");
+    throw Error("search",
+                "index " + path + " " + why + ": rebuild it with `docmatch index --embeddings " + file.path() + "`");
   };
   if (meta.value("format", "") != "docmatch-hnsw") stale("is not a docmatch HNSW index");
   if (meta.value("index_bytes", int64_t{-1}) != static_cast<int64_t>(fs::file_size(path))) {

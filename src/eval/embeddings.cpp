@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/corpus/hdf5_util.h"
@@ -30,6 +31,7 @@ hdf5::Handle OpenFile(const std::string& path) {
   hdf5::SilenceErrors();
   if (!fs::exists(path)) hdf5::Fail(Where(path), "no such file (run `docmatch embed` first)");
   if (H5Fis_hdf5(path.c_str()) <= 0) hdf5::Fail(Where(path), "not an HDF5 file, or truncated");
+  hdf5::EnsureMemoryForFile();
   hdf5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) hdf5::Fail(Where(path), "HDF5 cannot open it (truncated or damaged)");
   return file;
@@ -263,7 +265,7 @@ void EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<cons
   const torch::Tensor vectors = DocumentVectors(model, documents, device, sentences_ ? &all : nullptr);
   const torch::Tensor bad = torch::logical_not(torch::isfinite(vectors)).any(/*dim=*/1);
   if (bad.any().item<bool>()) {
-    throw std::runtime_error("[embed] the model gives document '" + documents[bad.nonzero()[0][0].item<int64_t>()]->id +
+    throw Error("embed", "the model gives document '" + documents[bad.nonzero()[0][0].item<int64_t>()]->id +
                              "' a vector with NaN or Inf: nothing written (are the model's weights sound?)");
   }
   std::vector<std::string> ids;
@@ -277,13 +279,13 @@ void EmbeddingWriter::Append(model::DocumentModel& model, const std::vector<cons
 
 void EmbeddingWriter::AppendDocuments(const std::vector<std::string>& ids, const torch::Tensor& vectors,
                                       const std::vector<model::DocumentSentences>& all) {
-  TORCH_CHECK(sentences_, "[embed] '", path_, "' holds no sentence vectors");
-  TORCH_CHECK(all.size() == ids.size(), "[embed] ", all.size(), " documents' sentence vectors for ", ids.size(),
-              " ids");
+  DOCMATCH_CHECK(sentences_, "embed", "'", path_, "' holds no sentence vectors");
+  DOCMATCH_CHECK(all.size() == ids.size(), "embed", all.size(), " documents' sentence vectors for ", ids.size(),
+                 " ids");
   for (const model::DocumentSentences& s : all) {
-    TORCH_CHECK(s.vectors.device().is_cpu() && s.vectors.scalar_type() == torch::kFloat && s.vectors.is_contiguous() &&
-                    s.vectors.dim() == 2 && s.vectors.size(1) == dimension_,
-                "[embed] sentence vectors for '", path_, "' must be contiguous CPU float32 rows of ", dimension_);
+    DOCMATCH_CHECK(s.vectors.device().is_cpu() && s.vectors.scalar_type() == torch::kFloat &&
+                       s.vectors.is_contiguous() && s.vectors.dim() == 2 && s.vectors.size(1) == dimension_,
+                   "embed", "sentence vectors for '", path_, "' must be contiguous CPU float32 rows of ", dimension_);
   }
   const hid_t f = file_->get();
   const std::string where = Where(path_);
@@ -306,8 +308,8 @@ void EmbeddingWriter::AppendDocuments(const std::vector<std::string>& ids, const
 
 void EmbeddingWriter::AppendVectors(const std::vector<std::string>& ids, const torch::Tensor& vectors) {
   const torch::Tensor rows = vectors.to(torch::kCPU, torch::kFloat).contiguous();
-  TORCH_CHECK(rows.dim() == 2 && rows.size(0) == static_cast<int64_t>(ids.size()) && rows.size(1) == dimension_,
-              "[embed] ", ids.size(), " ids for vectors of shape ", rows.sizes(), " in a ", dimension_, "-d file");
+  DOCMATCH_CHECK(rows.dim() == 2 && rows.size(0) == static_cast<int64_t>(ids.size()) && rows.size(1) == dimension_,
+                 "embed", ids.size(), " ids for vectors of shape ", rows.sizes(), " in a ", dimension_, "-d file");
   const hid_t f = file_->get();
   const std::string where = Where(path_);
   AppendStrings(f, where, "document_ids", ids);
@@ -379,8 +381,12 @@ int64_t EmbedCorpus(model::DocumentModel& model, const std::string& model_folder
   if (rank == 0) {
     std::vector<std::string> parts;
     for (int r = 0; r < world; ++r) parts.push_back(output + ".part-" + std::to_string(r));
+    // "score" records how its documents are meant to be scored, so that a
+    // reader can tell a file stripped of its sentence or window vectors.
+    const std::string score = !sentences ? "cosine" : model.config().kind == "sdr" ? "sdr" : "maxsim";
     JoinPartsOrClean(parts, output, model.dimension(), sentences,
                      {{"kind", model.config().kind},
+                      {"score", score},
                       {"model", model_folder},
                       {"corpus", corpus.directory()},
                       {"tokenizer_hash", corpus.manifest().tokenizer_hash}});
@@ -400,18 +406,18 @@ int64_t RunEmbedding(const EmbedOptions& options, dist::ProcessGroup& group) {
 
 int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<double> weights, const std::string& output) {
   if (inputs.size() < 2) {
-    throw std::invalid_argument("[fuse] needs two or more --embeddings files, got " + std::to_string(inputs.size()));
+    throw Error("fuse", "needs two or more --embeddings files, got " + std::to_string(inputs.size()));
   }
   if (weights.empty()) weights.assign(inputs.size(), 1.0);
   if (weights.size() != inputs.size()) {
-    throw std::invalid_argument("[fuse] " + std::to_string(weights.size()) + " --weight values for " +
-                                std::to_string(inputs.size()) + " --embeddings files: one each, in the same order");
+    throw Error("fuse", std::to_string(weights.size()) + " --weight values for " + std::to_string(inputs.size()) +
+                            " --embeddings files: one each, in the same order");
   }
   double total = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!(weights[i] > 0) || !std::isfinite(weights[i])) {
-      throw std::invalid_argument("[fuse] the weight of '" + inputs[i] + "' is " + std::to_string(weights[i]) +
-                                  ": weights are positive (leave a file out instead of weighting it 0)");
+      throw Error("fuse", "the weight of '" + inputs[i] + "' is " + std::to_string(weights[i]) +
+                              ": weights are positive (leave a file out instead of weighting it 0)");
     }
     total += weights[i];
   }
@@ -427,8 +433,8 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
   for (const std::string& path : inputs) {
     files.push_back(std::make_unique<EmbeddingFile>(path));
     if (files.back()->kind() == "smash") {
-      throw std::invalid_argument("[fuse] '" + path + "' holds SMASH vectors, which its pair head scores, not a " +
-                                  "cosine: fuse files whose score is the cosine of their vectors");
+      throw Error("fuse", "'" + path + "' holds SMASH vectors, which its pair head scores, not a " +
+                              "cosine: fuse files whose score is the cosine of their vectors");
     }
     dimension += files.back()->dimension();
   }
@@ -437,8 +443,8 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
   for (size_t k = 0; k < files.size(); ++k) {
     if (files[k]->score() != "maxsim") continue;
     if (windows) {
-      throw std::invalid_argument("[fuse] '" + files[*windows]->path() + "' and '" + files[k]->path() +
-                                  "' both score by MaxSim over their windows; fuse keeps the windows of one input");
+      throw Error("fuse", "'" + files[*windows]->path() + "' and '" + files[k]->path() +
+                              "' both score by MaxSim over their windows; fuse keeps the windows of one input");
     }
     windows = k;
   }
@@ -450,9 +456,8 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
   for (size_t k = 1; k < files.size(); ++k) {
     const EmbeddingFile& file = *files[k];
     if (file.size() != N) {
-      throw std::invalid_argument("[fuse] '" + first.path() + "' holds " + std::to_string(N) + " documents and '" +
-                                  file.path() + "' " + std::to_string(file.size()) +
-                                  ": fuse files embedded from the same corpus");
+      throw Error("fuse", "'" + first.path() + "' holds " + std::to_string(N) + " documents and '" + file.path() +
+                              "' " + std::to_string(file.size()) + ": fuse files embedded from the same corpus");
     }
     if (file.ids() == first.ids()) continue;
     std::vector<int64_t> rows;
@@ -460,8 +465,8 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
     for (const std::string& id : first.ids()) {
       const std::optional<int64_t> row = file.Row(id);
       if (!row) {
-        throw std::invalid_argument("[fuse] document '" + id + "' of '" + first.path() + "' is not in '" + file.path() +
-                                    "': fuse files embedded from the same corpus");
+        throw Error("fuse", "document '" + id + "' of '" + first.path() + "' is not in '" + file.path() +
+                                "': fuse files embedded from the same corpus");
       }
       rows.push_back(*row);
     }
@@ -486,8 +491,8 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
           // A zero vector has no direction: its cosines are undefined, and
           // its block would leave the fused row short of unit length.
           const std::string id = first.ids()[begin + zero[0][0].item<int64_t>()];
-          throw std::invalid_argument("[fuse] '" + files[k]->path() + "' gives document '" + id +
-                                      "' a zero vector, which has no cosine: embed it again");
+          throw Error("fuse", "'" + files[k]->path() + "' gives document '" + id +
+                                  "' a zero vector, which has no cosine: embed it again");
         }
         scale[k] = std::sqrt(weights[k] / total);
         columns.push_back(rows / norms * scale[k]);
@@ -503,8 +508,8 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
       for (int64_t i = begin; i < end; ++i) {
         const int64_t row = row_of(*windows, i);
         model::DocumentSentences d = files[*windows]->Sentences(row, row + 1)[0];
-        TORCH_CHECK(d.paragraph_offsets.size() == 2, "[fuse] '", files[*windows]->path(), "' gives document '",
-                    first.ids()[i], "' ", d.paragraph_offsets.size() - 1, " paragraphs of windows, not one");
+        DOCMATCH_CHECK(d.paragraph_offsets.size() == 2, "fuse", "'", files[*windows]->path(), "' gives document '",
+                       first.ids()[i], "' ", d.paragraph_offsets.size() - 1, " paragraphs of windows, not one");
         const int64_t W = d.vectors.size(0);
         std::vector<torch::Tensor> parts;
         for (size_t k = 0; k < files.size(); ++k) {
@@ -529,7 +534,7 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
   if (renamed) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
-    throw std::runtime_error("[fuse] cannot move the fused file to '" + output + "': " + renamed.message());
+    throw Error("fuse", "cannot move the fused file to '" + output + "': " + renamed.message());
   }
   return N;
 }
@@ -580,22 +585,32 @@ EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {
     paragraph_offsets_.resize(p);
     hdf5::ReadRows(f, where, "paragraph_offsets", H5T_NATIVE_INT64, 0, p, paragraph_offsets_.data());
   }
+  // Marked SDR or MaxSim (its kind, or embed's "score"), but without the
+  // vectors those scores read: ranking it by plain cosine would be another
+  // model's figures under this one's name.
+  const std::string marked = H5Aexists(f, "score") > 0 ? hdf5::ReadStringAttribute(f, where, "score") : "";
+  const bool needs_sentences = kind_ == "sdr" || marked == "sdr" || marked == "maxsim";
+  if (needs_sentences && document_offsets_.empty()) {
+    hdf5::Fail(where, std::string("marked ") + (kind_ == "sdr" || marked == "sdr" ? "SDR" : "MaxSim") +
+                          " but without its " + (kind_ == "sdr" || marked == "sdr" ? "sentence" : "window") +
+                          " vectors (no document_offsets): it cannot be scored as its model scores; re-embed it "
+                          "with `docmatch embed`");
+  }
 }
 
 void EmbeddingFile::CheckCorpusOrder(const data::Corpus& corpus, const std::string& stage,
                                      const std::string& fix) const {
   if (size() != corpus.num_documents()) {
-    throw std::runtime_error("[" + stage + "] " + path_ + " holds " + std::to_string(size()) + " vectors; corpus '" +
-                             corpus.directory() + "' has " + std::to_string(corpus.num_documents()) +
-                             " documents: " + fix);
+    throw Error(stage, path_ + " holds " + std::to_string(size()) + " vectors; corpus '" + corpus.directory() +
+                           "' has " + std::to_string(corpus.num_documents()) + " documents: " + fix);
   }
   for (int64_t i = 0; i < size(); ++i) {
     const std::optional<int64_t> index = corpus.IndexOf(ids_[i]);
     if (!index || *index != i) {
-      throw std::runtime_error(
-          "[" + stage + "] " + path_ + ": row " + std::to_string(i) + " is document '" + ids_[i] + "', " +
-          (index ? "row " + std::to_string(*index) + " of the corpus" : std::string("which the corpus does not have")) +
-          ": " + fix);
+      throw Error(stage, path_ + ": row " + std::to_string(i) + " is document '" + ids_[i] + "', " +
+                             (index ? "row " + std::to_string(*index) + " of the corpus"
+                                    : std::string("which the corpus does not have")) +
+                             ": " + fix);
     }
   }
 }
@@ -615,8 +630,8 @@ void EmbeddingFile::CheckFinite(const torch::Tensor& rows, int64_t first_row, co
   if (!bad.any().item<bool>()) return;
   const int64_t row = first_row + bad.nonzero()[0][0].item<int64_t>();
   const std::string id = dataset == "vectors" && row < size() ? " (document '" + ids_[row] + "')" : "";
-  throw std::runtime_error("[eval] '" + path_ + "': row " + std::to_string(row) + id + " of " + dataset +
-                           " holds NaN or Inf: embed again (a damaged model gives such vectors; embed refuses one)");
+  throw Error("eval", "'" + path_ + "': row " + std::to_string(row) + id + " of " + dataset +
+                          " holds NaN or Inf: embed again (a damaged model gives such vectors; embed refuses one)");
 }
 
 std::vector<model::DocumentSentences> EmbeddingFile::Sentences(int64_t begin, int64_t end) const {

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/batches/pairs.h"
@@ -42,14 +43,46 @@ struct Scorer {
   std::vector<int64_t> sdr_pool;          // SDR pairs: a seeded sample, pool_size + 2 long (or the whole file)
   size_t pool_size = 0;                   // documents a pair's target is scored among
   const LexicalIndex* lexical = nullptr;  // hybrid: (1 - w) * dense cosine + w * TF-IDF cosine
+  const Bm25Index* bm25 = nullptr;        // or (1 - w) * dense cosine + w * BM25 normalised per query
   double lexical_weight = 0;              // w
   // eval --queries: the queries are documents of their own corpus, ranked
   // against every document of `vectors` (the candidates), none left out.
   torch::Tensor query_vectors;                      // (Q, D)
   std::vector<model::DocumentSentences> query_sdr;  // (Q,) SDR only
   const data::Corpus* query_corpus = nullptr;       // their tokens, for the TF-IDF side
+  const data::WordCounts* query_words = nullptr;    // their words, for BM25
 
   bool separate_queries() const { return query_vectors.defined(); }
+  bool hybrid() const { return lexical != nullptr || bm25 != nullptr; }
+
+  // BM25 rows (Q, N) brought to [0, 1] per query, min-max over the documents
+  // other than the query itself (self[q]; -1: every document is a candidate),
+  // so that w weighs alike whatever a query's length: BM25 is unbounded.
+  static torch::Tensor MinMax(torch::Tensor rows, const std::vector<int64_t>& self) {
+    for (int64_t q = 0; q < rows.size(0); ++q) {
+      torch::Tensor row = rows[q];
+      torch::Tensor others = self[q] >= 0 ? row.index({torch::arange(row.numel()).ne(self[q])}) : row;
+      if (others.numel() == 0) continue;
+      const double low = others.min().item<double>(), high = others.max().item<double>();
+      if (high > low) {
+        row.sub_(low).div_(high - low);
+      } else {
+        row.zero_();
+      }
+    }
+    return rows;
+  }
+  // The BM25 side (Q, N) of --queries' documents, from their own words.
+  torch::Tensor Bm25OfQueries(const std::vector<int64_t>& queries) const {
+    std::vector<data::WordBag> bags;
+    for (int64_t q : queries) {
+      data::WordBag bag;
+      for (int64_t e = query_words->begin(q); e < query_words->end(q); ++e)
+        bag.emplace_back(query_words->word(query_words->terms()[e]), query_words->counts()[e]);
+      bags.push_back(std::move(bag));
+    }
+    return MinMax(bm25->ScoresOfBags(bags), std::vector<int64_t>(queries.size(), -1));
+  }
 
   bool hierarchical() const { return !sdr.empty(); }
   void UseSentences(std::vector<model::DocumentSentences> documents) {
@@ -81,6 +114,10 @@ struct Scorer {
   }
   // Dense scores (candidates,) of `query`, with TF-IDF blended in when hybrid.
   torch::Tensor Blend(torch::Tensor scores, int64_t query, const torch::Tensor& candidates) const {
+    if (bm25) {
+      const torch::Tensor row = MinMax(bm25->Scores({query}), {query})[0];
+      scores = (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * row.index_select(0, candidates);
+    }
     if (lexical) {
       torch::Tensor words = torch::empty({candidates.numel()}, torch::kFloat64);
       const auto* index = candidates.data_ptr<int64_t>();
@@ -91,7 +128,7 @@ struct Scorer {
     return scores;
   }
   torch::Tensor Matrix(const torch::Tensor& queries, const torch::Tensor& candidates) const {
-    if (model && !lexical) return model->ScoreMatrix(queries, candidates);
+    if (model && !hybrid()) return model->ScoreMatrix(queries, candidates);
     namespace F = torch::nn::functional;
     const auto unit = F::NormalizeFuncOptions().dim(-1);
     return torch::matmul(F::normalize(queries, unit), F::normalize(candidates, unit).t());
@@ -110,6 +147,7 @@ struct Scorer {
   }
   // Dense scores (Q, N) of --queries' documents, with TF-IDF blended in when hybrid.
   torch::Tensor BlendQueries(torch::Tensor scores, const std::vector<int64_t>& queries) const {
+    if (bm25) scores = (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * Bm25OfQueries(queries);
     if (lexical) {
       std::vector<std::vector<int32_t>> texts;
       for (int64_t q : queries) texts.push_back(query_corpus->Get(q).tokens);
@@ -136,31 +174,59 @@ struct Scorer {
     const torch::Tensor index = torch::tensor(queries, torch::kLong);
     torch::Tensor scores = Matrix(vectors.index_select(0, index), vectors);  // (Q, N)
     if (lexical) scores = (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * lexical->Scores(queries);
+    if (bm25) {
+      scores =
+          (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * MinMax(bm25->Scores(queries), queries);
+    }
     const torch::Tensor others = all.unsqueeze(0).ne(index.unsqueeze(1));  // (Q, N)
     return scores.masked_select(others).view({static_cast<int64_t>(queries.size()), N - 1});
   }
 };
 
+// What the lexical side of a hybrid score keeps alive while it ranks.
+struct LexicalSides {
+  std::unique_ptr<LexicalIndex> tfidf;
+  std::shared_ptr<const data::WordCounts> words, query_words;
+  std::unique_ptr<Bm25Index> bm25;
+};
+
 // The scorer's lexical side when --lexical-weight asks for one; the score's name.
-std::unique_ptr<LexicalIndex> AddLexical(Scorer* scorer, const EvalOptions& options, const data::Corpus& corpus,
-                                         int rank, std::string* score) {
+LexicalSides AddLexical(Scorer* scorer, const EvalOptions& options, const data::Corpus& corpus, int rank,
+                        std::string* score) {
   const double w = options.lexical_weight;
-  TORCH_CHECK(w >= 0 && w <= 1, "[eval] --lexical-weight is a share in [0, 1], not ", w);
-  if (w == 0) return nullptr;
-  TORCH_CHECK(!(scorer->hierarchical() && scorer->normalize) && (!scorer->model || scorer->model->cosine()),
-              "[eval] --lexical-weight fuses a TF-IDF cosine with the cosine of document vectors (or MaxSim's mean "
-              "of cosines); ",
-              scorer->hierarchical() ? "SDR's z-scored hierarchical score (--no-sdr-normalize: its cosines unscaled)"
-                                     : "this model's pair head",
-              " is not one");
-  auto index = std::make_unique<LexicalIndex>(corpus, options.progress && rank == 0);
-  scorer->lexical = index.get();
-  scorer->lexical_weight = w;
+  DOCMATCH_CHECK(w >= 0 && w <= 1, "eval", "--lexical-weight is a share in [0, 1], not ", w);
+  DOCMATCH_CHECK(options.lexical == "tfidf" || options.lexical == "bm25", "eval", "--lexical is tfidf or bm25, not '",
+                 options.lexical, "'");
+  LexicalSides sides;
+  if (w == 0) return sides;
+  const bool bm25 = options.lexical == "bm25";
+  DOCMATCH_CHECK(!(scorer->hierarchical() && scorer->normalize) && (!scorer->model || scorer->model->cosine()), "eval",
+                 "--lexical-weight fuses a ", bm25 ? "BM25 score" : "TF-IDF cosine",
+                 " with the cosine of document vectors (or MaxSim's mean of cosines); ",
+                 scorer->hierarchical() ? "SDR's z-scored hierarchical score (--no-sdr-normalize: its cosines unscaled)"
+                                        : "this model's pair head",
+                 " is not one");
   std::ostringstream name;
-  name << "hybrid: " << (1 - w) << " x " << (scorer->hierarchical() ? *score : "dense cosine") << " + " << w
-       << " x TF-IDF cosine";
+  name << "hybrid: " << (1 - w) << " x " << (scorer->hierarchical() ? *score : "dense cosine") << " + " << w;
+  if (bm25) {
+    sides.words = std::make_shared<const data::WordCounts>(
+        data::WordCounts::OfCorpus(corpus.directory(), corpus.num_documents()));
+    sides.bm25 = std::make_unique<Bm25Index>(sides.words, options.bm25);
+    scorer->bm25 = sides.bm25.get();
+    if (scorer->query_corpus) {
+      sides.query_words = std::make_shared<const data::WordCounts>(
+          data::WordCounts::OfCorpus(scorer->query_corpus->directory(), scorer->query_corpus->num_documents()));
+      scorer->query_words = sides.query_words.get();
+    }
+    name << " x BM25 over words (k1 " << options.bm25.k1 << ", b " << options.bm25.b << "; min-max per query)";
+  } else {
+    sides.tfidf = std::make_unique<LexicalIndex>(corpus, options.progress && rank == 0);
+    scorer->lexical = sides.tfidf.get();
+    name << " x TF-IDF cosine";
+  }
+  scorer->lexical_weight = w;
   *score = name.str();
-  return index;
+  return sides;
 }
 
 // Every rank scores pairs i % world == rank; the scores meet in an all-reduce.
@@ -380,7 +446,7 @@ nlohmann::json Score(const Scorer& scorer, const EvalOptions& options, const dat
 nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& corpus, const data::Corpus* queries,
                                dist::ControlPlane& control) {
   if (options.embeddings.empty()) {
-    throw std::runtime_error("[eval] give --model, or --embeddings holding vectors made elsewhere (scored by cosine)");
+    throw Error("eval", "give --model, or --embeddings holding vectors made elsewhere (scored by cosine)");
   }
   const EmbeddingFile file(options.embeddings);
   file.CheckCorpusOrder(corpus, "eval", "write the vectors in corpus order");
@@ -394,23 +460,23 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
   }
   if (queries) {
     if (options.query_embeddings.empty()) {
-      throw std::runtime_error(
-          "[eval] --queries without --model needs --query-embeddings: the queries' vectors, "
-          "made as --embeddings' were");
+      throw Error("eval",
+                  "--queries without --model needs --query-embeddings: the queries' vectors, "
+                  "made as --embeddings' were");
     }
     const EmbeddingFile query_file(options.query_embeddings);
     query_file.CheckCorpusOrder(*queries, "eval", "write the query vectors in the order of the --queries corpus");
     scorer.query_vectors = query_file.Vectors(0, query_file.size()).to(torch::kFloat64);
     if (scorer.hierarchical()) {
       if (query_file.score() != "maxsim") {
-        throw std::runtime_error("[eval] " + options.embeddings + " scores by MaxSim over windows, but " +
-                                 options.query_embeddings + " holds no windows: make both files alike");
+        throw Error("eval", options.embeddings + " scores by MaxSim over windows, but " + options.query_embeddings +
+                                " holds no windows: make both files alike");
       }
       scorer.query_sdr = query_file.Sentences(0, query_file.size());
     }
     scorer.query_corpus = queries;
   }
-  const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, control.rank(), &score);
+  const LexicalSides lexical = AddLexical(&scorer, options, corpus, control.rank(), &score);
   nlohmann::json metrics = {{"model", file.model()},
                             {"kind", file.kind()},
                             {"corpus", options.corpus},
@@ -441,15 +507,15 @@ std::unique_ptr<data::Corpus> OpenQueries(const EvalOptions& options, const data
     return nullptr;
   }
   if (options.relevance.empty()) {
-    throw std::runtime_error(
-        "[eval] --queries ranks its documents against the corpus: give --relevance, whose "
-        "query ids are in " +
-        options.queries + " and relevant ids in " + options.corpus);
+    throw Error("eval",
+                "--queries ranks its documents against the corpus: give --relevance, whose "
+                "query ids are in " +
+                    options.queries + " and relevant ids in " + options.corpus);
   }
   auto queries = std::make_unique<data::Corpus>(options.queries);
   if (queries->manifest().tokenizer_hash != corpus.manifest().tokenizer_hash) {
-    throw std::runtime_error("[eval] --queries " + options.queries + " was prepared with another tokenizer than " +
-                             options.corpus + ": prepare it with --tokenizer " + corpus.tokenizer_path());
+    throw Error("eval", "--queries " + options.queries + " was prepared with another tokenizer than " + options.corpus +
+                            ": prepare it with --tokenizer " + corpus.tokenizer_path());
   }
   return queries;
 }
@@ -485,23 +551,23 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
   }
   const auto check = [&](const EmbeddingFile& file, const data::Corpus& of, const std::string& name) {
     if (file.kind() == "fused") {
-      throw std::runtime_error("[eval] " + file.path() +
-                               " holds fused vectors (docmatch fuse), scored by their cosine without a model: "
-                               "evaluate it without --model");
+      throw Error("eval", file.path() +
+                              " holds fused vectors (docmatch fuse), scored by their cosine without a model: "
+                              "evaluate it without --model");
     }
     if (file.size() != of.num_documents() || file.kind() != info.config.kind) {
-      throw std::runtime_error("[eval] " + file.path() + " holds " + std::to_string(file.size()) + " " + file.kind() +
-                               " vectors; corpus '" + name + "' has " + std::to_string(of.num_documents()) +
-                               " documents and the model is " + info.config.kind +
-                               ": embed this corpus with this model first");
+      throw Error("eval", file.path() + " holds " + std::to_string(file.size()) + " " + file.kind() +
+                              " vectors; corpus '" + name + "' has " + std::to_string(of.num_documents()) +
+                              " documents and the model is " + info.config.kind +
+                              ": embed this corpus with this model first");
     }
     if (file.has_sentences() != model->has_sentences()) {
       // A maxsim model's file holds its windows; a mean model's does not,
       // though both are match_bert: scoring one by the other's rule is wrong.
-      throw std::runtime_error("[eval] " + file.path() + (file.has_sentences() ? " holds" : " holds no") +
-                               " window or sentence vectors, and the model " +
-                               (model->has_sentences() ? "scores by them" : "scores by one vector a document") +
-                               ": embed this corpus with this model first");
+      throw Error("eval", file.path() + (file.has_sentences() ? " holds" : " holds no") +
+                              " window or sentence vectors, and the model " +
+                              (model->has_sentences() ? "scores by them" : "scores by one vector a document") +
+                              ": embed this corpus with this model first");
     }
   };
   const EmbeddingFile file(embeddings);
@@ -525,7 +591,11 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
     if (query_file.has_sentences()) scorer.query_sdr = query_file.Sentences(0, query_file.size());
     scorer.query_corpus = queries.get();
   }
-  std::string score = !scorer.hierarchical() ? "pair logit" : file.score() == "sdr" ? "sdr hierarchical" : kMaxSim;
+  // A cosine model's pair logit is its cosine times a fixed scale (SMITH's
+  // amplifier): the ranking is the cosine's. SMASH's head is not a cosine.
+  std::string score = scorer.hierarchical() ? (file.score() == "sdr" ? "sdr hierarchical" : kMaxSim)
+                      : model->cosine()     ? "cosine (the pair logit scales it)"
+                                            : "pair logit (the model's pair head)";
   if (scorer.hierarchical() && scorer.normalize) {
     score += ", z-scored";
     if (options.sdr_pair_pool > 0) {
@@ -541,7 +611,7 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
       score += " (pairs among " + std::to_string(options.sdr_pair_pool) + " documents)";
     }
   }
-  const std::unique_ptr<LexicalIndex> lexical = AddLexical(&scorer, options, corpus, control.rank(), &score);
+  const LexicalSides lexical = AddLexical(&scorer, options, corpus, control.rank(), &score);
   nlohmann::json metrics = {{"model", options.model},
                             {"kind", info.config.kind},
                             {"corpus", options.corpus},

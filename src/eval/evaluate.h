@@ -22,6 +22,7 @@
 #include <string>
 
 #include "dist/process_group.h"
+#include "eval/bm25.h"
 
 namespace docmatch::eval {
 
@@ -39,7 +40,12 @@ struct EvalOptions {
   uint64_t seed = 1234;
   bool sdr_normalize = true;   // SDR: the paper's z-score step (eval/sdr_scoring.h)
   int64_t sdr_pair_pool = 64;  // SDR pairs: documents each pair's target is z-scored among
-  double lexical_weight = 0;   // hybrid retrieval: share of the TF-IDF cosine (eval/lexical.h); 0 = dense only
+  double lexical_weight = 0;   // hybrid retrieval: share of the lexical score; 0 = dense only
+  // The lexical score: "tfidf" (a TF-IDF cosine over the model's token ids,
+  // eval/lexical.h) or "bm25" (BM25 over the corpus's words, eval/bm25.h,
+  // min-max normalised per query over the other documents before the blend).
+  std::string lexical = "tfidf";
+  Bm25Parameters bm25;
   int64_t batch_size = 16;     // documents per embedding batch
   int64_t write_rankings = 0;  // ranking: keep each query's top k in <output>/rankings.jsonl; 0 = none
   bool progress = true;

@@ -8,6 +8,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "console/progress.h"
 
@@ -28,8 +29,8 @@ LexicalIndex::LexicalIndex(const data::Corpus& corpus, bool progress) {
     for (size_t i = 0; i < tokens.size();) {
       size_t j = i;
       while (j < tokens.size() && tokens[j] == tokens[i]) ++j;
-      TORCH_CHECK(tokens[i] >= 0 && tokens[i] < vocab_, "[eval] document ", corpus.Get(d).id, " holds token id ",
-                  tokens[i], " outside the corpus vocabulary of ", vocab_);
+      DOCMATCH_CHECK(tokens[i] >= 0 && tokens[i] < vocab_, "eval", "document ", corpus.Get(d).id, " holds token id ",
+                     tokens[i], " outside the corpus vocabulary of ", vocab_);
       columns_.push_back(tokens[i]);
       counts.push_back(static_cast<int64_t>(j - i));
       ++df_[tokens[i]];
@@ -55,7 +56,7 @@ LexicalIndex::LexicalIndex(const data::Corpus& corpus, bool progress) {
 torch::Tensor LexicalIndex::Scores(const std::vector<int64_t>& queries) const {
   const int64_t N = size();
   for (const int64_t doc : queries)
-    TORCH_CHECK(doc >= 0 && doc < N, "[eval] no document ", doc, " in the TF-IDF index");
+    DOCMATCH_CHECK(doc >= 0 && doc < N, "eval", "no document ", doc, " in the TF-IDF index");
   return Against(static_cast<int64_t>(queries.size()), [&](int64_t q, const std::function<void(int64_t, double)>& put) {
     const int64_t doc = queries[q];
     for (int64_t k = row_begin_[doc]; k < row_begin_[doc + 1]; ++k) put(columns_[k], values_[k]);
@@ -73,8 +74,8 @@ torch::Tensor LexicalIndex::ScoresOfTokens(const std::vector<std::vector<int32_t
     for (size_t i = 0; i < tokens.size();) {
       size_t j = i;
       while (j < tokens.size() && tokens[j] == tokens[i]) ++j;
-      TORCH_CHECK(tokens[i] >= 0 && tokens[i] < vocab_, "[eval] token id ", tokens[i],
-                  " is outside the corpus vocabulary of ", vocab_);
+      DOCMATCH_CHECK(tokens[i] >= 0 && tokens[i] < vocab_, "eval", "token id ", tokens[i],
+                     " is outside the corpus vocabulary of ", vocab_);
       if (df_[tokens[i]] > 0) {
         const double w = (1.0 + std::log(static_cast<double>(j - i))) * Idf(tokens[i]);
         rows[q].emplace_back(tokens[i], w);

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "console/error.h"
+
 namespace docmatch::eval {
 
 nlohmann::json ClassificationMetrics::ToJson() const {
@@ -22,7 +24,7 @@ nlohmann::json ClassificationMetrics::ToJson() const {
 }
 
 ClassificationMetrics Classify(const std::vector<double>& scores, const std::vector<int>& labels, double threshold) {
-  if (scores.size() != labels.size()) throw std::invalid_argument("[eval] scores and labels differ in length");
+  if (scores.size() != labels.size()) throw Error("eval", "scores and labels differ in length");
   ClassificationMetrics m;
   m.threshold = threshold;
   for (size_t i = 0; i < scores.size(); ++i) {
@@ -43,7 +45,7 @@ ClassificationMetrics Classify(const std::vector<double>& scores, const std::vec
 
 double ChooseThreshold(const std::vector<double>& scores, const std::vector<int>& labels,
                        ThresholdObjective objective) {
-  if (scores.empty()) throw std::invalid_argument("[eval] no validation pairs to choose a threshold on");
+  if (scores.empty()) throw Error("eval", "no validation pairs to choose a threshold on");
   std::vector<double> distinct = scores;
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
@@ -76,7 +78,7 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
   RankingMetrics m;
   for (int k : ks) m.hit_ratio[k] = 0;
   for (const RankingQuery& q : queries) {
-    if (q.scores.size() != q.relevant.size()) throw std::invalid_argument("[eval] a query's scores and labels differ");
+    if (q.scores.size() != q.relevant.size()) throw Error("eval", "a query's scores and labels differ");
     const int64_t relevant_count = std::count(q.relevant.begin(), q.relevant.end(), true);
     if (relevant_count == 0) {
       ++m.skipped;

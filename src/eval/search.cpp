@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "eval/sdr_scoring.h"
 
@@ -25,40 +26,38 @@ torch::Tensor Unit(const torch::Tensor& x) {
 Searcher::Searcher(const EmbeddingFile& file, model::DocumentModel* model, const LexicalIndex* lexical,
                    SearchOptions options, torch::Device device)
     : file_(file), model_(model), lexical_(lexical), options_(options), device_(device) {
-  if (options_.top < 1) throw std::invalid_argument("[search] --top must be at least 1");
+  if (options_.top < 1) throw Error("search", "--top must be at least 1");
   if (!model_ && file_.kind() == "smash") {
-    throw std::invalid_argument("[search] '" + file_.path() +
-                                "' holds SMASH vectors, scored by the model's pair head: pass --model");
+    throw Error("search", "'" + file_.path() + "' holds SMASH vectors, scored by the model's pair head: pass --model");
   }
   if (model_ && model_->config().kind != file_.kind() && !file_.kind().empty()) {
-    throw std::invalid_argument("[search] '" + file_.path() + "' holds " + file_.kind() +
-                                " vectors, but the model is " + model_->config().kind +
-                                ": search with the model that embedded them");
+    throw Error("search", "'" + file_.path() + "' holds " + file_.kind() + " vectors, but the model is " +
+                              model_->config().kind + ": search with the model that embedded them");
   }
   if (model_ && model_->dimension() != file_.dimension()) {
-    throw std::invalid_argument("[search] '" + file_.path() + "' holds " + std::to_string(file_.dimension()) +
-                                "-d vectors, but the model makes " + std::to_string(model_->dimension()) + "-d ones");
+    throw Error("search", "'" + file_.path() + "' holds " + std::to_string(file_.dimension()) +
+                              "-d vectors, but the model makes " + std::to_string(model_->dimension()) + "-d ones");
   }
   cosine_ = !model_ || model_->cosine();
   if (options_.index && (!cosine_ || options_.lexical_weight > 0)) {
-    throw std::invalid_argument(
-        "[search] --ann finds the nearest cosines; this search scores with " +
-        std::string(options_.lexical_weight > 0 ? "TF-IDF fused in (--lexical-weight)" : "the model's pair head") +
-        ": search exactly");
+    throw Error("search", "--ann finds the nearest cosines; this search scores with " +
+                              std::string(options_.lexical_weight > 0 ? "TF-IDF fused in (--lexical-weight)"
+                                                                      : "the model's pair head") +
+                              ": search exactly");
   }
   if (options_.lexical_weight > 0) {
-    if (!lexical_) throw std::invalid_argument("[search] --lexical-weight needs the corpus's TF-IDF index");
+    if (!lexical_) throw Error("search", "--lexical-weight needs the corpus's TF-IDF index");
     if (!cosine_ || file_.has_sentences()) {
-      throw std::invalid_argument(
-          std::string("[search] --lexical-weight fuses TF-IDF with a cosine of document vectors; ") +
-          (file_.score() == "maxsim" ? "this file re-ranks by MaxSim over windows (eval --lexical-weight fuses "
+      throw Error("search", std::string("--lexical-weight fuses TF-IDF with a cosine of document vectors; ") +
+                                (file_.score() == "maxsim"
+                                     ? "this file re-ranks by MaxSim over windows (eval --lexical-weight fuses "
                                        "TF-IDF with MaxSim)"
                                      : "this model's score is not one"));
     }
     if (lexical_->size() != file_.size()) {
-      throw std::invalid_argument("[search] the corpus holds " + std::to_string(lexical_->size()) + " documents and '" +
-                                  file_.path() + "' " + std::to_string(file_.size()) +
-                                  " vectors: give the corpus the file was embedded from");
+      throw Error("search", "the corpus holds " + std::to_string(lexical_->size()) + " documents and '" + file_.path() +
+                                "' " + std::to_string(file_.size()) +
+                                " vectors: give the corpus the file was embedded from");
     }
   }
 }
@@ -78,14 +77,14 @@ torch::Tensor Searcher::QueryVectors(const std::vector<SearchQuery>& queries,
       if (!rows[q].ne(0).any().item<bool>()) {
         // No direction, so no cosine: every score would read 0 and the hits
         // come in file order (fuse refuses such a row too).
-        throw std::invalid_argument("[search] document '" + query.label + "' has an all-zero vector in '" +
-                                    file_.path() + "': it matches nothing; embed it again");
+        throw Error("search", "document '" + query.label + "' has an all-zero vector in '" + file_.path() +
+                                  "': it matches nothing; embed it again");
       }
       if (with_sentences) slots[q] = file_.Sentences(query.row, query.row + 1)[0];
       continue;
     }
-    if (!model_) throw std::invalid_argument("[search] a text query needs the model that embedded the file: --model");
-    if (query.text.num_tokens() == 0) throw std::invalid_argument("[search] query '" + query.label + "' has no text");
+    if (!model_) throw Error("search", "a text query needs the model that embedded the file: --model");
+    if (query.text.num_tokens() == 0) throw Error("search", "query '" + query.label + "' has no text");
     text_at.push_back(q);
     texts.push_back(&query.text);
   }
@@ -96,9 +95,8 @@ torch::Tensor Searcher::QueryVectors(const std::vector<SearchQuery>& queries,
     std::vector<model::DocumentSentences> got;
     const torch::Tensor vectors = DocumentVectors(*model_, chunk, device_, with_sentences ? &got : nullptr);
     if (with_sentences && got.size() != chunk.size()) {
-      throw std::invalid_argument(
-          "[search] '" + file_.path() +
-          "' holds sentence vectors, and the model gives none: give the model that embedded it");
+      throw Error("search", "'" + file_.path() +
+                                "' holds sentence vectors, and the model gives none: give the model that embedded it");
     }
     for (size_t i = 0; i < chunk.size(); ++i) {
       rows[text_at[first + i]] = vectors[static_cast<int64_t>(i)];

@@ -2,6 +2,7 @@
 // their .tmp-then-rename writes, `latest` link and pruning (checkpoint.h).
 #include "io/checkpoint.h"
 
+#include "console/error.h"
 #include "files/file_writer.h"
 #include "io/checksums.h"
 #include "io/own_outputs.h"
@@ -45,13 +46,13 @@ void SaveModule(const torch::nn::Module& module, const std::string& path) {
 }
 
 std::map<std::string, torch::Tensor> ReadModuleFile(const std::string& path) {
-  if (!fs::exists(path)) throw std::runtime_error("[ckpt] no checkpoint file '" + path + "'");
+  if (!fs::exists(path)) throw Error("ckpt", "no checkpoint file '" + path + "'");
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path, torch::Device(torch::kCPU));  // a file from a GPU (older docmatch) too
   } catch (const c10::Error& e) {
-    throw std::runtime_error("[ckpt] '" + path + "' is not a readable docmatch checkpoint (truncated or foreign): " +
-                             e.what_without_backtrace());
+    throw Error("ckpt", "'" + path + "' is not a readable docmatch checkpoint (truncated or foreign): " +
+                            e.what_without_backtrace());
   }
   std::map<std::string, torch::Tensor> stored;
   for (const std::string& key : archive.keys()) {
@@ -100,9 +101,9 @@ void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Ten
   for (const auto& [name, tensor] : wanted) {
     const torch::Tensor& value = stored.at(name);
     if (value.is_floating_point() && !torch::isfinite(value).all().item<bool>()) {
-      throw std::runtime_error("[ckpt] '" + origin + "': " + name +
-                               " holds NaN or Inf: the file is damaged or the run diverged (resume from an earlier "
-                               "checkpoint, or train with --on-nonfinite stop)");
+      throw Error("ckpt", "'" + origin + "': " + name +
+                              " holds NaN or Inf: the file is damaged or the run diverged (resume from an earlier "
+                              "checkpoint, or train with --on-nonfinite stop)");
     }
   }
   torch::NoGradGuard no_grad;

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "console/error.h"
 #include "files/file_writer.h"
 
 namespace docmatch::io {
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 
 std::string Crc32Of(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("[ckpt] cannot read '" + path.string() + "'");
+  if (!in) throw Error("ckpt", "cannot read '" + path.string() + "'");
   std::vector<char> buffer(1 << 20);
   uLong crc = crc32(0L, Z_NULL, 0);
   while (in) {
@@ -29,7 +30,7 @@ std::string Crc32Of(const fs::path& path) {
     const std::streamsize n = in.gcount();
     if (n > 0) crc = crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<uInt>(n));
   }
-  if (in.bad()) throw std::runtime_error("[ckpt] reading '" + path.string() + "' failed");
+  if (in.bad()) throw Error("ckpt", "reading '" + path.string() + "' failed");
   char hex[9];
   std::snprintf(hex, sizeof hex, "%08lx", crc);
   return hex;
@@ -44,9 +45,9 @@ nlohmann::json ReadRecord(const std::string& folder) {
   const fs::path path = fs::path(folder) / kChecksumFile;
   if (!fs::exists(path)) {
     if (!allow_unverified) {
-      throw std::runtime_error("[ckpt] '" + folder + "' has no " + kChecksumFile +
-                               ", so a damaged file in it could not be told from a sound one (copied without it, or "
-                               "written by a docmatch before checksums); pass --allow-unverified to load it unchecked");
+      throw Error("ckpt", "'" + folder + "' has no " + kChecksumFile +
+                              ", so a damaged file in it could not be told from a sound one (copied without it, or "
+                              "written by a docmatch before checksums); pass --allow-unverified to load it unchecked");
     }
     static std::mutex mutex;
     static std::set<std::string> warned;
@@ -62,26 +63,25 @@ nlohmann::json ReadRecord(const std::string& folder) {
     record.at("files").get<nlohmann::json::object_t>();
     return record;
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error("[ckpt] '" + path.string() + "' is damaged (" + e.what() +
-                             "): the folder's files cannot be checked");
+    throw Error("ckpt", "'" + path.string() + "' is damaged (" + e.what() + "): the folder's files cannot be checked");
   }
 }
 
 // The check of one file against its entry in the record.
 void Verify(const nlohmann::json& expected, const fs::path& path) {
   if (!fs::exists(path)) {
-    throw std::runtime_error("[ckpt] '" + path.string() + "' is missing, though " + kChecksumFile + " lists it");
+    throw Error("ckpt", "'" + path.string() + "' is missing, though " + kChecksumFile + " lists it");
   }
   const auto bytes = static_cast<int64_t>(fs::file_size(path));
   const auto expected_bytes = expected.at("bytes").get<int64_t>();
   if (bytes != expected_bytes) {
-    throw std::runtime_error("[ckpt] '" + path.string() + "' is damaged: " + std::to_string(bytes) +
-                             " bytes, but it was written with " + std::to_string(expected_bytes) + " (truncated?)");
+    throw Error("ckpt", "'" + path.string() + "' is damaged: " + std::to_string(bytes) +
+                            " bytes, but it was written with " + std::to_string(expected_bytes) + " (truncated?)");
   }
   const std::string crc = Crc32Of(path), expected_crc = expected.at("crc32").get<std::string>();
   if (crc != expected_crc) {
-    throw std::runtime_error("[ckpt] '" + path.string() + "' is damaged: its CRC-32 is " + crc +
-                             ", but it was written with " + expected_crc);
+    throw Error("ckpt", "'" + path.string() + "' is damaged: its CRC-32 is " + crc + ", but it was written with " +
+                            expected_crc);
   }
 }
 
@@ -108,9 +108,9 @@ void VerifyChecksum(const std::string& folder, const std::string& name) {
   } else if (!allow_unverified) {
     // A record that leaves the file out cannot vouch for it (an edited or
     // foreign checksums.json): refused as a folder without one is.
-    throw std::runtime_error("[ckpt] '" + (fs::path(folder) / name).string() + "' is not listed in " + folder + "/" +
-                             kChecksumFile + ", so a damaged copy could not be told from a sound one; restore the " +
-                             "folder's " + kChecksumFile + ", or pass --allow-unverified to load it unchecked");
+    throw Error("ckpt", "'" + (fs::path(folder) / name).string() + "' is not listed in " + folder + "/" +
+                            kChecksumFile + ", so a damaged copy could not be told from a sound one; restore the " +
+                            "folder's " + kChecksumFile + ", or pass --allow-unverified to load it unchecked");
   }
 }
 

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <tuple>
 
+#include "console/error.h"
 #include "data/corpus/corpus.h"
 #include "data/text/wordpiece.h"
 #include "files/file_writer.h"
@@ -20,79 +20,41 @@
 #include "io/model_folder.h"
 #include "io/own_outputs.h"
 #include "io/safetensors.h"
+#include "model/kinds.h"
 
 namespace docmatch::io {
 namespace fs = std::filesystem;
 namespace {
 
-// The flat encoder a Hugging Face / sentence-transformers folder holds, and
-// how its vector is made: MatchBERT's encoder, SDR's sentence encoder, or
-// SMITH's sentence encoder with its block head (a block's vector).
-struct HfEncoder {
-  std::string what;     // for messages
-  std::string encoder;  // docmatch prefix of the transformer layers
-  int64_t vocab_size = 0, hidden = 0, layers = 0, heads = 0, intermediate = 0, positions = 0;
-  double dropout = 0;
-  bool separator = false;
-  std::string pooling;                // mean | cls
-  std::string dense;                  // docmatch prefix of a dense layer after pooling, or ""
-  std::string activation;             // that layer's activation (a torch class)
-  std::vector<std::string> left_out;  // docmatch name prefixes the folder does not hold
-};
+using model::HfLayout;
 
-HfEncoder HfEncoderOf(const model::ModelConfig& config) {
-  HfEncoder e;
-  // What every kind sets the same way, from its config `c`.
-  const auto common = [&e](const auto& c, int64_t layers, int64_t positions, const char* what, const char* encoder,
-                           std::string pooling) {
-    std::tie(e.vocab_size, e.hidden, e.heads, e.intermediate, e.dropout, e.separator) =
-        std::make_tuple(c.vocab_size, c.hidden, c.heads, c.intermediate, c.dropout, c.separator);
-    std::tie(e.layers, e.positions, e.what, e.encoder) = std::make_tuple(layers, positions, what, encoder);
-    e.pooling = std::move(pooling);
-  };
-  if (config.kind == "match_bert") {
-    const model::MatchBertConfig& m = config.match_bert;
-    common(m, m.layers, m.max_tokens, "MatchBERT's encoder", "encoder", m.pooling);
-    if (m.pooling == "cls") e.dense = "dense";  // [CLS] pooling's dense layer, no activation
-    e.activation = "torch.nn.modules.linear.Identity";
-    e.left_out = {"window_"};  // window_pooling attention: no place in one window's model
-  } else if (config.kind == "sdr") {
-    const model::SdrConfig& s = config.sdr;
-    common(s, s.layers, s.max_tokens, "SDR's sentence encoder (a text read as one sentence)", "encoder", "mean");
-    e.left_out = {"lm_"};  // the word-LM head of pre-training
-  } else if (config.kind == "smith") {
-    const model::SmithConfig& s = config.smith;
-    common(s, s.sentence_layers, s.block_length,
-           "SMITH's sentence encoder (a text read as one block: its block vector)", "sentence_encoder",
-           s.block_pooling);
-    if (s.block_pooling == "cls") {
-      e.dense = "block_dense";
-      e.activation = "torch.nn.modules.activation.ReLU";  // block vector = L2(ReLU(dense([CLS])))
-    }                                                     // mean: block vector = L2(mean of the token states)
-    e.left_out = {"block_positions.", "document_", "attention_"};
+// The kinds with a flat encoder, for a message: "match_bert, sdr, smith".
+std::string HfKindNames() {
+  std::string names;
+  for (const model::ModelKind* kind : model::ModelKinds()) {
+    if (kind->hf_layout != nullptr) names += std::string(names.empty() ? "" : ", ") + kind->name;
   }
-  return e;
+  return names;
 }
 
 // Why the model cannot be written in BERT's layout, or "".
 std::string HfRefusal(const ModelFolderInfo& info, const data::Tokenizer& tokenizer) {
-  const std::string& kind = info.config.kind;
-  if (kind != "match_bert" && kind != "sdr" && kind != "smith") {
-    return "its kind is " + kind +
-           "; the Hugging Face layout holds transformer encoders (match_bert, sdr, smith's sentence encoder), other "
-           "kinds export with --format docmatch";
+  const model::ModelKind& kind = model::FindModelKind(info.config.kind, "[export]");
+  if (kind.hf_layout == nullptr) {
+    return "its kind is " + info.config.kind + "; the Hugging Face layout holds the transformer encoders of " +
+           HfKindNames() + ", other kinds export with --format docmatch";
   }
   if (std::string(tokenizer.kind()) != "wordpiece") {
     return "its tokenizer is SentencePiece; BERT tokenizers read WordPiece vocabularies (models brought in with "
            "import-hf, and what is trained from them)";
   }
-  if (!HfEncoderOf(info.config).separator) {
+  if (!kind.hf_layout(info.config).separator) {
     return "it reads its sequences without [SEP] (separator: false), and BERT tokenizers always add one";
   }
   return "";
 }
 
-nlohmann::json BertConfig(const HfEncoder& m) {
+nlohmann::json BertConfig(const HfLayout& m) {
   return {{"architectures", {"BertModel"}},
           {"model_type", "bert"},
           {"vocab_size", m.vocab_size},
@@ -113,7 +75,7 @@ nlohmann::json BertConfig(const HfEncoder& m) {
 }
 
 // BertTokenizer's files and sentence-transformers' modules for `m`.
-void WriteHfFiles(const std::string& folder, const HfEncoder& m, const data::WordPiece& wordpiece,
+void WriteHfFiles(const std::string& folder, const HfLayout& m, const data::WordPiece& wordpiece,
                   const std::map<std::string, torch::Tensor>& dense) {
   std::string vocab;
   for (int32_t id = 0; id < wordpiece.vocab_size(); ++id) vocab += wordpiece.Piece(id) + "\n";
@@ -180,15 +142,14 @@ void WriteHfFiles(const std::string& folder, const HfEncoder& m, const data::Wor
 
 std::string ExportModel(const ExportOptions& options) {
   if (options.format != "auto" && options.format != "docmatch" && options.format != "hf") {
-    throw std::runtime_error("[export] --format is auto, docmatch or hf, not '" + options.format + "'");
+    throw Error("export", "--format is auto, docmatch or hf, not '" + options.format + "'");
   }
   if (fs::exists(options.output) && !options.overwrite) {
-    throw std::runtime_error("[export] '" + options.output + "' exists; pass --overwrite to replace it");
+    throw Error("export", "'" + options.output + "' exists; pass --overwrite to replace it");
   }
   // --overwrite replaces a docmatch model folder, never a folder of someone else's (io/own_outputs.h).
   CheckOwnOutputs({{options.output, Output::kModelFolder}, {options.output + ".tmp", Output::kStaged}},
-                  "[export] writes over only a model folder docmatch wrote",
-                  "give another --output, or move it away");
+                  "[export] writes over only a model folder docmatch wrote", "give another --output, or move it away");
   ModelFolderInfo info;
   std::unique_ptr<model::DocumentModel> model = LoadModelFolder(options.model, &info);
   std::string tokenizer_path;
@@ -200,24 +161,25 @@ std::string ExportModel(const ExportOptions& options) {
   } else if (!info.tokenizer.empty()) {
     tokenizer_path = options.model + "/" + info.tokenizer;
   } else {
-    throw std::runtime_error("[export] '" + options.model +
-                             "' carries no tokenizer (a checkpoint of an older docmatch): give --corpus, the "
-                             "corpus the model was trained on");
+    throw Error("export", "'" + options.model +
+                              "' carries no tokenizer (a checkpoint of an older docmatch): give --corpus, the "
+                              "corpus the model was trained on");
   }
   const data::Tokenizer tokenizer = data::Tokenizer::Load(tokenizer_path);
   const std::string refusal = HfRefusal(info, tokenizer);
   std::string format = options.format;
   // SMITH's Hugging Face folder holds its sentence encoder alone, so only when asked.
-  if (format == "auto") format = refusal.empty() && info.config.kind != "smith" ? "hf" : "docmatch";
+  const model::ModelKind& kind = model::FindModelKind(info.config.kind, "[export]");
+  const HfLayout hf = refusal.empty() ? kind.hf_layout(info.config) : HfLayout{};
+  if (format == "auto") format = refusal.empty() && hf.whole_model ? "hf" : "docmatch";
   if (format == "hf" && !refusal.empty()) {
-    throw std::runtime_error("[export] '" + options.model + "' cannot be written as a Hugging Face model: " + refusal);
+    throw Error("export", "'" + options.model + "' cannot be written as a Hugging Face model: " + refusal);
   }
 
   std::map<std::string, torch::Tensor> tensors, dense;
   for (const auto& p : model->module().named_parameters(true))
     tensors[p.key()] = p.value().detach().to(torch::kCPU, torch::kFloat).contiguous();
   for (const auto& b : model->module().named_buffers(true)) tensors[b.key()] = b.value().to(torch::kCPU);
-  const HfEncoder hf = HfEncoderOf(info.config);
   if (format == "hf") {
     std::map<std::string, torch::Tensor> bert;
     for (const auto& [name, value] : tensors) {
@@ -228,16 +190,16 @@ std::string ExportModel(const ExportOptions& options) {
       if (std::any_of(hf.left_out.begin(), hf.left_out.end(),
                       [&](const std::string& p) { return name.rfind(p, 0) == 0; }))
         continue;
-      const std::string target = BertName(name, hf.encoder);
-      TORCH_CHECK(!target.empty(), "[export] docmatch's ", name, " has no place in BERT's layout");
+      const std::string target = BertName(name, hf.prefix);
+      DOCMATCH_CHECK(!target.empty(), "export", "docmatch's ", name, " has no place in BERT's layout");
       bert[target] = value;
     }
     bert["embeddings.token_type_embeddings.weight"] = torch::zeros({2, hf.hidden});
     tensors = std::move(bert);
-    // A SMITH folder cannot be read back as SMITH (its document level stays behind).
-    info.layout = info.config.kind == "smith" ? kSentenceEncoderLayout : "bert";
+    // A part of a model (SMITH's sentence encoder) does not read back as its kind.
+    info.layout = hf.whole_model ? "bert" : kSentenceEncoderLayout;
     LOG(INFO) << "[export] " << hf.what << " in the Hugging Face / sentence-transformers layout"
-              << (info.config.kind == "smith" ? "; the whole SMITH model exports with --format docmatch" : "");
+              << (hf.whole_model || hf.caveat.empty() ? "" : "; " + hf.caveat);
   }
 
   files::WriteFolder(options.output, [&](const std::string& tmp) {
@@ -253,16 +215,12 @@ std::string ExportModel(const ExportOptions& options) {
     if (format == "hf") {
       config.update(BertConfig(hf));
       WriteHfFiles(tmp, hf, data::WordPiece::Parse(tokenizer.serialized_model(), tokenizer_path), dense);
-      const model::MatchBertConfig& m = info.config.match_bert;
-      if (info.config.kind == "match_bert" && m.chunks > 1) {
-        LOG(WARNING) << "[export] this model pools up to " << m.chunks << " windows of " << m.max_tokens
-                     << " tokens (window_pooling " << m.window_pooling
-                     << "); sentence-transformers and transformers read the first window, so their vectors "
-                        "equal docmatch's for texts of up to one window (the docmatch layout keeps the pooling)";
-      }
+      if (hf.whole_model && !hf.caveat.empty()) LOG(WARNING) << "[export] " << hf.caveat;
     }
     files::WriteFile(tmp + "/" + kModelConfigFile, config.dump(2) + "\n");
     WriteChecksums(tmp);
+    for (const std::string& name : CarryOverOthersFiles(options.output, tmp))  // last: nothing may fail after
+      LOG(INFO) << "[export] kept '" << name << "' of " << options.output << " (not docmatch's)";
   });
   return format;
 }

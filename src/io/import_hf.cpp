@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "console/error.h"
 #include "data/text/tokenizer.h"
 #include "data/text/wordpiece.h"
 #include "files/file_writer.h"
@@ -27,19 +28,19 @@ namespace {
 
 nlohmann::json ReadJson(const fs::path& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error("[import] cannot read " + path.string());
+  if (!in) throw Error("import", "cannot read " + path.string());
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error("[import] " + path.string() + ": " + e.what());
+    throw Error("import", path.string() + ": " + e.what());
   }
 }
 
 std::vector<std::string> ReadVocabulary(const fs::path& path) {
   std::ifstream in(path);
   if (!in) {
-    throw std::runtime_error("[import] " + path.parent_path().string() +
-                             " has no vocab.txt: docmatch imports WordPiece (BERT) vocabularies");
+    throw Error("import",
+                "" + path.parent_path().string() + " has no vocab.txt: docmatch imports WordPiece (BERT) vocabularies");
   }
   std::vector<std::string> pieces;
   std::string line;
@@ -52,7 +53,7 @@ std::vector<std::string> ReadVocabulary(const fs::path& path) {
 
 // Refuses what docmatch's BERT layer cannot reproduce exactly.
 void CheckArchitecture(const nlohmann::json& c, const std::string& origin) {
-  auto refuse = [&](const std::string& why) { throw std::runtime_error("[import] " + origin + ": " + why); };
+  auto refuse = [&](const std::string& why) { throw Error("import", origin + ": " + why); };
   const std::string type = c.value("model_type", "bert");
   if (type != "bert") {
     refuse("model_type '" + type +
@@ -89,7 +90,7 @@ void SetTransformerSizes(const nlohmann::json& c, int64_t rows, double dropout, 
 bool Lowercase(const ImportOptions& options, const fs::path& input) {
   if (options.lowercase == "true") return true;
   if (options.lowercase == "false") return false;
-  if (options.lowercase != "auto") throw std::runtime_error("[import] --lowercase is auto, true or false");
+  if (options.lowercase != "auto") throw Error("import", "--lowercase is auto, true or false");
   if (fs::exists(input / "tokenizer_config.json")) {
     const nlohmann::json t = ReadJson(input / "tokenizer_config.json");
     if (t.contains("do_lower_case") && t["do_lower_case"].is_boolean()) return t["do_lower_case"].get<bool>();
@@ -119,8 +120,8 @@ std::string CheckpointPooling(const fs::path& input) {
   const std::string mode = p.value("pooling_mode", "");  // sentence-transformers 6; older: one flag a mode
   if (mode == "mean" || p.value("pooling_mode_mean_tokens", false)) return "mean";
   if (mode != "cls" && !p.value("pooling_mode_cls_token", false)) {
-    throw std::runtime_error("[import] " + (input / "1_Pooling/config.json").string() +
-                             ": only mean or [CLS] pooling is supported");
+    throw Error("import",
+                "" + (input / "1_Pooling/config.json").string() + ": only mean or [CLS] pooling is supported");
   }
   return "cls";
 }
@@ -207,7 +208,7 @@ const ImportedKind& FindImportedKind(const std::string& kind) {
   }
   std::string names;
   for (const std::string& n : ImportKinds()) names += (names.empty() ? "" : ", ") + n;
-  throw std::runtime_error("[import] --kind is " + names + ", not '" + kind + "'");
+  throw Error("import", "--kind is " + names + ", not '" + kind + "'");
 }
 
 }  // namespace
@@ -225,24 +226,23 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   const nlohmann::json& c = report.source;
   CheckArchitecture(c, (input / "config.json").string());
   if (!fs::exists(input / "model.safetensors")) {
-    throw std::runtime_error("[import] " + input.string() +
-                             " has no model.safetensors (a pickled pytorch_model.bin is not read: convert it, "
-                             "as scripts/fetch-models.py does, with safetensors.torch.save_file)");
+    throw Error("import", input.string() +
+                              " has no model.safetensors (a pickled pytorch_model.bin is not read: convert it, "
+                              "as scripts/fetch-models.py does, with safetensors.torch.save_file)");
   }
   if (fs::exists(options.output) && !options.overwrite) {
-    throw std::runtime_error("[import] '" + options.output + "' exists; pass --overwrite to replace it");
+    throw Error("import", "'" + options.output + "' exists; pass --overwrite to replace it");
   }
   // --overwrite replaces a docmatch model folder, never a folder of someone else's (io/own_outputs.h).
   CheckOwnOutputs({{options.output, Output::kModelFolder}, {options.output + ".tmp", Output::kStaged}},
-                  "[import] writes over only a model folder docmatch wrote",
-                  "give another --output, or move it away");
+                  "[import] writes over only a model folder docmatch wrote", "give another --output, or move it away");
 
   // Vocabulary, special tokens to docmatch's ids.
   std::vector<std::string> bert_vocab = ReadVocabulary(input / "vocab.txt");
   const int64_t rows = c["vocab_size"].get<int64_t>();
   if (static_cast<int64_t>(bert_vocab.size()) > rows) {
-    throw std::runtime_error("[import] vocab.txt has " + std::to_string(bert_vocab.size()) +
-                             " pieces but the embedding only " + std::to_string(rows) + " rows");
+    throw Error("import", "vocab.txt has " + std::to_string(bert_vocab.size()) + " pieces but the embedding only " +
+                              std::to_string(rows) + " rows");
   }
   for (int64_t i = static_cast<int64_t>(bert_vocab.size()); i < rows; ++i) {
     bert_vocab.push_back("[docmatch-unused-row-" + std::to_string(i) + "]");  // never produced by tokenizing
@@ -253,8 +253,8 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   for (int64_t target = 0; target < 5; ++target) {
     const auto it = std::find(bert_vocab.begin(), bert_vocab.end(), specials[target]);
     if (it == bert_vocab.end()) {
-      throw std::runtime_error(std::string("[import] vocab.txt has no ") + specials[target] +
-                               ": docmatch needs [PAD] [UNK] [CLS] [SEP] [MASK]");
+      throw Error("import", std::string("vocab.txt has no ") + specials[target] +
+                                ": docmatch needs [PAD] [UNK] [CLS] [SEP] [MASK]");
     }
     const int64_t bert_id = it - bert_vocab.begin();
     const int64_t at = std::find(order.begin(), order.end(), bert_id) - order.begin();
@@ -284,8 +284,8 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   const int64_t length = imported.configure(c, rows, options, input, &config);
   model::CheckModelConfig(config, "[import] the docmatch model (from the options)");
   if (length > positions) {
-    throw std::runtime_error("[import] sequences of " + std::to_string(length) + " tokens need more than the " +
-                             std::to_string(positions) + " positions the checkpoint has");
+    throw Error("import", "sequences of " + std::to_string(length) + " tokens need more than the " +
+                              std::to_string(positions) + " positions the checkpoint has");
   }
   report.model = model::ModelConfigToJson(config);
   torch::manual_seed(options.seed);
@@ -328,7 +328,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
         prefix + (target == "embeddings.positions.weight" ? "embeddings.position_embeddings + token_type_embeddings[0]"
                                                           : BertName(target, encoder));
     const auto it = targets.find(target);
-    if (it == targets.end()) throw std::runtime_error("[import] " + from + ": docmatch has no " + target);
+    if (it == targets.end()) throw Error("import", from + ": docmatch has no " + target);
     const torch::Tensor value = target == "embeddings.tokens.weight" ? tensor.index_select(0, permutation) : tensor;
     if (it->second.sizes() != value.sizes()) {
       std::ostringstream m;
@@ -345,7 +345,7 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
     if (written.count(name)) continue;
     // The imported encoder must be complete; only layers BERT lacks stay fresh.
     if (name.rfind("embeddings.", 0) == 0 || name.rfind(layer_prefix, 0) == 0) {
-      throw std::runtime_error("[import] " + weights_path + " has nothing for docmatch's " + name);
+      throw Error("import", weights_path + " has nothing for docmatch's " + name);
     }
     report.fresh.push_back(name);
   }
@@ -367,6 +367,8 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
     WriteModelFolderInfo(tmp, info);
     files::WriteFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
     WriteChecksums(tmp);
+    for (const std::string& name : CarryOverOthersFiles(options.output, tmp))  // last: nothing may fail after
+      LOG(INFO) << "[import] kept '" << name << "' of " << options.output << " (not docmatch's)";
   });
   return report;
 }

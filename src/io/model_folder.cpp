@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 
+#include "console/error.h"
 #include "files/file_writer.h"
 #include "io/bert_layout.h"
 #include "io/checkpoint.h"
@@ -65,7 +66,7 @@ ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
   const std::string path = folder + "/" + kModelConfigFile;
   std::ifstream in(path);
   if (!in) {
-    throw std::runtime_error("[model] '" + folder + "' is not a model folder: no " + kModelConfigFile +
+    throw Error("model", "'" + folder + "' is not a model folder: no " + kModelConfigFile +
                              " (give a checkpoint step-<N>/, a run's 'latest', or an exported folder)");
   }
   // config.json decides how the weights are read (kind, sizes, separator):
@@ -85,7 +86,7 @@ ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
     info.tokenizer = json.value("tokenizer", "");
     info.layout = json.value("layout", "docmatch");
     if (info.layout == kSentenceEncoderLayout) {
-      throw std::runtime_error("[model] '" + folder +
+      throw Error("model", "'" + folder +
                                "' holds SMITH's sentence encoder alone (export --format hf, for sentence-transformers "
                                "and transformers); export the whole model with --format docmatch for docmatch");
     }
@@ -93,7 +94,7 @@ ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
       throw std::runtime_error("layout '" + info.layout + "' is not docmatch or bert");
     return info;
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error("[model] " + path + ": " + e.what());
+    throw Error("model", path + ": " + e.what());
   }
 }
 
@@ -135,9 +136,9 @@ std::unique_ptr<model::DocumentModel> LoadModelFolder(const std::string& folder,
 
 void CheckTokenizer(const ModelFolderInfo& info, const data::Corpus& corpus, const std::string& folder) {
   if (!info.tokenizer_hash.empty() && info.tokenizer_hash != corpus.manifest().tokenizer_hash) {
-    throw std::runtime_error("[model] '" + folder + "' was trained with tokenizer " + info.tokenizer_hash +
-                             ", but corpus '" + corpus.directory() + "' was prepared with " +
-                             corpus.manifest().tokenizer_hash + ": prepare the corpus with the model's tokenizer (" +
+    throw Error("model", "'" + folder + "' was trained with tokenizer " + info.tokenizer_hash + ", but corpus '" +
+                             corpus.directory() + "' was prepared with " + corpus.manifest().tokenizer_hash +
+                             ": prepare the corpus with the model's tokenizer (" +
                              (info.tokenizer.empty()
                                   ? std::string("prepare --tokenizer <the tokenizer.model it was trained with>")
                                   : "prepare --tokenizer " + folder + "/" + info.tokenizer) +
@@ -151,7 +152,7 @@ std::string TokenizerFileOf(const std::string& path) {
   if (fs::exists(fs::path(path) / kModelConfigFile)) {
     const ModelFolderInfo info = ReadModelFolderInfo(path);
     if (info.tokenizer.empty()) {
-      throw std::runtime_error("[model] '" + path +
+      throw Error("model", "'" + path +
                                "' carries no tokenizer (a checkpoint of an older docmatch): give the corpus it was "
                                "trained on");
     }
@@ -167,7 +168,7 @@ data::Tokenizer LoadModelTokenizer(const std::string& folder, const ModelFolderI
   } else if (!info.tokenizer.empty()) {
     path = (std::filesystem::path(folder) / info.tokenizer).string();
   } else {
-    throw std::runtime_error("[model] '" + folder +
+    throw Error("model", "'" + folder +
                              "' carries no tokenizer (a checkpoint of an older docmatch): pass --tokenizer with the "
                              "tokenizer.model of the corpus it was trained on, or that corpus "
                              "folder");
@@ -175,9 +176,8 @@ data::Tokenizer LoadModelTokenizer(const std::string& folder, const ModelFolderI
   if (given.empty()) VerifyChecksum(folder, info.tokenizer);
   data::Tokenizer tokenizer = data::Tokenizer::Load(path);
   if (!info.tokenizer_hash.empty() && tokenizer.hash() != info.tokenizer_hash) {
-    throw std::runtime_error("[model] '" + folder + "' was trained with tokenizer " + info.tokenizer_hash + ", but '" +
-                             path + "' is " + tokenizer.hash() +
-                             ": give the tokenizer of the corpus it was trained on");
+    throw Error("model", "'" + folder + "' was trained with tokenizer " + info.tokenizer_hash + ", but '" + path +
+                             "' is " + tokenizer.hash() + ": give the tokenizer of the corpus it was trained on");
   }
   return tokenizer;
 }

@@ -1,12 +1,14 @@
 // Removing only what docmatch wrote (own_outputs.h).
 #include "io/own_outputs.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
+#include "console/error.h"
 #include "files/file_writer.h"
 #include "io/checksums.h"
 
@@ -48,7 +50,53 @@ std::string Lacks(const fs::path& folder, std::initializer_list<const char*> fil
   return missing.empty() ? "" : "has no " + missing;
 }
 
+// The names `folder`'s checksums.json records: what docmatch wrote there.
+std::vector<std::string> RecordedNames(const fs::path& folder) {
+  std::ifstream in(folder / kChecksumFile);
+  const nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::vector<std::string> names;
+  if (!json.is_object() || !json.contains("files") || !json["files"].is_object()) return names;
+  for (const auto& [name, _] : json["files"].items()) names.push_back(name);
+  return names;
+}
+
+// A sentence-transformers module folder as export --format hf writes them:
+// digits, an underscore, a name ("1_Pooling", "2_Dense").
+bool ModuleFolder(const fs::directory_entry& entry) {
+  const std::string name = entry.path().filename().string();
+  const size_t underscore = name.find('_');
+  std::error_code error;
+  return entry.is_directory(error) && underscore != std::string::npos && underscore > 0 &&
+         name.find_first_not_of("0123456789") == underscore && underscore + 1 < name.size();
+}
+
 }  // namespace
+
+std::vector<std::string> CarryOverOthersFiles(const std::string& old_folder, const std::string& staged) {
+  std::error_code error;
+  std::vector<std::string> kept;
+  if (!fs::is_directory(old_folder, error)) return kept;
+  const std::vector<std::string> recorded = RecordedNames(old_folder);
+  for (const fs::directory_entry& entry : fs::directory_iterator(old_folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name == kChecksumFile || std::find(recorded.begin(), recorded.end(), name) != recorded.end() ||
+        ModuleFolder(entry) || fs::exists(fs::symlink_status(fs::path(staged) / name, error))) {
+      continue;
+    }
+    // Beside each other on one file system: a rename, never a copy. Where one
+    // fails, those moved go back before the error, so the staged folder's
+    // clean-up cannot take them.
+    fs::rename(entry.path(), fs::path(staged) / name, error);
+    if (error) {
+      std::error_code ignored;
+      for (const std::string& moved : kept) fs::rename(fs::path(staged) / moved, fs::path(old_folder) / moved, ignored);
+      throw Error("io", "cannot keep '" + entry.path().string() + "' in the replaced folder: " + error.message() +
+                            "; nothing was replaced");
+    }
+    kept.push_back(name);
+  }
+  return kept;
+}
 
 std::string NotDocmatchs(const std::string& path, Output output) {
   std::error_code error;

@@ -48,4 +48,12 @@ void CheckOwnOutputs(const std::vector<std::pair<std::string, Output>>& paths, c
 size_t RemoveOwnOutputs(const std::vector<std::pair<std::string, Output>>& paths, const std::string& why,
                         const std::string& advice);
 
+// Where a model folder docmatch wrote is replaced (export and import-hf
+// --overwrite), the files and folders a user added to it are kept: each entry
+// of `old_folder` that docmatch did not write there (not in its
+// checksums.json, not checksums.json itself, not a sentence-transformers
+// module folder such as 1_Pooling/) and that `staged` does not hold is moved
+// into `staged`, the folder about to take its place. Returns their names.
+std::vector<std::string> CarryOverOthersFiles(const std::string& old_folder, const std::string& staged);
+
 }  // namespace docmatch::io

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "console/error.h"
 #include "files/file_writer.h"
 
 namespace docmatch::io {
@@ -22,7 +23,7 @@ const std::map<torch::ScalarType, std::string>& DtypeNames() {
 }
 
 [[noreturn]] void Fail(const std::string& path, const std::string& what) {
-  throw std::runtime_error("[export] '" + path + "' is not a valid safetensors file: " + what);
+  throw Error("export", "'" + path + "' is not a valid safetensors file: " + what);
 }
 
 }  // namespace
@@ -35,8 +36,8 @@ void WriteSafetensors(const std::map<std::string, torch::Tensor>& tensors, const
   int64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {  // std::map: sorted names, a stable layout
     const auto dtype = DtypeNames().find(tensor.scalar_type());
-    TORCH_CHECK(dtype != DtypeNames().end(), "[export] tensor ", name, ": dtype ", tensor.scalar_type(),
-                " has no safetensors name");
+    DOCMATCH_CHECK(dtype != DtypeNames().end(), "export", "tensor ", name, ": dtype ", tensor.scalar_type(),
+                   " has no safetensors name");
     torch::Tensor cpu = tensor.detach().to(torch::kCPU).contiguous();
     const int64_t bytes = cpu.numel() * cpu.element_size();
     header[name] = {{"dtype", dtype->second}, {"shape", cpu.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
@@ -57,7 +58,7 @@ void WriteSafetensors(const std::map<std::string, torch::Tensor>& tensors, const
 
 Safetensors ReadSafetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("[export] cannot open '" + path + "'");
+  if (!in) throw Error("export", "cannot open '" + path + "'");
   const auto file_size = static_cast<uint64_t>(std::filesystem::file_size(path));
   uint64_t length = 0;
   if (!in.read(reinterpret_cast<char*>(&length), 8) || length > file_size - 8) Fail(path, "bad header length");

@@ -2,6 +2,7 @@
 // event, written by hand so that no protobuf dependency is needed (tensorboard.h).
 #include "io/tensorboard.h"
 
+#include "console/error.h"
 #include "files/file_writer.h"
 
 #include <unistd.h>
@@ -162,7 +163,7 @@ EventWriter::EventWriter(const std::string& directory) {
   path_ = directory + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(Now())) + "." + host + "." +
           std::to_string(getpid());
   out_.open(path_, std::ios::binary | std::ios::app);
-  if (!out_) throw std::runtime_error("[train] cannot write TensorBoard events to '" + path_ + "'");
+  if (!out_) throw Error("train", "cannot write TensorBoard events to '" + path_ + "'");
   std::string event = EventHeader(Now(), 0);
   LengthDelimited(3, "brain.Event:2", &event);
   WriteEvent(event);

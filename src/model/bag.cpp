@@ -95,7 +95,8 @@ const ModelKind& BagKind() {
                               Create,
                               /*pair_classifier=*/true,
                               /*lower_level=*/nullptr,
-                              "a larger max_tokens in the model config averages more of each document"};
+                              "a larger max_tokens in the model config averages more of each document",
+                              /*hf_layout=*/nullptr};
   return kind;
 }
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "console/error.h"
 #include "data/corpus/document.h"
 #include "model/config.h"
 #include "model/kinds.h"
@@ -103,7 +104,7 @@ struct HeldBatch : DocumentModel::HostBatch {
 template <typename T>
 const T& BatchOf(const DocumentModel::HostBatch& batch) {
   const auto* held = dynamic_cast<const HeldBatch<T>*>(&batch);
-  TORCH_CHECK(held != nullptr, "[model] a batch built by another kind of model");
+  DOCMATCH_CHECK(held != nullptr, "model", "a batch built by another kind of model");
   return held->value;
 }
 

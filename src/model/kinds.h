@@ -4,6 +4,10 @@
 // --loss bce can train its pair logit, whether it has a lower level to train
 // apart, what embed advises when it reads documents in part).
 //
+// What a kind's Hugging Face / sentence-transformers folder holds, for
+// export --format hf: the flat transformer encoder in it, named as BERT names
+// its weights (io/bert_layout.h maps the names under `prefix`).
+//
 // Each kind defines its row in its own file, next to its module and its
 // DocumentModel (model/smith.cpp: SmithKind()); ModelKinds() lists them.
 // Config parsing (model/config.cpp), DocumentModel::Create, the fine-tuning
@@ -13,6 +17,7 @@
 // (model/kinds.cpp) and model/CMakeLists.txt; DESIGN.md lists the rest.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +28,23 @@ namespace docmatch::model {
 
 struct ModelConfig;
 class DocumentModel;
+
+struct HfLayout {
+  std::string what;    // "MatchBERT's encoder", for messages
+  std::string prefix;  // the module prefix of its embeddings and layers: "encoder"
+  int64_t vocab_size = 0, hidden = 0, layers = 0, heads = 0, intermediate = 0, positions = 0;
+  double dropout = 0;
+  bool separator = false;
+  std::string pooling;                // mean | cls
+  std::string dense;                  // module prefix of a dense layer after pooling, or ""
+  std::string activation;             // that layer's activation (a torch class name)
+  std::vector<std::string> left_out;  // module name prefixes the folder does not hold
+  // The folder holds the whole model, so export writes it by default and it
+  // reads back as the same kind; false where it is a part (SMITH's sentence
+  // encoder: --format hf only when asked).
+  bool whole_model = true;
+  std::string caveat;  // what to warn of when it is written, or ""
+};
 
 struct ModelKind {
   const char* name;     // "smith", as a model YAML's kind: takes it
@@ -44,6 +66,9 @@ struct ModelKind {
   bool (*lower_level)(const std::string& parameter);
   // What embed suggests when documents are read only in part.
   const char* read_more;
+  // Its flat encoder in BERT's layout; nullptr where it has none (a bag of
+  // embeddings, SMASH's GRUs): those export in docmatch's layout alone.
+  HfLayout (*hf_layout)(const ModelConfig& config);
 };
 
 // Every kind, in the order messages list them.

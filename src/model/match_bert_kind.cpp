@@ -2,6 +2,7 @@
 // config keys and checks, and its row of the kind registry (model/kinds.h).
 #include <algorithm>
 
+#include "console/error.h"
 #include "model/config.h"
 #include "model/document_model.h"
 #include "model/host_to_device.h"
@@ -36,7 +37,7 @@ class MatchBertModel : public DocumentModel {
   bool has_sentences() const override { return config().match_bert.window_pooling == "maxsim"; }
   std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,
                                                 const torch::Device& device) override {
-    TORCH_CHECK(has_sentences(), "[model] MatchBERT keeps its windows' vectors only with window_pooling maxsim");
+    DOCMATCH_CHECK(has_sentences(), "model", "MatchBERT keeps its windows' vectors only with window_pooling maxsim");
     const data::FlatBatch batch = data::BuildFlatBatch(documents, config().match_bert.Flat());
     const torch::Tensor rows = encoder_->RowsWithoutGraph(batch, device);  // (B, C), a document's windows in a run
     std::vector<DocumentSentences> out(documents.size());
@@ -44,7 +45,7 @@ class MatchBertModel : public DocumentModel {
       const int64_t document = batch.row_document[first];
       int64_t end = first + 1;
       while (end < batch.B && batch.row_document[end] == document) ++end;
-      TORCH_CHECK(!out[document].vectors.defined(), "[model] the windows of a document are not consecutive rows");
+      DOCMATCH_CHECK(!out[document].vectors.defined(), "model", "the windows of a document are not consecutive rows");
       out[document].vectors = rows.slice(0, first, end);
       out[document].paragraph_offsets = {0, end - first};
       first = end;
@@ -77,6 +78,24 @@ void Check(const ModelConfig& config, const std::string& origin) {
   KeyAtLeast(origin, "amplifier", c.amplifier, 0, "the pair logit's scale");
 }
 
+// Its encoder as it is: [CLS] pooling's dense layer has no activation; the
+// window pooling's attention has no place in one window's model.
+HfLayout HfFolder(const ModelConfig& config) {
+  const MatchBertConfig& m = config.match_bert;
+  HfLayout e{"MatchBERT's encoder", "encoder",    m.vocab_size, m.hidden,    m.layers, m.heads,
+             m.intermediate,        m.max_tokens, m.dropout,    m.separator, m.pooling};
+  if (m.pooling == "cls") e.dense = "dense";
+  e.activation = "torch.nn.modules.linear.Identity";
+  e.left_out = {"window_"};
+  if (m.chunks > 1) {
+    e.caveat = "this model pools up to " + std::to_string(m.chunks) + " windows of " + std::to_string(m.max_tokens) +
+               " tokens (window_pooling " + m.window_pooling +
+               "); sentence-transformers and transformers read the first window, so their vectors equal docmatch's "
+               "for texts of up to one window (the docmatch layout keeps the pooling)";
+  }
+  return e;
+}
+
 std::unique_ptr<DocumentModel> Create(const ModelConfig& config) { return std::make_unique<MatchBertModel>(config); }
 
 }  // namespace
@@ -91,7 +110,8 @@ const ModelKind& MatchBertKind() {
       /*pair_classifier=*/true,
       /*lower_level=*/nullptr,
       "import-hf --chunks N (or a model's chunks key) averages N windows; SMITH reads blocks of "
-      "sentences (import-hf --kind smith)"};
+      "sentences (import-hf --kind smith)",
+      HfFolder};
   return kind;
 }
 

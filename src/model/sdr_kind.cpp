@@ -2,6 +2,7 @@
 // config keys and checks, and its row of the kind registry (model/kinds.h).
 #include <algorithm>
 
+#include "console/error.h"
 #include "data/batches/sdr_batch.h"
 #include "data/text/tokenizer.h"
 #include "model/config.h"
@@ -62,7 +63,7 @@ class SdrModel : public DocumentModel {
     SentenceRows out;
     std::vector<std::vector<int32_t>> sentence_rows;
     for (const data::Document* d : documents) {
-      TORCH_CHECK(d->num_sentences() > 0, "[embed] document '", d->id, "' has no sentences");
+      DOCMATCH_CHECK(d->num_sentences() > 0, "embed", "document '", d->id, "' has no sentences");
       for (int64_t s = 0; s < d->num_sentences(); ++s) {
         sentence_rows.push_back(data::SdrSentenceRow(*d, s, config().sdr.max_tokens, config().sdr.separator));
         if (sentence_rows.back().empty()) sentence_rows.back().push_back(data::kUnkId);
@@ -118,6 +119,25 @@ void Check(const ModelConfig& config, const std::string& origin) {
 
 std::unique_ptr<DocumentModel> Create(const ModelConfig& config) { return std::make_unique<SdrModel>(config); }
 
+// Its sentence encoder: a text read as one sentence, its vector the mean of
+// the token states; the word-LM head of pre-training stays behind.
+HfLayout HfFolder(const ModelConfig& config) {
+  const SdrConfig& s = config.sdr;
+  HfLayout e{"SDR's sentence encoder (a text read as one sentence)",
+             "encoder",
+             s.vocab_size,
+             s.hidden,
+             s.layers,
+             s.heads,
+             s.intermediate,
+             s.max_tokens,
+             s.dropout,
+             s.separator,
+             "mean"};
+  e.left_out = {"lm_"};
+  return e;
+}
+
 }  // namespace
 
 const ModelKind& SdrKind() {
@@ -128,7 +148,8 @@ const ModelKind& SdrKind() {
                               Create,
                               /*pair_classifier=*/false,
                               /*lower_level=*/nullptr,
-                              "the model config's length limits set how much is read"};
+                              "the model config's length limits set how much is read",
+                              HfFolder};
   return kind;
 }
 

@@ -2,6 +2,7 @@
 // head (smash.h).
 #include "model/smash.h"
 
+#include "console/error.h"
 #include "data/text/tokenizer.h"
 #include "model/host_to_device.h"
 
@@ -79,7 +80,7 @@ GruAttentionImpl::GruAttentionImpl(int64_t input, int64_t units) {
 }
 
 torch::Tensor GruAttentionImpl::forward(const torch::Tensor& given, const torch::Tensor& lengths) {
-  TORCH_CHECK(lengths.is_cpu(), "[model] SMASH's lengths live on the host, where packing reads them");
+  DOCMATCH_CHECK(lengths.is_cpu(), "model", "SMASH's lengths live on the host, where packing reads them");
   // In float32, outside autocast: PyTorch's autocast wrapper of cuDNN's RNNs
   // casts them to fp16 whatever autocast's dtype, so under --precision bf16
   // the GRU would run in fp16 with no loss scaling to keep its small

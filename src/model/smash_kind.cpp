@@ -117,7 +117,8 @@ const ModelKind& SmashKind() {
       Create,
       /*pair_classifier=*/true,
       /*lower_level=*/nullptr,
-      "the model config's length limits set how much is read"};
+      "the model config's length limits set how much is read",
+      /*hf_layout=*/nullptr};
   return kind;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "console/error.h"
 #include "data/text/tokenizer.h"
 #include "model/host_to_device.h"
 #include "model/losses.h"
@@ -20,8 +21,8 @@ torch::Tensor Normalize(const torch::Tensor& x) { return F::normalize(x, F::Norm
 // sent in one copy, then cut into its four parts on the device.
 BlockLayout LayoutOf(const data::BlockBatch& batch, const torch::Device& device) {
   const int64_t B = batch.B, S = batch.S, T = batch.T, K = batch.K;
-  TORCH_CHECK(B * S * T <= std::numeric_limits<int32_t>::max(), "[model] a block batch of ", B, " x ", S, " x ", T,
-              " positions is too large to index in int32");
+  DOCMATCH_CHECK(B * S * T <= std::numeric_limits<int32_t>::max(), "model", "a block batch of ", B, " x ", S, " x ", T,
+                 " positions is too large to index in int32");
   std::vector<int32_t> real, tokens, predicted, masked;  // int32: half an int64's bytes on the way
   for (int64_t block = 0; block < B * S; ++block) {
     if (!batch.block_mask[block]) continue;

@@ -63,6 +63,32 @@ void Check(const ModelConfig& config, const std::string& origin) {
   KeyAtLeast(origin, "amplifier", c.amplifier, 0, "the pair logit's scale");
 }
 
+// Its sentence encoder with the block head: a text read as one block, its
+// vector the block vector (cls: L2(ReLU(dense([CLS]))); mean: L2(mean of the
+// token states)). The document level stays behind, so the folder is a part.
+HfLayout HfFolder(const ModelConfig& config) {
+  const SmithConfig& s = config.smith;
+  HfLayout e{"SMITH's sentence encoder (a text read as one block: its block vector)",
+             "sentence_encoder",
+             s.vocab_size,
+             s.hidden,
+             s.sentence_layers,
+             s.heads,
+             s.intermediate,
+             s.block_length,
+             s.dropout,
+             s.separator,
+             s.block_pooling};
+  if (s.block_pooling == "cls") {
+    e.dense = "block_dense";
+    e.activation = "torch.nn.modules.activation.ReLU";
+  }
+  e.left_out = {"block_positions.", "document_", "attention_"};
+  e.whole_model = false;
+  e.caveat = "the whole SMITH model exports with --format docmatch";
+  return e;
+}
+
 std::unique_ptr<DocumentModel> Create(const ModelConfig& config) { return std::make_unique<SmithModel>(config); }
 
 }  // namespace
@@ -75,7 +101,8 @@ const ModelKind& SmithKind() {
                               Create,
                               /*pair_classifier=*/true,
                               /*lower_level=*/SmithSentenceLevel,
-                              "a larger max_blocks or block_length in the model config reads more"};
+                              "a larger max_blocks or block_length in the model config reads more",
+                              HfFolder};
   return kind;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "console/error.h"
 #include "data/text/tokenizer.h"
 #include "model/host_to_device.h"
 
@@ -14,7 +15,7 @@ namespace docmatch::model {
 torch::Tensor EncodeRowsWithoutGraph(const int32_t* tokens, int64_t rows, int64_t T, const torch::Device& device,
                                      int64_t rows_per_pass,
                                      const std::function<torch::Tensor(const torch::Tensor&)>& encode) {
-  TORCH_CHECK(rows_per_pass > 0, "[model] rows_per_pass must be positive, got ", rows_per_pass);
+  DOCMATCH_CHECK(rows_per_pass > 0, "model", "rows_per_pass must be positive, got ", rows_per_pass);
   torch::NoGradGuard no_grad;
   std::vector<int64_t> length(rows, 1);  // to the last real token; an empty row reads its first
   for (int64_t r = 0; r < rows; ++r) {

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "console/error.h"
 #include "data/batches/pairs.h"
 #include "data/corpus/random.h"
 #include "eval/lexical.h"
@@ -184,9 +185,9 @@ StartingModel LoadStartingModel(const FinetuneOptions& options, const FinetuneLo
     info.config = model::LoadModelConfig(options.model);
     model::SetVocabSize(&info.config, corpus.manifest().vocab_size);
   }
-  TORCH_CHECK(!options.drop_related || !loss.refuses_drop_related,
-              "[finetune] --drop-related leaves labelled related documents out of the in-batch negatives; --loss ",
-              loss.name, " ", loss.refuses_drop_related ? loss.refuses_drop_related : "");
+  DOCMATCH_CHECK(!options.drop_related || !loss.refuses_drop_related, "finetune",
+                 "--drop-related leaves labelled related documents out of the in-batch negatives; --loss ", loss.name,
+                 " ", loss.refuses_drop_related ? loss.refuses_drop_related : "");
   CheckLossTrains(loss, info.config.kind);
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
@@ -230,8 +231,7 @@ void CheckNegativesLeft(const FinetuneOptions& options, const std::vector<data::
     for (int64_t other : relation.Of(d)) related += other != d && documents.count(other);
     if (related + 1 < static_cast<int64_t>(documents.size())) return;  // d has a negative
   }
-  throw std::invalid_argument("[finetune] --drop-related would leave no negative: each of the " +
-                              std::to_string(documents.size()) +
+  throw Error("finetune", "--drop-related would leave no negative: each of the " + std::to_string(documents.size()) +
                               " documents of the related pairs is related to every other, so every in-batch "
                               "candidate is dropped and the loss is 0 at every step; leave out --drop-related, or "
                               "give pairs of unrelated documents (label 0) with --hard-negatives");
@@ -249,10 +249,10 @@ TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const FinetuneLo
   if (contrastive && !loss.refuses_drop_related) CheckNegativesLeft(options, train, drawn, relation);
   TrainingPairs pairs{std::move(train), std::move(valid), std::move(drawn), std::move(hard), std::move(relation)};
   if (options.mine_negatives > 0) {
-    TORCH_CHECK(contrastive, "[finetune] --mine-negatives adds negatives to the contrastive loss; ", loss.name,
-                " scores the labelled pairs alone");
-    TORCH_CHECK(options.hard_negatives > 0, "[finetune] --mine-negatives ", options.mine_negatives,
-                " with --hard-negatives 0 would mine negatives no pair draws: give --hard-negatives N");
+    DOCMATCH_CHECK(contrastive, "finetune", "--mine-negatives adds negatives to the contrastive loss; ", loss.name,
+                   " scores the labelled pairs alone");
+    DOCMATCH_CHECK(options.hard_negatives > 0, "finetune", "--mine-negatives ", options.mine_negatives,
+                   " with --hard-negatives 0 would mine negatives no pair draws: give --hard-negatives N");
     // Every rank mines the same negatives from the same corpus (no traffic).
     const eval::LexicalIndex index(corpus, options.progress && rank == 0);
     const MinedNegatives mined = MineLexicalNegatives(index, pairs.train, options.mine_negatives, options.mine_margin);
@@ -267,18 +267,18 @@ TrainingPairs ReadTrainingPairs(const FinetuneOptions& options, const FinetuneLo
                 << " from its source's labelled and mined negatives";
     }
   }
-  TORCH_CHECK(options.refresh_negatives == 0 || options.mine_negatives > 0,
-              "[finetune] --refresh-negatives mines --mine-negatives N again from the model: give --mine-negatives");
+  DOCMATCH_CHECK(options.refresh_negatives == 0 || options.mine_negatives > 0, "finetune",
+                 "--refresh-negatives mines --mine-negatives N again from the model: give --mine-negatives");
   const int64_t global_batch = options.batch_size * world;
-  TORCH_CHECK(options.grad_cache >= 0, "[finetune] --grad-cache must be 0 (off) or a number of pairs, not ",
-              options.grad_cache);
-  TORCH_CHECK(options.grad_cache == 0 || contrastive,
-              "[finetune] --grad-cache applies to a loss with in-batch negatives (contrastive, multipositive), whose "
-              "batch is one loss; ",
-              loss.name, " scores each pair alone: use --accumulation");
-  TORCH_CHECK(static_cast<int64_t>(pairs.drawn.size()) >= global_batch, "[finetune] ", options.train_pairs, " has ",
-              pairs.drawn.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ",
-              global_batch, " (ranks x --batch-size)");
+  DOCMATCH_CHECK(options.grad_cache >= 0, "finetune", "--grad-cache must be 0 (off) or a number of pairs, not ",
+                 options.grad_cache);
+  DOCMATCH_CHECK(options.grad_cache == 0 || contrastive, "finetune",
+                 "--grad-cache applies to a loss with in-batch negatives (contrastive, multipositive), whose "
+                 "batch is one loss; ",
+                 loss.name, " scores each pair alone: use --accumulation");
+  DOCMATCH_CHECK(static_cast<int64_t>(pairs.drawn.size()) >= global_batch, "finetune", options.train_pairs, " has ",
+                 pairs.drawn.size(), contrastive ? " related" : "", " pairs, fewer than one global batch of ",
+                 global_batch, " (ranks x --batch-size)");
   return pairs;
 }
 
@@ -324,12 +324,12 @@ class RunTemperature {
  private:
   static torch::Tensor LogScale(const FinetuneOptions& options, const FinetuneLossInfo& loss,
                                 const torch::Device& device) {
-    TORCH_CHECK(!options.learn_temperature || loss.in_batch_negatives,
-                "[finetune] --learn-temperature applies to a loss with in-batch negatives (contrastive, "
-                "multipositive); ",
-                loss.name, " has no temperature");
-    TORCH_CHECK(options.temperature_lr > 0, "[finetune] --temperature-lr must be positive, not ",
-                options.temperature_lr);
+    DOCMATCH_CHECK(!options.learn_temperature || loss.in_batch_negatives, "finetune",
+                   "--learn-temperature applies to a loss with in-batch negatives (contrastive, "
+                   "multipositive); ",
+                   loss.name, " has no temperature");
+    DOCMATCH_CHECK(options.temperature_lr > 0, "finetune", "--temperature-lr must be positive, not ",
+                   options.temperature_lr);
     // A run learns its temperature for its whole life or never: the
     // optimizer has one group more when it does, so its saved state fits
     // only the same choice. Said before the optimizer is built, instead of
@@ -337,10 +337,10 @@ class RunTemperature {
     if (const nlohmann::json trainer = options.resume ? TrainingRun::LatestTrainerState(options.run) : nullptr;
         trainer.is_object()) {
       const bool learned = trainer.contains("log_scale");
-      TORCH_CHECK(learned == options.learn_temperature, "[finetune] ", options.run,
-                  learned ? " learns its temperature: resume with --learn-temperature"
-                          : " was trained at a fixed temperature: resume without --learn-temperature",
-                  ", or start over with --fresh");
+      DOCMATCH_CHECK(learned == options.learn_temperature, "finetune", options.run,
+                     learned ? " learns its temperature: resume with --learn-temperature"
+                             : " was trained at a fixed temperature: resume without --learn-temperature",
+                     ", or start over with --fresh");
     }
     if (!options.learn_temperature) return {};
     return torch::full({}, std::log(1.0 / options.temperature), torch::TensorOptions(device)).requires_grad_();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "console/error.h"
 #include "model/kinds.h"
 
 namespace docmatch::train {
@@ -49,13 +50,13 @@ const FinetuneLossInfo& FindFinetuneLoss(const std::string& name) {
   }
   std::string names;
   for (const std::string& n : FinetuneLossNames()) names += (names.empty() ? "" : " or ") + n;
-  throw std::invalid_argument("[finetune] --loss is " + names + ", not '" + name + "'");
+  throw Error("finetune", "--loss is " + names + ", not '" + name + "'");
 }
 
 void CheckLossTrains(const FinetuneLossInfo& loss, const std::string& kind) {
   if (!loss.needs_pair_classifier || model::FindModelKind(kind, "[finetune]").pair_classifier) return;
-  throw std::invalid_argument(std::string("[finetune] --loss ") + loss.name + " trains a pair classifier, and a " +
-                              kind + " model's pair logit is a plain cosine with no scale or head of its own: " +
+  throw Error("finetune", std::string("--loss ") + loss.name + " trains a pair classifier, and a " + kind +
+                              " model's pair logit is a plain cosine with no scale or head of its own: " +
                               "fine-tune it with --loss contrastive, or evaluate its pre-training checkpoint");
 }
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "console/error.h"
 #include "train/autocast.h"
 
 namespace docmatch::train {
@@ -66,7 +67,7 @@ ChunkOutputs Join(const std::vector<ChunkOutputs>& chunks) {
 
 Objective CachedObjective(int64_t chunks, const std::function<ChunkOutputs(int64_t)>& forward,
                           const std::function<Objective(const ChunkOutputs&)>& objective, const torch::Device& device) {
-  TORCH_CHECK(chunks > 0, "[train] gradient caching needs at least one chunk");
+  DOCMATCH_CHECK(chunks > 0, "train", "gradient caching needs at least one chunk");
   std::vector<ChunkOutputs> outputs;
   if (!torch::GradMode::is_enabled()) {
     for (int64_t i = 0; i < chunks; ++i) outputs.push_back(forward(i));

@@ -5,6 +5,7 @@
 #include <memory>
 #include <numeric>
 
+#include "console/error.h"
 #include "dist/all_gather.h"
 #include "model/host_to_device.h"
 #include "model/losses.h"
@@ -17,7 +18,7 @@ namespace {
 // to a GPU, so the copy does not wait for the device's queue.
 torch::Tensor ToDevice(const torch::Tensor& ids, const torch::Device& device) {
   if (ids.device() == device) return ids;
-  TORCH_CHECK(ids.is_cpu(), "[train] ids on ", ids.device(), " for ", device, ": ids are host values");
+  DOCMATCH_CHECK(ids.is_cpu(), "train", "ids on ", ids.device(), " for ", device, ": ids are host values");
   return model::HostToDevice(ids, device, ids.scalar_type());
 }
 
@@ -151,7 +152,7 @@ torch::Tensor GatherIds(const torch::Tensor& ids, const std::vector<int64_t>& co
   std::vector<int64_t> gathered;
   const std::vector<int64_t> all = group.control().AllGatherUneven(
       std::vector<int64_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel()), &gathered);
-  TORCH_CHECK(gathered == counts, "[train] the ranks' ids do not match their vectors' row counts");
+  DOCMATCH_CHECK(gathered == counts, "train", "the ranks' ids do not match their vectors' row counts");
   return torch::tensor(all, torch::kLong);
 }
 

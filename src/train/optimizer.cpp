@@ -10,6 +10,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "console/error.h"
+
 namespace docmatch::train {
 
 const char* Name(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "fp32"; }
@@ -140,8 +142,8 @@ torch::Tensor ClipGradientNorm(const std::vector<torch::Tensor>& parameters, dou
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr, const std::vector<double>& factors) {
   auto& groups = optimizer.param_groups();
-  TORCH_CHECK(factors.empty() || factors.size() == groups.size(), "[train] ", factors.size(),
-              " learning-rate factors for ", groups.size(), " parameter groups");
+  DOCMATCH_CHECK(factors.empty() || factors.size() == groups.size(), "train", factors.size(),
+                 " learning-rate factors for ", groups.size(), " parameter groups");
   for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(factors.empty() ? lr : lr * factors[g]);
 }
 

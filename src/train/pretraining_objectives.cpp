@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "console/error.h"
+
 namespace docmatch::train {
 
 const std::vector<PretrainObjectiveInfo>& PretrainObjectives() {
@@ -63,13 +65,13 @@ const PretrainObjectiveInfo& FindPretrainObjective(const std::string& name) {
   }
   std::string names;
   for (const std::string& n : PretrainObjectiveNames()) names += (names.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("[train] unknown objective '" + name + "' (" + names + ")");
+  throw Error("train", "unknown objective '" + name + "' (" + names + ")");
 }
 
 void CheckObjectiveTrains(const PretrainObjectiveInfo& objective, const std::string& kind, const std::string& source) {
   if (std::find(objective.kinds.begin(), objective.kinds.end(), kind) != objective.kinds.end()) return;
-  throw std::invalid_argument(std::string("[train] objective ") + objective.name + " trains a " + objective.kinds_text +
-                              " model; " + source + " is kind '" + kind + "'");
+  throw Error("train", std::string("objective ") + objective.name + " trains a " + objective.kinds_text + " model; " +
+                           source + " is kind '" + kind + "'");
 }
 
 }  // namespace docmatch::train

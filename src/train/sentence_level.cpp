@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "console/error.h"
 #include "model/kinds.h"
 #include "train/training_run.h"
 
@@ -15,17 +16,17 @@ SentenceLevel::SentenceLevel(const LoopOptions& options, const std::string& kind
   if (const nlohmann::json trainer = options.resume ? TrainingRun::LatestTrainerState(options.run) : nullptr;
       trainer.is_object()) {
     const bool had = trainer.value("sentence_level_groups", false);
-    TORCH_CHECK(had || !apart_, "[", stage, "] ", options.run,
-                " was trained with one learning rate for the whole model: resume without --sentence-lr-scale and "
-                "--freeze-sentence-steps, or start over with --fresh");
+    DOCMATCH_CHECK(had || !apart_, stage, options.run,
+                   " was trained with one learning rate for the whole model: resume without --sentence-lr-scale and "
+                   "--freeze-sentence-steps, or start over with --fresh");
     apart_ = apart_ || had;
   }
   lower_level_ = model::FindModelKind(kind, "[" + stage + "]").lower_level;
   if (apart_ && lower_level_ == nullptr) {
-    throw std::runtime_error("[" + stage +
-                             "] --sentence-lr-scale and --freeze-sentence-steps set a model's lower level (SMITH's "
-                             "sentence-block encoder) apart from its upper layers; a " +
-                             kind + " model has no such levels");
+    throw Error(stage,
+                "--sentence-lr-scale and --freeze-sentence-steps set a model's lower level (SMITH's "
+                "sentence-block encoder) apart from its upper layers; a " +
+                    kind + " model has no such levels");
   }
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "console/error.h"
 #include "data/batches/batch_loader.h"
 #include "data/batches/blocks.h"
 #include "data/batches/docsplit.h"
@@ -97,9 +98,9 @@ std::vector<Batch> ValidationBatches(const Task<Batch>& task, const data::Corpus
                                      const dist::ProcessGroup& group) {
   const int64_t global = options.batch_size * group.size();
   const int64_t count = std::min(options.valid_documents, valid.num_documents()) / global;
-  TORCH_CHECK(count > 0, "[train] validation reads ", std::min(options.valid_documents, valid.num_documents()),
-              " documents of ", options.valid_corpus, ", fewer than one global batch of ", global,
-              " (ranks x --batch-size): raise --valid-documents or use a larger validation corpus");
+  DOCMATCH_CHECK(count > 0, "train", "validation reads ", std::min(options.valid_documents, valid.num_documents()),
+                 " documents of ", options.valid_corpus, ", fewer than one global batch of ", global,
+                 " (ranks x --batch-size): raise --valid-documents or use a larger validation corpus");
   std::vector<Batch> batches;
   for (int64_t b = 0; b < count; ++b) {
     std::vector<data::Document> documents;
@@ -178,9 +179,9 @@ PretrainingStage<Batch>::PretrainingStage(const PretrainOptions& options, std::s
     : options_(options), corpus_(std::move(corpus)), task_(std::move(task)), rank_(group.rank()), world_(group.size()) {
   if (!options.valid_corpus.empty()) {
     const data::Corpus valid(options.valid_corpus);
-    TORCH_CHECK(valid.manifest().tokenizer_hash == corpus_->manifest().tokenizer_hash, "[train] ", options.valid_corpus,
-                " was prepared with another tokenizer than ", options.corpus, ": prepare it with --tokenizer ",
-                corpus_->tokenizer_path());
+    DOCMATCH_CHECK(valid.manifest().tokenizer_hash == corpus_->manifest().tokenizer_hash, "train", options.valid_corpus,
+                   " was prepared with another tokenizer than ", options.corpus, ": prepare it with --tokenizer ",
+                   corpus_->tokenizer_path());
     valid_batches_ = ValidationBatches(task_, valid, options, group);
   }
 }
@@ -193,9 +194,9 @@ void PretrainingStage<Batch>::Start(const std::optional<ResumedState>& resumed) 
   stream_options.world_size = world_;
   stream_ = std::make_shared<data::ShardStream>(corpus_, stream_options);
   stream_->StartEpoch(resumed ? resumed->epoch : 0, std::min(resumed ? resumed->position : 0, stream_->epoch_size()));
-  TORCH_CHECK(stream_->epoch_size() >= options_.batch_size, "[train] rank ", rank_, " gets ", stream_->epoch_size(),
-              " documents per epoch, fewer than one batch of ", options_.batch_size,
-              ": use a smaller --batch-size or fewer ranks");
+  DOCMATCH_CHECK(stream_->epoch_size() >= options_.batch_size, "train", "rank ", rank_, " gets ", stream_->epoch_size(),
+                 " documents per epoch, fewer than one batch of ", options_.batch_size,
+                 ": use a smaller --batch-size or fewer ranks");
   loader_ = MakeLoader();
 }
 
@@ -378,8 +379,9 @@ const std::map<std::string, LoopResult (*)(PretrainSetup&)>& Pretrainers() {
 LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& group) {
   const int rank = group.rank();
   const PretrainObjectiveInfo& objective = FindPretrainObjective(options.objective);
-  TORCH_CHECK(options.init.empty() || options.model.empty(), "[train] give --model-config (random weights) or --init ",
-              "(the model and weights of a folder), not both: --init ", options.init, " brings its own model");
+  DOCMATCH_CHECK(options.init.empty() || options.model.empty(), "train",
+                 "give --model-config (random weights) or --init ",
+                 "(the model and weights of a folder), not both: --init ", options.init, " brings its own model");
   auto corpus = std::make_shared<const data::Corpus>(options.corpus);
   const TrainingRun::ModelSource source =
       TrainingRun::SourceOfModel(options.run, options.resume, options.init, "train", rank);
@@ -398,14 +400,14 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& gr
     model::SetVocabSize(&config, corpus->manifest().vocab_size);
     CheckObjectiveTrains(objective, config.kind, yaml);
   }
-  TORCH_CHECK(options.temperature > 0, "[train] --temperature must be positive, not ", options.temperature);
-  TORCH_CHECK(options.grad_cache >= 0, "[train] --grad-cache must be 0 (off) or a number of documents, not ",
-              options.grad_cache);
-  TORCH_CHECK(options.grad_cache == 0 || objective.in_batch_negatives, "[train] --grad-cache applies to docsplit, ",
-              "whose in-batch negatives make the batch one loss; for ", objective.name, " use --accumulation");
-  TORCH_CHECK(!options.detach_block_targets || objective.sentence_blocks,
-              "[train] --detach-block-targets applies to wp+sp, the objective with masked sentence blocks; not to ",
-              objective.name);
+  DOCMATCH_CHECK(options.temperature > 0, "train", "--temperature must be positive, not ", options.temperature);
+  DOCMATCH_CHECK(options.grad_cache >= 0, "train", "--grad-cache must be 0 (off) or a number of documents, not ",
+                 options.grad_cache);
+  DOCMATCH_CHECK(options.grad_cache == 0 || objective.in_batch_negatives, "train", "--grad-cache applies to docsplit, ",
+                 "whose in-batch negatives make the batch one loss; for ", objective.name, " use --accumulation");
+  DOCMATCH_CHECK(!options.detach_block_targets || objective.sentence_blocks, "train",
+                 "--detach-block-targets applies to wp+sp, the objective with masked sentence blocks; not to ",
+                 objective.name);
   io::ModelFolderInfo info;
   info.config = config;
   info.stage = "pretrain";

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "console/error.h"
 #include "console/progress.h"
 #include "dist/gradient_synchronizer.h"
 #include "train/autocast.h"
@@ -74,7 +75,8 @@ bool CheckFinite(double value, int64_t step, OnNonFinite policy, const data::Cor
   for (int64_t i : documents) ids += (ids.empty() ? "" : ", ") + corpus.Get(i).id;
   const std::string message = "[train] loss is " + std::to_string(value) + " at step " + std::to_string(step + 1) +
                               "; this rank's documents: " + ids;
-  if (policy != OnNonFinite::kSkip) throw std::runtime_error(message + " (--on-nonfinite skip drops such steps instead)");
+  if (policy != OnNonFinite::kSkip)
+    throw std::runtime_error(message + " (--on-nonfinite skip drops such steps instead)");
   LOG(WARNING) << message << ": step skipped";
   return false;
 }
@@ -167,12 +169,12 @@ void TrainingLoop::CheckSameCorpus(const ResumedState& resumed) const {
   if (stored == resumed.trainer.end()) return;  // written before checkpoints kept it
   const nlohmann::json now = CorpusCounts(stage_.corpus());
   if (*stored == now) return;
-  throw std::runtime_error(Prefix() + " " + options_.run + " was trained up to step " + std::to_string(resumed.step) +
-                           " on a corpus of " + stored->dump() + ", and " + stage_.corpus().directory() +
-                           " now holds " + now.dump() +
-                           ": it was prepared again with other texts, so the data position cannot carry over. Resume "
-                           "on the corpus it was trained on; or continue its weights on this one with --init " +
-                           resumed.folder + " and another --run; or start over with --fresh");
+  throw Error(stage_.name(),
+              options_.run + " was trained up to step " + std::to_string(resumed.step) + " on a corpus of " +
+                  stored->dump() + ", and " + stage_.corpus().directory() + " now holds " + now.dump() +
+                  ": it was prepared again with other texts, so the data position cannot carry over. Resume "
+                  "on the corpus it was trained on; or continue its weights on this one with --init " +
+                  resumed.folder + " and another --run; or start over with --fresh");
 }
 
 LoopResult TrainingLoop::Run() {

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "dist/runtime.h"
 #include "files/file_writer.h"
@@ -99,12 +100,11 @@ void TrimMetrics(const std::string& path, int64_t step) {
 
 // torch::load of one checkpoint file, its failure naming the file.
 void LoadTorchFile(const std::string& path, const std::function<void(const std::string&)>& load) {
-  if (!std::filesystem::exists(path)) throw std::runtime_error("[ckpt] '" + path + "' is missing");
+  if (!std::filesystem::exists(path)) throw Error("ckpt", "'" + path + "' is missing");
   try {
     load(path);
   } catch (const c10::Error& e) {
-    throw std::runtime_error("[ckpt] '" + path +
-                             "' is unreadable (truncated or damaged): " + e.what_without_backtrace());
+    throw Error("ckpt", "'" + path + "' is unreadable (truncated or damaged): " + e.what_without_backtrace());
   }
 }
 
@@ -191,7 +191,7 @@ void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, tor
     state->epoch = state->trainer.at("epoch").get<int64_t>();
     positions = state->trainer.at("positions").get<std::vector<int64_t>>();
   } catch (const std::exception& e) {
-    throw std::runtime_error("[ckpt] '" + trainer + "' is unreadable: " + e.what());
+    throw Error("ckpt", "'" + trainer + "' is unreadable: " + e.what());
   }
   // Onto this rank's device, wherever the state was written (every rank's
   // state on cuda:0, or a GPU run resumed on a CPU, would fail later).
@@ -206,8 +206,8 @@ void TrainingRun::Load(const std::string& folder, torch::nn::Module& module, tor
       LoadTorchFile(folder + "/" + file,
                     [&](const std::string& path) { torch::load(states, path, torch::Device(torch::kCPU)); });
       if (static_cast<int>(states.size()) != world) {
-        throw std::runtime_error("[ckpt] '" + folder + "/" + file + "' holds " + std::to_string(states.size()) + " " +
-                                 what + " generator states for a " + std::to_string(world) + "-rank run");
+        throw Error("ckpt", "'" + folder + "/" + file + "' holds " + std::to_string(states.size()) + " " + what +
+                                " generator states for a " + std::to_string(world) + "-rank run");
       }
       return states.at(rank);
     };
@@ -250,9 +250,8 @@ void CheckSameModel(const std::string& run, const std::string& folder, const io:
     return;  // a damaged config.json is named by the checksum check that follows
   }
   if (!stored.tokenizer_hash.empty() && stored.tokenizer_hash != writes.tokenizer_hash) {
-    throw std::runtime_error("[ckpt] " + run + " was trained on a corpus prepared with tokenizer " +
-                             stored.tokenizer_hash + ", and this corpus was prepared with " + writes.tokenizer_hash +
-                             advice);
+    throw Error("ckpt", run + " was trained on a corpus prepared with tokenizer " + stored.tokenizer_hash +
+                            ", and this corpus was prepared with " + writes.tokenizer_hash + advice);
   }
   const nlohmann::json was = model::ModelConfigToJson(stored.config), is = model::ModelConfigToJson(writes.config);
   if (was != is) {
@@ -262,8 +261,8 @@ void CheckSameModel(const std::string& run, const std::string& folder, const io:
         keys += (keys.empty() ? "" : ", ") + key + " " + (was.contains(key) ? was[key].dump() : "(unset)") + " -> " +
                 value.dump();
     }
-    throw std::runtime_error("[ckpt] " + run + " holds a " + stored.config.kind + " model of another shape than this " +
-                             "run's (" + (keys.empty() ? "another kind" : keys) + ")" + advice);
+    throw Error("ckpt", run + " holds a " + stored.config.kind + " model of another shape than this " + "run's (" +
+                            (keys.empty() ? "another kind" : keys) + ")" + advice);
   }
 }
 

@@ -6,7 +6,8 @@ ranks talking over TCP only (btl tcp,self) as on separate machines:
 
   * launch/pretrain.sh --hostfile (2 hosts x 1 rank) trains, one rank in
     each namespace (the agent's log names both addresses), and its weights
-    equal a 2-rank run on one host bit for bit;
+    equal a 2-rank run on one host bit for bit; the same with 3 hosts x 1
+    rank (the agent's log names all three) against 3 ranks on one host;
   * a node lost mid-run (every process of one namespace killed): the job
     ends promptly, Open MPI naming the lost host (its ranks are stopped
     before docmatch could say more), the last checkpoint is whole, and the
@@ -89,9 +90,9 @@ class Hosts:
         ip("link", "del", self.bridge, check_rc=False)
 
 
-def launch(hosts, scratch, docmatch, config, run_dir, extra, hostfile=True, timeout=300):
+def launch(hosts, scratch, docmatch, config, run_dir, extra, hostfile=True, np=2):
     env = dict(os.environ, DOCMATCH_BIN=docmatch)
-    args = ["launch/pretrain.sh", "--config", config, "--np", "2", "--threads", "1"]
+    args = ["launch/pretrain.sh", "--config", config, "--np", str(np), "--threads", "1"]
     if hostfile:
         # Open MPI reads MCA parameters from the environment: the agent, and
         # TCP on the bridge's subnet only (no shared memory between "hosts").
@@ -100,11 +101,37 @@ def launch(hosts, scratch, docmatch, config, run_dir, extra, hostfile=True, time
                    OMPI_MCA_oob_tcp_if_include=f"{hosts.net}.0/24", OMPI_MCA_routed="direct",
                    # the daemons share one machine: no shared-memory copy of the topology between them
                    OMPI_MCA_rtc_hwloc_vmhole="none")
-        args += ["--hostfile", os.path.join(scratch, "hostfile")]
+        args += ["--hostfile", os.path.join(scratch, f"hostfile-{np}")]
     else:
         args += ["--local"]
     return subprocess.Popen(args + ["--", "--run", run_dir, "--no-progress", *extra], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def across_equals_one_host(hosts, scratch, docmatch, config, corpus, agent_log, n, figures):
+    """n hosts x 1 rank trains to the weights of n ranks on one host, bit for
+    bit; the agent is asked for each of the n hosts."""
+    if os.path.exists(agent_log):
+        os.remove(agent_log)
+    started = time.time()
+    across = launch(hosts, scratch, docmatch, config, os.path.join(scratch, f"across-{n}"),
+                    ["--steps", "8", "--checkpoint-every", "4"], np=n)
+    out, _ = across.communicate(timeout=300)
+    figures[f"hosts_{n}_seconds"] = round(time.time() - started, 1)
+    check(across.returncode == 0 and f"[dist] {n} ranks" in out, f"{n} hosts: exit {across.returncode}\n{out[-3000:]}")
+    reached = sorted(set(open(agent_log).read().split()))
+    # mpirun runs outside every namespace: every host is remote.
+    check(reached == sorted(hosts.addresses[:n]), f"the agent was not asked for each of {n} hosts: {reached}")
+    single = launch(hosts, scratch, docmatch, config, os.path.join(scratch, f"single-{n}"),
+                    ["--steps", "8", "--checkpoint-every", "4"], hostfile=False, np=n)
+    out, _ = single.communicate(timeout=300)
+    check(single.returncode == 0, f"1 host, {n} ranks: exit {single.returncode}\n{out[-3000:]}")
+    a = exported(docmatch, os.path.join(scratch, f"across-{n}", "step-8"), corpus, os.path.join(scratch, f"x-across-{n}"))
+    b = exported(docmatch, os.path.join(scratch, f"single-{n}", "step-8"), corpus, os.path.join(scratch, f"x-single-{n}"))
+    check(a.keys() == b.keys() and len(a) > 0, "different tensors")
+    for name in a:
+        check((a[name] == b[name]).all(), f"{name}: {n} hosts differ from 1 host")
+    figures[f"hosts_{n}_tensors_equal"] = len(a)
 
 
 def main():
@@ -114,7 +141,7 @@ def main():
     if os.getuid() != 0 or shutil.which("ip") is None:
         print("netns cases skipped: making network namespaces needs root and iproute2")
         sys.exit(77)
-    hosts = Hosts(2)
+    hosts = Hosts(3)
     try:
         try:
             hosts.up()
@@ -131,7 +158,9 @@ host="$1"; shift
 echo "$host" >> {agent_log}
 exec ip netns exec "${{namespace[$host]}}" /bin/bash -c "$*"
 """, 0o755)
-        write(os.path.join(scratch, "hostfile"), "".join(f"{a} slots=1\n" for a in hosts.addresses))
+        # hostfile-N: the first N hosts, one slot each.
+        for n in (2, 3):
+            write(os.path.join(scratch, f"hostfile-{n}"), "".join(f"{a} slots=1\n" for a in hosts.addresses[:n]))
         corpus = os.path.join(fixture, "corpus")
         write(os.path.join(scratch, "tiny.yaml"), TINY)
         config = os.path.join(scratch, "pretrain.yaml")
@@ -139,26 +168,9 @@ exec ip netns exec "${{namespace[$host]}}" /bin/bash -c "$*"
               "  lr: 0.001\n  warmup-steps: 1\n  decay-steps: 40\n  log-every: 1\n")
         figures = {}
 
-        # 2 hosts x 1 rank against 1 host x 2 ranks.
-        started = time.time()
-        across = launch(hosts, scratch, docmatch, config, os.path.join(scratch, "across"),
-                        ["--steps", "8", "--checkpoint-every", "4"])
-        out, _ = across.communicate(timeout=300)
-        figures["two_hosts_seconds"] = round(time.time() - started, 1)
-        check(across.returncode == 0 and "[dist] 2 ranks" in out, f"2 hosts: exit {across.returncode}\n{out[-3000:]}")
-        reached = sorted(set(open(agent_log).read().split()))
-        # mpirun runs outside both namespaces: every host is remote.
-        check(reached == sorted(hosts.addresses), f"the agent was not asked for every host: {reached}")
-        single = launch(hosts, scratch, docmatch, config, os.path.join(scratch, "single"),
-                        ["--steps", "8", "--checkpoint-every", "4"], hostfile=False)
-        out, _ = single.communicate(timeout=300)
-        check(single.returncode == 0, f"1 host: exit {single.returncode}\n{out[-3000:]}")
-        a = exported(docmatch, os.path.join(scratch, "across", "step-8"), corpus, os.path.join(scratch, "x-across"))
-        b = exported(docmatch, os.path.join(scratch, "single", "step-8"), corpus, os.path.join(scratch, "x-single"))
-        check(a.keys() == b.keys() and len(a) > 0, "different tensors")
-        for name in a:
-            check((a[name] == b[name]).all(), f"{name}: 2 hosts differ from 1 host")
-        figures["tensors_equal"] = len(a)
+        # 2, then 3 hosts x 1 rank against as many ranks on one host.
+        for n in (2, 3):
+            across_equals_one_host(hosts, scratch, docmatch, config, corpus, agent_log, n, figures)
 
         # A node lost: every process of the second host killed mid-run.
         lost = os.path.join(scratch, "lost")

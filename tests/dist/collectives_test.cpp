@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "console/error.h"
 #include "dist/communicator.h"
 #include "dist/control_plane.h"
 #include "dist/mpi_communicator.h"
@@ -51,8 +52,8 @@ TEST_F(Collectives, DataPlaneRefusesMetadataAndOtherDevices) {
     try {
       call();
       ADD_FAILURE() << "accepted: " << words;
-    } catch (const c10::Error& e) {
-      const std::string what = e.what_without_backtrace();
+    } catch (const docmatch::Error& e) {
+      const std::string what = e.what();
       EXPECT_NE(what.find(words), std::string::npos) << what;
       EXPECT_NE(what.find("control plane"), std::string::npos) << what;
     }
@@ -71,8 +72,8 @@ TEST_F(Collectives, DataPlaneRefusesMetadataAndOtherDevices) {
     try {
       call();
       ADD_FAILURE() << "accepted: " << words;
-    } catch (const c10::Error& e) {
-      EXPECT_NE(std::string(e.what_without_backtrace()).find(words), std::string::npos) << e.what_without_backtrace();
+    } catch (const docmatch::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
     }
   };
   refused_at_any_size([&] { comm_.AllReduce(torch::ones({2, 3}).t()); }, "need contiguous tensors");
@@ -99,8 +100,8 @@ TEST(NcclAtOneRank, GathersAndScattersRunOnTheGpuAndTheCommunicatorClosesCleanly
   const torch::Device gpu(torch::kCUDA, 0);
   const torch::Tensor rows = torch::arange(6, torch::TensorOptions(torch::kFloat).device(gpu)).reshape({3, 2});
   {
-    const std::unique_ptr<Communicator> nccl = MakeCommunicator("nccl", gpu, std::chrono::seconds(60));
-    ASSERT_EQ(nccl->backend(), "nccl");
+    const std::unique_ptr<Communicator> nccl = MakeCommunicator(Backend::kNccl, gpu, std::chrono::seconds(60));
+    ASSERT_EQ(nccl->backend(), Backend::kNccl);
     EXPECT_TRUE(torch::equal(nccl->AllGather(rows).cpu(), rows.cpu()));
     torch::Tensor uneven = torch::zeros_like(rows);
     nccl->AllGatherUnevenAsync(rows, uneven, {3})->Wait();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "console/error.h"
 #include "dist/communicator.h"
 #include "dist/control_plane.h"
 #include "dist/process_group.h"
@@ -45,10 +46,10 @@ TEST(Placement, LocalRanksComeFromTheLauncherAndAreDistinct) {
   const auto message = [](const std::string& device) {
     try {
       DiscoverPlacement(device);
-    } catch (const std::invalid_argument& e) {
+    } catch (const docmatch::Error& e) {
       return std::string(e.what());
     }
-    return std::string("no std::invalid_argument");
+    return std::string("no docmatch::Error");
   };
   EXPECT_EQ(message("tpu"), "[dist] unknown device 'tpu' (cpu, cuda, auto)");
   if (!torch::cuda::is_available()) {
@@ -89,22 +90,33 @@ TEST(RankLogging, EveryRankCanLogToItsOwnFile) {
 // MPI_Comm_dup alone while the others wait for NCCL's id.
 TEST(Backend, EveryRankAgreesOnOneBackend) {
   ControlPlane control;
-  EXPECT_EQ(AgreeOnBackend("auto", NcclPossible(torch::kCPU, false), control), "mpi");
-  EXPECT_EQ(AgreeOnBackend("mpi", true, control), "mpi");
+  EXPECT_EQ(AgreeOnBackend(Backend::kAuto, NcclPossible(torch::kCPU, false), control), Backend::kMpi);
+  EXPECT_EQ(AgreeOnBackend(Backend::kMpi, true, control), Backend::kMpi);
   // Rank 0 alone cannot: all choose MPI, rank 0 included.
-  EXPECT_EQ(AgreeOnBackend("auto", control.rank() != 0, control), "mpi");
+  EXPECT_EQ(AgreeOnBackend(Backend::kAuto, control.rank() != 0, control), Backend::kMpi);
   // The last rank alone cannot: the same.
-  EXPECT_EQ(AgreeOnBackend("auto", control.rank() != control.size() - 1, control), "mpi");
+  EXPECT_EQ(AgreeOnBackend(Backend::kAuto, control.rank() != control.size() - 1, control), Backend::kMpi);
 #ifdef DOCMATCH_HAS_NCCL
-  EXPECT_EQ(AgreeOnBackend("auto", true, control), "nccl");
+  EXPECT_EQ(AgreeOnBackend(Backend::kAuto, true, control), Backend::kNccl);
   // --backend nccl where one rank cannot: every rank refuses, none hangs.
-  EXPECT_THROW(AgreeOnBackend("nccl", control.rank() != 0, control), c10::Error);
+  EXPECT_THROW(AgreeOnBackend(Backend::kNccl, control.rank() != 0, control), docmatch::Error);
 #else
-  EXPECT_EQ(AgreeOnBackend("auto", true, control), "mpi");
+  EXPECT_EQ(AgreeOnBackend(Backend::kAuto, true, control), Backend::kMpi);
 #endif
-  EXPECT_THROW(AgreeOnBackend("gloo", true, control), c10::Error);
-  EXPECT_EQ(MakeCommunicator("mpi", torch::kCPU)->backend(), "mpi");
-  EXPECT_THROW(MakeCommunicator("nccl", torch::kCPU), c10::Error);
+  // --backend is parsed once, at the command line: a value it does not know
+  // is named there, with the values it knows.
+  EXPECT_EQ(ParseBackend("nccl"), Backend::kNccl);
+  EXPECT_EQ(Name(ParseBackend("auto")), std::string("auto"));
+  try {
+    ParseBackend("gloo");
+    ADD_FAILURE() << "gloo was taken for a backend";
+  } catch (const docmatch::Error& e) {
+    EXPECT_EQ(e.stage(), "dist");
+    EXPECT_NE(e.sentence().find("auto, mpi or nccl, not 'gloo'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(MakeCommunicator(Backend::kMpi, torch::kCPU)->backend(), Backend::kMpi);
+  EXPECT_THROW(MakeCommunicator(Backend::kNccl, torch::kCPU), docmatch::Error);
+  EXPECT_THROW(MakeCommunicator(Backend::kAuto, torch::kCPU), docmatch::Error);
   EXPECT_FALSE(NcclPossible(torch::kCPU, false));
 }
 
@@ -176,8 +188,9 @@ TEST(Backend, EachRankItsOwnNcclHostMakesSharedGpusNcclsHosts) {
   EXPECT_FALSE(NcclPossible(gpu, true, false));
   EXPECT_TRUE(NcclPossible(gpu, true, true));
   EXPECT_TRUE(NcclPossible(gpu, false, false));
-  EXPECT_EQ(AgreeOnBackend("auto", NcclPossible(gpu, true, /*distinct_hosts=*/rank != 0), control), "mpi");
-  EXPECT_EQ(AgreeOnBackend("auto", NcclPossible(gpu, true, true), control), "nccl");
+  EXPECT_EQ(AgreeOnBackend(Backend::kAuto, NcclPossible(gpu, true, /*distinct_hosts=*/rank != 0), control),
+            Backend::kMpi);
+  EXPECT_EQ(AgreeOnBackend(Backend::kAuto, NcclPossible(gpu, true, true), control), Backend::kNccl);
 #else
   EXPECT_FALSE(NcclPossible(gpu, true, true));
 #endif
@@ -189,10 +202,11 @@ TEST(ProcessGroupFromLaunch, TheSwitchGivesEveryRankItsOwnNcclHost) {
   const SavedEnvironment saved({"NCCL_HOSTID", "NCCL_SOCKET_IFNAME", kNcclHostPerRank});
   ::unsetenv("NCCL_HOSTID");
   ::setenv(kNcclHostPerRank, "1", 1);
-  const std::unique_ptr<ProcessGroup> group = ProcessGroup::FromLaunch("cpu", "auto", std::chrono::milliseconds(30000));
+  const std::unique_ptr<ProcessGroup> group =
+      ProcessGroup::FromLaunch("cpu", Backend::kAuto, std::chrono::milliseconds(30000));
   EXPECT_EQ(Env("NCCL_HOSTID"), "docmatch-rank-" + std::to_string(group->rank()));
   EXPECT_TRUE(DistinctNcclHosts(group->control()));
-  EXPECT_EQ(group->data().backend(), "mpi");
+  EXPECT_EQ(group->data().backend(), Backend::kMpi);
 }
 
 // Two ranks share a GPU exactly when two identities on the node are equal.
@@ -205,14 +219,15 @@ TEST(Placement, SharedGpusAreFoundByIdentity) {
 // The process group from a launch on CPU: the device, both planes over every
 // rank, and the data plane's MPI backend.
 TEST(ProcessGroupFromLaunch, CpuRanksGetMpiAndBothPlanes) {
-  const std::unique_ptr<ProcessGroup> group = ProcessGroup::FromLaunch("cpu", "auto", std::chrono::milliseconds(30000));
+  const std::unique_ptr<ProcessGroup> group =
+      ProcessGroup::FromLaunch("cpu", Backend::kAuto, std::chrono::milliseconds(30000));
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   EXPECT_EQ(group->rank(), rank);
   EXPECT_EQ(group->size(), size);
   EXPECT_TRUE(group->device().is_cpu());
-  EXPECT_EQ(group->data().backend(), "mpi");
+  EXPECT_EQ(group->data().backend(), Backend::kMpi);
   EXPECT_EQ(group->data().device(), group->device());
   EXPECT_EQ(group->data().size(), size);
   EXPECT_EQ(group->control().AllGather(rank).back(), size - 1);

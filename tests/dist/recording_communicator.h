@@ -26,7 +26,7 @@ class RecordingCommunicator : public Communicator {
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
-  std::string backend() const override { return inner_->backend(); }
+  Backend backend() const override { return inner_->backend(); }
   WorkHandle BarrierAsync() override { return inner_->BarrierAsync(); }
 
   std::set<std::string> operations() const {

@@ -624,6 +624,104 @@ def round_three_inputs(c):
     return cases
 
 
+def usage_error(c, args, named):
+    """`args` exits 2 with one line naming `named`, before any work."""
+    result = subprocess.run([c.docmatch] + args, capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    check(result.returncode == 2 and named in output, f"{' '.join(args[:3])}: exit {result.returncode}, "
+          f"expected 2 naming {named!r}:\n{output[-1500:]}")
+    return output
+
+
+def round_four(c):
+    """Round three's smaller list: options that cannot mean what they say, raw
+    bytes echoed, a dangling latest, SDR/MaxSim files without their data, a
+    run folder over its inputs, and a user's files in a replaced folder."""
+    run, cases = c.path("resumed"), {}
+    step, good = os.path.join(run, "step-8"), c.path("still-good.h5")
+    pairs = os.path.join(c.fixture, "pairs.train.jsonl")
+    finetune = ["finetune", "--init", step, "--corpus", c.corpus, "--train-pairs", pairs, "--steps", "2",
+                "--no-progress"]
+    # Options checked where they are parsed: exit 2, the option named.
+    usage_error(c, finetune + ["--run", c.path("margin"), "--mine-margin", "0.2"], "--mine-negatives")
+    check(not os.path.exists(c.path("margin")), "a refused --mine-margin made the run folder")
+    usage_error(c, finetune + ["--run", c.path("cold"), "--temperature", "1e-30"], "--temperature")
+    usage_error(c, c.pretrain(c.path("cold"), 2, "--objective", "docsplit", "--temperature", "1e-30"),
+                "--temperature")
+    usage_error(c, ["eval", "--embeddings", good, "--corpus", c.corpus, "--relevance",
+                    os.path.join(c.fixture, "relevance.test.jsonl"), "--output", c.path("eval-neg"),
+                    "--max-queries", "-3"], "--max-queries")
+    # Raw bytes a user gave are echoed escaped: no terminal control, no invalid UTF-8.
+    odd = os.path.join(c.scratch.encode(), b"\x1b[2Jred\xff.h5")  # an escape sequence and a byte that is not UTF-8
+    result = subprocess.run([c.docmatch.encode(), b"search", b"--embeddings", odd, b"--id", b"x"], capture_output=True)
+    check(result.returncode == 2 and b"\x1b" not in result.stderr and b"\xff" not in result.stderr and
+          b"\\x1B[2Jred\\xFF.h5" in result.stderr, f"a path's raw bytes were echoed: {result.stderr!r}")
+    result = subprocess.run([c.docmatch, "inspect", c.corpus, "--doc", "\x1b[31mgone\x07"], capture_output=True)
+    check(result.returncode == 1 and b"\x1b" not in result.stderr and b"\x07" not in result.stderr and
+          b"\\x1B[31mgone\\x07" in result.stderr, f"an id's raw bytes were echoed: {result.stderr!r}")
+    cases["escaped"] = result.stderr.decode().strip().splitlines()[-1][:120]
+    # A dangling latest is named by inspect, with where a resume starts.
+    dangling = c.path("dangling-run")
+    shutil.copytree(run, dangling, symlinks=True)
+    target = os.readlink(os.path.join(dangling, "latest"))
+    shutil.rmtree(os.path.join(dangling, target))
+    result = subprocess.run([c.docmatch, "inspect", dangling], capture_output=True, text=True)
+    described = json.loads(result.stdout)
+    check(result.returncode == 0 and described.get("latest_dangling") == target and
+          "which does not exist; a resume starts from" in result.stderr,
+          f"inspect of a dangling latest: {result.stdout[-800:]}{result.stderr[-800:]}")
+    # A file marked SDR or MaxSim without its sentence or window vectors is
+    # refused, not ranked by plain cosine.
+    for name, attribute, value in (("sdr-nodata.h5", "kind", "sdr"), ("maxsim-nodata.h5", "score", "maxsim")):
+        marked = c.path(name)
+        shutil.copy(good, marked)
+        with h5py.File(marked, "r+") as f:
+            f.attrs[attribute] = value
+            first = f["document_ids"][0].decode()
+        output = c.run(["search", "--embeddings", marked, "--id", first], fail=True)
+        check("without its" in output and "re-embed" in output,
+              f"a {value} file without its data was searched:\n" + output[-1500:])
+    # A run folder over its own inputs.
+    output = c.run(finetune + ["--run", c.corpus], fail=True)
+    check("lies inside it, which this run reads" in output, "--run at the corpus:\n" + output[-1500:])
+    copy = c.path("fresh-over-init")
+    shutil.copytree(run, copy, symlinks=True)
+    own = os.path.join(copy, "step-8")
+    output = c.run(["finetune", "--init", own, "--corpus", c.corpus, "--train-pairs", pairs, "--steps", "2",
+                    "--run", copy, "--fresh", "--no-progress"], fail=True)
+    check("--fresh would remove the checkpoints" in output and os.path.exists(os.path.join(own, "trainer.json")),
+          "--fresh over the --init checkpoint:\n" + output[-1500:])
+    # export --overwrite keeps what the user put in the folder.
+    exported_to = c.path("export-kept")
+    c.run(["export", "--model", step, "--corpus", c.corpus, "--output", exported_to])
+    open(os.path.join(exported_to, "notes.md"), "w").write("mine\n")
+    os.makedirs(os.path.join(exported_to, "plots"))
+    open(os.path.join(exported_to, "plots", "a.txt"), "w").write("mine too\n")
+    before = os.stat(os.path.join(exported_to, "config.json")).st_mtime_ns
+    time.sleep(0.01)
+    output = c.run(["export", "--model", step, "--corpus", c.corpus, "--output", exported_to, "--overwrite"])
+    check(open(os.path.join(exported_to, "notes.md")).read() == "mine\n" and
+          os.path.exists(os.path.join(exported_to, "plots", "a.txt")) and
+          os.stat(os.path.join(exported_to, "config.json")).st_mtime_ns != before and "kept 'notes.md'" in output,
+          f"export --overwrite and a user's files: {sorted(os.listdir(exported_to))}\n{output[-1500:]}")
+    cases["export_kept"] = sorted(n for n in os.listdir(exported_to) if n in ("notes.md", "plots"))
+    # Rows 4 and 21: an address-space limit just above what the libraries map
+    # crashed HDF5 (SIGSEGV opening a shard) or aborted MPI's start-up with
+    # its banner. One line now, before anything is made.
+    for limit in (2750000, 2900000):
+        limited = c.path(f"ulimit-v-{limit}")
+        args = c.pretrain(limited, 2)
+        args[args.index("--batch-size") + 1] = "140"
+        result = subprocess.run(["bash", "-c", f"ulimit -v {limit}; exec " + " ".join([c.docmatch] + args)],
+                                capture_output=True, text=True)
+        lines = result.stderr.strip().splitlines()
+        check(result.returncode == 1 and len(lines) == 1 and "out of memory before starting" in lines[0] and
+              f"ulimit -v {limit}" in lines[0] and not os.path.exists(limited),
+              f"ulimit -v {limit}: exit {result.returncode}, {result.stderr[-2000:]!r}")
+        cases["address_space_message"] = lines[0][:160]
+    return cases
+
+
 def damaged_shards(c):
     # A token id outside the vocabulary, written through HDF5 (checksums right).
     out_of_range = c.path("corpus-token")
@@ -883,6 +981,7 @@ def main():
     second = round_two(c)
     own = only_docmatchs_removed(c)
     inputs = round_three_inputs(c)
+    smaller = round_four(c)
     busy, ended = stalled_rank(c, mpiexec)
     disk = full_disk(c)
     launch_sigterm(c)
@@ -891,7 +990,7 @@ def main():
                       "damaged_checkpoint_cases": damaged, "corpus_kept_documents": documents,
                       "verified_documents": verified, "full_disk_cases": disk or "skipped",
                       "round_two": second, "user_folders_refused": own,
-                      "round_three": inputs}))
+                      "round_three": inputs, "round_four": smaller}))
     print("OK")
 
 

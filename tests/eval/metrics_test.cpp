@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "console/error.h"
+
 namespace docmatch::eval {
 namespace {
 
@@ -46,7 +48,7 @@ TEST(Ranking, AConstantScorerEarnsNothingAndNoQueriesGiveZeros) {
   const RankingMetrics none = EvaluateRanking({}, {1});
   EXPECT_EQ(none.queries, 0);
   EXPECT_DOUBLE_EQ(none.mrr, 0.0);
-  EXPECT_THROW(EvaluateRanking({{{1, 2}, {true}}}), std::invalid_argument);
+  EXPECT_THROW(EvaluateRanking({{{1, 2}, {true}}}), docmatch::Error);
 }
 
 TEST(Ranking, FirstRelevantRanksPerQueryMatchACountingFormulation) {
@@ -120,7 +122,7 @@ TEST(Classification, ThresholdChosenOnValidationMaximisesTheObjective) {
   EXPECT_DOUBLE_EQ(Classify(scores, labels, t).accuracy, 5.0 / 6);
   // All positive: the best F1 threshold takes everything.
   EXPECT_LT(ChooseThreshold({0.2, 0.7}, {1, 1}, ThresholdObjective::kF1), 0.2);
-  EXPECT_THROW(ChooseThreshold({}, {}), std::invalid_argument);
+  EXPECT_THROW(ChooseThreshold({}, {}), docmatch::Error);
 }
 
 }  // namespace

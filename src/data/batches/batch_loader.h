@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "console/error.h"
 #include "data/corpus/shard_stream.h"
 
 namespace docmatch::data {
@@ -60,8 +61,8 @@ class BatchLoader {
       // No memory or thread left for one more (ulimit -v, -u): the threads
       // already started are stopped and joined, not left to abort the process.
       Stop();
-      throw std::runtime_error(std::string("[data] cannot start the batch loader's threads (") + e.what() +
-                               "): the process is out of memory or threads; a smaller --batch-size, or more memory");
+      throw Error("data", std::string("cannot start the batch loader's threads (") + e.what() +
+                              "): the process is out of memory or threads; a smaller --batch-size, or more memory");
     }
   }
   BatchLoader(const BatchLoader&) = delete;

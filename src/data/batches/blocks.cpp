@@ -9,6 +9,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "console/error.h"
 #include "data/corpus/random.h"
 #include "data/text/tokenizer.h"
 
@@ -60,9 +61,9 @@ void MaskWords(const MaskOptions& masks, uint64_t view, int64_t epoch, uint64_t 
 std::vector<std::vector<int32_t>> PackBlocks(const Document& document, const BlockOptions& options) {
   const int64_t special = options.separator ? 2 : 1;  // [CLS] (+ [SEP])
   if (options.block_length <= special) {
-    throw std::invalid_argument("[data] a block of " + std::to_string(options.block_length) + " tokens holds [CLS]" +
-                                (options.separator ? ", [SEP]" : "") + " and no word: the model's block_length " +
-                                "must be at least " + std::to_string(special + 1));
+    throw Error("data", "a block of " + std::to_string(options.block_length) + " tokens holds [CLS]" +
+                            (options.separator ? ", [SEP]" : "") + " and no word: the model's block_length " +
+                            "must be at least " + std::to_string(special + 1));
   }
   const int64_t room = options.block_length - special;
   std::vector<std::vector<int32_t>> blocks;

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "console/error.h"
 #include "data/corpus/random.h"
 
 namespace docmatch::data {
@@ -39,7 +40,7 @@ Document Subset(const Document& d, const std::vector<bool>& keep) {
 
 std::pair<Document, Document> SplitDocument(const Document& document, uint64_t seed, int64_t epoch) {
   const int64_t n = document.num_sentences();
-  if (n == 0) throw std::invalid_argument("[data] DocSplit: document '" + document.id + "' has no sentences");
+  if (n == 0) throw Error("data", "DocSplit: document '" + document.id + "' has no sentences");
   KeyedRandom coin(seed, {kSplitKey, static_cast<uint64_t>(epoch), static_cast<uint64_t>(document.index)});
   std::vector<bool> first(n);
   int64_t in_first = 0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "console/error.h"
 #include "data/text/tokenizer.h"
 
 namespace docmatch::data {
@@ -14,14 +15,14 @@ namespace docmatch::data {
 FlatBatch BuildFlatBatch(const std::vector<const Document*>& documents, const FlatOptions& options) {
   const int64_t window = options.max_tokens - 1 - (options.separator ? 1 : 0);  // real tokens per row
   if (window < 1) {
-    throw std::invalid_argument("[data] a window of " + std::to_string(options.max_tokens) +
-                                " tokens has no room for a word after [CLS]" + (options.separator ? " and [SEP]" : "") +
-                                ": the model's max_tokens must be at least " +
-                                std::to_string(options.max_tokens - window + 1));
+    throw Error("data", "a window of " + std::to_string(options.max_tokens) +
+                            " tokens has no room for a word after [CLS]" + (options.separator ? " and [SEP]" : "") +
+                            ": the model's max_tokens must be at least " +
+                            std::to_string(options.max_tokens - window + 1));
   }
   if (options.chunks < 1) {
-    throw std::invalid_argument("[data] the model's chunks (windows a document) is " + std::to_string(options.chunks) +
-                                "; it must be at least 1");
+    throw Error("data", "the model's chunks (windows a document) is " + std::to_string(options.chunks) +
+                            "; it must be at least 1");
   }
   struct Row {
     int64_t document, begin, length;

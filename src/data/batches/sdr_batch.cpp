@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "console/error.h"
 #include "data/corpus/random.h"
 #include "data/text/tokenizer.h"
 
@@ -39,9 +40,9 @@ std::pair<int64_t, int64_t> ChooseSentences(const Document& d, KeyedRandom* rand
 std::vector<int32_t> SdrSentenceRow(const Document& d, int64_t s, int64_t max_tokens, bool separator) {
   const int64_t marks = separator ? 2 : 0;
   if (max_tokens <= marks) {
-    throw std::invalid_argument("[data] SDR: sentences of " + std::to_string(max_tokens) +
-                                " tokens leave no room for words: the model's max_tokens must be at least " +
-                                std::to_string(marks + 1));
+    throw Error("data", "SDR: sentences of " + std::to_string(max_tokens) +
+                            " tokens leave no room for words: the model's max_tokens must be at least " +
+                            std::to_string(marks + 1));
   }
   const auto begin = d.tokens.begin() + d.sentence_offsets[s];
   std::vector<int32_t> row;
@@ -60,7 +61,7 @@ SdrBatch BuildSdrBatch(const std::vector<const Document*>& documents, const SdrO
   std::vector<std::vector<int32_t>> anchors, partners;
   for (const Document* d : documents) {
     if (d->num_sentences() == 0) {
-      throw std::invalid_argument("[data] SDR: document '" + d->id + "' has no sentences");
+      throw Error("data", "SDR: document '" + d->id + "' has no sentences");
     }
     KeyedRandom random(options.seed, {kSdrPairKey, static_cast<uint64_t>(epoch), static_cast<uint64_t>(d->index)});
     const auto [a, p] = ChooseSentences(*d, &random);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "console/error.h"
 #include "files/file_writer.h"
 
 namespace docmatch::data {
@@ -54,9 +55,9 @@ Manifest Manifest::FromJson(const nlohmann::json& json, const std::string& origi
     m.report = json.value("report", nlohmann::json::object());
     return m;
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error("[data] manifest '" + origin + "' is malformed: " + e.what());
+    throw Error("data", "manifest '" + origin + "' is malformed: " + e.what());
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error("[data] manifest '" + origin + "': " + e.what());
+    throw Error("data", "manifest '" + origin + "': " + e.what());
   }
 }
 
@@ -69,14 +70,14 @@ Manifest Manifest::Load(const std::string& directory) {
   const fs::path path = fs::path(directory) / kManifestFile;
   std::ifstream in(path);
   if (!in) {
-    throw std::runtime_error("[data] '" + directory + "' is not a prepared corpus: no " + kManifestFile +
-                             " (run `docmatch prepare --input ... --output " + directory + "`)");
+    throw Error("data", "'" + directory + "' is not a prepared corpus: no " + kManifestFile +
+                            " (run `docmatch prepare --input ... --output " + directory + "`)");
   }
   nlohmann::json json;
   try {
     in >> json;
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error("[data] manifest '" + path.string() + "' is not valid JSON: " + e.what());
+    throw Error("data", "manifest '" + path.string() + "' is not valid JSON: " + e.what());
   }
   return FromJson(json, path.string());
 }
@@ -87,22 +88,21 @@ Corpus::Corpus(std::string directory) : directory_(std::move(directory)), manife
     auto reader = std::make_unique<ShardReader>((fs::path(directory_) / entry.file).string());
     const ShardHeader& header = reader->header();
     if (header.tokenizer_hash != manifest_.tokenizer_hash) {
-      throw std::runtime_error("[data] shard '" + reader->path() + "' was tokenized with tokenizer " +
-                               header.tokenizer_hash + ", the corpus manifest names " + manifest_.tokenizer_hash +
-                               ": shards from different `prepare` runs are mixed");
+      throw Error("data", "shard '" + reader->path() + "' was tokenized with tokenizer " + header.tokenizer_hash +
+                              ", the corpus manifest names " + manifest_.tokenizer_hash +
+                              ": shards from different `prepare` runs are mixed");
     }
     if (header.counts.documents != entry.counts.documents || header.counts.tokens != entry.counts.tokens) {
-      throw std::runtime_error("[data] shard '" + reader->path() + "' holds " +
-                               std::to_string(header.counts.documents) + " documents / " +
-                               std::to_string(header.counts.tokens) + " tokens, the manifest says " +
-                               std::to_string(entry.counts.documents) + " / " + std::to_string(entry.counts.tokens));
+      throw Error("data", "shard '" + reader->path() + "' holds " + std::to_string(header.counts.documents) +
+                              " documents / " + std::to_string(header.counts.tokens) + " tokens, the manifest says " +
+                              std::to_string(entry.counts.documents) + " / " + std::to_string(entry.counts.tokens));
     }
     shard_begins_.push_back(shard_begins_.back() + header.counts.documents);
     readers_.push_back(std::move(reader));
   }
   if (shard_begins_.back() != manifest_.totals.documents) {
-    throw std::runtime_error("[data] corpus '" + directory_ + "': shards hold " + std::to_string(shard_begins_.back()) +
-                             " documents, the manifest's total is " + std::to_string(manifest_.totals.documents));
+    throw Error("data", "corpus '" + directory_ + "': shards hold " + std::to_string(shard_begins_.back()) +
+                            " documents, the manifest's total is " + std::to_string(manifest_.totals.documents));
   }
 }
 

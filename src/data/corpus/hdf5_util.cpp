@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 
 namespace docmatch::data::hdf5 {
@@ -103,8 +105,17 @@ std::string StorageError() {
 
 void Fail(const std::string& where, const std::string& what) { throw std::runtime_error(where + ": " + what); }
 
+void EnsureMemoryForFile() {
+  // Far more than a file's metadata cache and buffers take (a few MiB).
+  constexpr size_t kProbe = size_t{16} << 20;
+  void* probe = std::malloc(kProbe);
+  if (probe == nullptr) throw std::bad_alloc();
+  std::free(probe);
+}
+
 Handle CreateFile(const std::string& path, const std::string& where) {
   SilenceErrors();
+  EnsureMemoryForFile();
   std::error_code ignored;
   const bool existed = std::filesystem::exists(path, ignored);
   errno = 0;

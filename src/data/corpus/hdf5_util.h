@@ -29,6 +29,12 @@ std::string StorageError();
 // A new file at `path` (replacing one there), or an error naming it and the
 // OS's reason.
 Handle CreateFile(const std::string& path, const std::string& where);
+
+// Throws std::bad_alloc unless the process can still allocate what HDF5 needs
+// to open or create a file: HDF5 1.10 dereferences a failed allocation there
+// (H5AC_create) instead of reporting it, a crash under ulimit -v. Called
+// before every H5Fopen and H5Fcreate.
+void EnsureMemoryForFile();
 // Flushes and closes a file being written, checked: HDF5 writes cached chunks
 // and metadata here, so a full disk often shows first at this point. Every
 // writer ends with it before renaming its file into place; a file that is

@@ -52,6 +52,7 @@ class OpenFiles {
       lru_.splice(lru_.begin(), lru_, it->second);
       return it->second->second;
     }
+    hdf5::EnsureMemoryForFile();
     auto file = std::make_shared<const sf::Handle>(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (!file->valid())
       Fail(path, "HDF5 cannot open it: the file is truncated or damaged; rebuild it with `docmatch prepare`");

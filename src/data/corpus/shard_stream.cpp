@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "console/error.h"
 #include "data/corpus/random.h"
 
 namespace docmatch::data {
@@ -39,13 +40,13 @@ std::pair<int64_t, int64_t> ShardStream::Share(int64_t total, int rank, int worl
 
 ShardStream::ShardStream(std::shared_ptr<const Corpus> corpus, StreamOptions options)
     : corpus_(std::move(corpus)), options_(options) {
-  if (!corpus_) throw std::invalid_argument("[data] ShardStream: no corpus");
+  if (!corpus_) throw Error("data", "ShardStream: no corpus");
   if (options_.world_size < 1 || options_.rank < 0 || options_.rank >= options_.world_size) {
-    throw std::invalid_argument("[data] ShardStream: rank " + std::to_string(options_.rank) + " of world size " +
-                                std::to_string(options_.world_size) + " is not a rank");
+    throw Error("data", "ShardStream: rank " + std::to_string(options_.rank) + " of world size " +
+                            std::to_string(options_.world_size) + " is not a rank");
   }
   if (options_.chunk_documents < 1 || options_.window_chunks < 1 || options_.prefetch_windows < 1) {
-    throw std::invalid_argument("[data] ShardStream: chunk_documents, window_chunks and prefetch_windows must be >= 1");
+    throw Error("data", "ShardStream: chunk_documents, window_chunks and prefetch_windows must be >= 1");
   }
   StartEpoch(0);
 }
@@ -183,10 +184,10 @@ StreamCursor ShardStream::cursor() const {
 
 void ShardStream::Restore(const StreamCursor& cursor) {
   if (cursor.seed != options_.seed || cursor.rank != options_.rank || cursor.world_size != options_.world_size) {
-    throw std::invalid_argument("[data] cursor for seed " + std::to_string(cursor.seed) + " rank " +
-                                std::to_string(cursor.rank) + "/" + std::to_string(cursor.world_size) +
-                                " cannot resume a stream for seed " + std::to_string(options_.seed) + " rank " +
-                                std::to_string(options_.rank) + "/" + std::to_string(options_.world_size));
+    throw Error("data", "cursor for seed " + std::to_string(cursor.seed) + " rank " + std::to_string(cursor.rank) +
+                            "/" + std::to_string(cursor.world_size) + " cannot resume a stream for seed " +
+                            std::to_string(options_.seed) + " rank " + std::to_string(options_.rank) + "/" +
+                            std::to_string(options_.world_size));
   }
   StartEpoch(cursor.epoch, cursor.position);
 }

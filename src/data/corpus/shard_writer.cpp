@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "console/error.h"
 #include "data/corpus/hdf5_util.h"
 #include "data/corpus/shard_format.h"
 
@@ -32,8 +33,8 @@ void ShardWriter::Add(const Document& document) {
   if (closed_) throw std::logic_error("[data] shard " + path_ + " is closed");
   if (document.num_paragraphs() < 0 || document.sentence_offsets.back() != document.num_tokens() ||
       document.paragraph_offsets.back() != document.num_sentences()) {
-    throw std::invalid_argument("[data] document '" + document.id + "' for shard " + path_ +
-                                ": its sentence and paragraph offsets do not match its tokens");
+    throw Error("data", "document '" + document.id + "' for shard " + path_ +
+                            ": its sentence and paragraph offsets do not match its tokens");
   }
   const int64_t token_base = static_cast<int64_t>(tokens_.size());
   const int64_t sentence_base = static_cast<int64_t>(sentence_offsets_.size()) - 1;

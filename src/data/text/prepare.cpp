@@ -15,6 +15,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "console/error.h"
 #include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/corpus/corpus.h"
@@ -70,13 +71,15 @@ Segmented Segment(RawDocument raw, const SentenceSegmenter& segmenter, InvalidUt
 // What a worker returns for one input document.
 struct Encoded {
   Document document;
+  WordBag words;  // the words of the sentences kept, counted (word_counts.h)
   std::string origin;
   int invalid_utf8 = 0;
   bool skipped_invalid = false;
   bool truncated = false;
 };
 
-Encoded Encode(Segmented segmented, const Tokenizer& tokenizer, int64_t max_tokens) {
+Encoded Encode(Segmented segmented, const Tokenizer& tokenizer, const WordSegmenter& word_segmenter,
+               int64_t max_tokens) {
   Encoded out;
   out.origin = segmented.raw.origin;
   out.invalid_utf8 = segmented.raw.invalid_utf8;
@@ -90,6 +93,7 @@ Encoded Encode(Segmented segmented, const Tokenizer& tokenizer, int64_t max_toke
   // `stop` is this loop's own flag: the raw-text cut above may already have
   // marked the document truncated, and every sentence up to the cap is kept.
   bool stop = false;
+  std::vector<std::string> words;
   for (const auto& paragraph : segmented.paragraphs) {
     for (const std::string& sentence : paragraph) {
       std::vector<int32_t> ids = tokenizer.Encode(sentence);
@@ -103,6 +107,8 @@ Encoded Encode(Segmented segmented, const Tokenizer& tokenizer, int64_t max_toke
       if (!ids.empty()) {
         d.tokens.insert(d.tokens.end(), ids.begin(), ids.end());
         d.sentence_offsets.push_back(d.num_tokens());
+        // A sentence the cap cut keeps all its words: BM25 reads the text.
+        word_segmenter.Split(sentence, &words);
       }
       if (stop) break;
     }
@@ -111,6 +117,7 @@ Encoded Encode(Segmented segmented, const Tokenizer& tokenizer, int64_t max_toke
     }
     if (stop) break;
   }
+  out.words = CountWords(words);
   return out;
 }
 
@@ -238,6 +245,7 @@ nlohmann::json PrepareReport::ToJson() const {
           {"shards", shards},
           {"bytes_on_disk", bytes_on_disk},
           {"vocab_size", vocab_size},
+          {"words", {{"file", kWordsFile}, {"distinct", words}}},
           {"tokenizer_trained", tokenizer_trained},
           {"tokenizer_sentences", tokenizer_sentences},
           {"tokenizer_seconds", tokenizer_seconds},
@@ -255,6 +263,7 @@ std::string PrepareReport::ToText() const {
       << "sentences   " << totals.sentences << "\n"
       << "tokens      " << totals.tokens << " (vocabulary " << vocab_size
       << (tokenizer_trained ? ", trained here" : ", given") << ")\n"
+      << "words       " << words << " distinct, for BM25 (" << kWordsFile << ")\n"
       << "shards      " << shards << ", " << console::HumanCount(static_cast<double>(bytes_on_disk)) << "B on disk\n"
       << "time        " << console::HumanDuration(total_seconds) << " ("
       << console::HumanCount(totals.documents / std::max(total_seconds, 1e-9)) << " docs/s, "
@@ -296,14 +305,16 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
   // order (a queue of futures), so shards are deterministic whatever the threads.
   const int threads = ThreadCount(options.threads);
   const SentenceSegmenter prototype(options.locale);
+  const WordSegmenter word_prototype(options.locale);
   const Tokenizer& tok = *tokenizer;
   auto work = [&](std::vector<RawDocument> batch) {
     SentenceSegmenter segmenter(prototype);  // ICU iterators are per thread
+    WordSegmenter word_segmenter(word_prototype);
     std::vector<Encoded> encoded;
     encoded.reserve(batch.size());
     for (RawDocument& raw : batch) {
       encoded.push_back(Encode(Segment(std::move(raw), segmenter, options.invalid_utf8, options.max_document_tokens),
-                               tok, options.max_document_tokens));
+                               tok, word_segmenter, options.max_document_tokens));
     }
     return encoded;
   };
@@ -313,6 +324,7 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
   manifest.vocab_size = tokenizer->vocab_size();
   manifest.tokenizer_file = TokenizerFileName(*tokenizer);
   std::unique_ptr<ShardWriter> writer;
+  WordCountsWriter word_writer((fs::path(options.output) / kWordsFile).string());
   auto close_shard = [&] {
     if (!writer) return;
     const ShardCounts counts = writer->Close();
@@ -340,6 +352,7 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
                                                tokenizer->hash(), tokenizer->vocab_size());
       }
       writer->Add(e.document);
+      word_writer.Add(e.words);
       tokens += e.document.num_tokens();
       report.totals.documents += 1;
       report.totals.paragraphs += e.document.num_paragraphs();
@@ -375,6 +388,9 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
     }
   }
   close_shard();
+  word_writer.Close();
+  report.words = word_writer.vocabulary_size();
+  report.bytes_on_disk += static_cast<int64_t>(fs::file_size(fs::path(options.output) / kWordsFile));
   bar.Finish();
   report.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - encode_start).count();
   report.shards = static_cast<int64_t>(manifest.shards.size());
@@ -398,9 +414,9 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
 
 PrepareReport Prepare(const PrepareOptions& options) {
   if (options.documents_per_shard <= 0 || options.max_document_tokens <= 0) {
-    throw std::invalid_argument("[data] --documents-per-shard (" + std::to_string(options.documents_per_shard) +
-                                ") and --max-document-tokens (" + std::to_string(options.max_document_tokens) +
-                                ") must be at least 1");
+    throw Error("data", "--documents-per-shard (" + std::to_string(options.documents_per_shard) +
+                            ") and --max-document-tokens (" + std::to_string(options.max_document_tokens) +
+                            ") must be at least 1");
   }
   RawDocumentReader check(options.input);  // the input exists before the output is touched
   PrepareOptions staged = options;
@@ -429,18 +445,24 @@ PrepareReport Prepare(const PrepareOptions& options) {
 }
 
 TextEncoder::TextEncoder(const Tokenizer& tokenizer, const std::string& locale, int64_t max_tokens)
-    : tokenizer_(tokenizer), segmenter_(locale), max_tokens_(max_tokens) {
+    : tokenizer_(tokenizer), segmenter_(locale), word_segmenter_(locale), max_tokens_(max_tokens) {
   if (max_tokens <= 0) {
-    throw std::invalid_argument("[data] --max-document-tokens must be at least 1, not " + std::to_string(max_tokens));
+    throw Error("data", "--max-document-tokens must be at least 1, not " + std::to_string(max_tokens));
   }
 }
 
 Document TextEncoder::Encode(RawDocument raw, bool* truncated) const {
+  WordBag ignored;
+  return Encode(std::move(raw), &ignored, truncated);
+}
+
+Document TextEncoder::Encode(RawDocument raw, WordBag* words, bool* truncated) const {
   // Repaired, as the corpus reader does (a document from the reader already is).
   if (CountInvalidUtf8(raw.text) > 0) raw.text = RepairUtf8(raw.text);
   Encoded encoded = docmatch::data::Encode(Segment(std::move(raw), segmenter_, InvalidUtf8Policy::kRepair, max_tokens_),
-                                           tokenizer_, max_tokens_);
+                                           tokenizer_, word_segmenter_, max_tokens_);
   if (truncated) *truncated = encoded.truncated;
+  *words = std::move(encoded.words);
   return std::move(encoded.document);
 }
 

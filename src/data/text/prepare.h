@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/corpus/shard_writer.h"
+#include "data/corpus/word_counts.h"
 #include "data/text/corpus_reader.h"
 #include "data/text/text.h"
 #include "data/text/tokenizer.h"
@@ -50,6 +51,7 @@ struct PrepareReport {
   int64_t shards = 0;
   int64_t bytes_on_disk = 0;
   int64_t vocab_size = 0;
+  int64_t words = 0;  // distinct words of words.h5 (data/corpus/word_counts.h)
   bool tokenizer_trained = false;
   int64_t tokenizer_sentences = 0;
   double tokenizer_seconds = 0, encode_seconds = 0, total_seconds = 0;
@@ -77,10 +79,14 @@ class TextEncoder {
   // The document (no tokens when the text has none); `truncated`, when given,
   // says whether the cap cut it.
   Document Encode(RawDocument raw, bool* truncated = nullptr) const;
+  // The same with the text's words counted as prepare keeps them (words.h5),
+  // for BM25: into `words`.
+  Document Encode(RawDocument raw, WordBag* words, bool* truncated = nullptr) const;
 
  private:
   const Tokenizer& tokenizer_;
   SentenceSegmenter segmenter_;
+  WordSegmenter word_segmenter_;
   int64_t max_tokens_;
 };
 

@@ -12,6 +12,9 @@
 
 #include <cctype>
 #include <stdexcept>
+#include <unordered_map>
+
+#include "console/error.h"
 
 namespace docmatch::data {
 namespace {
@@ -56,7 +59,7 @@ int CountInvalidUtf8(std::string_view text) {
   u_strFromUTF8WithSub(nullptr, 0, &length, text.data(), static_cast<int32_t>(text.size()),
                        /*subchar=*/0xFFFD, &substitutions, &status);
   if (status != U_BUFFER_OVERFLOW_ERROR && U_FAILURE(status)) {
-    throw std::runtime_error(std::string("[data] ICU could not read a text as UTF-8: ") + u_errorName(status));
+    throw Error("data", std::string("ICU could not read a text as UTF-8: ") + u_errorName(status));
   }
   return substitutions;
 }
@@ -97,8 +100,7 @@ SentenceSegmenter::SentenceSegmenter(const std::string& locale) {
   std::unique_ptr<icu::FilteredBreakIteratorBuilder> builder(
       icu::FilteredBreakIteratorBuilder::createInstance(icu_locale, status));
   if (U_FAILURE(status)) {
-    throw std::runtime_error("[data] ICU has no sentence suppressions for locale '" + locale +
-                             "': " + u_errorName(status));
+    throw Error("data", "ICU has no sentence suppressions for locale '" + locale + "': " + u_errorName(status));
   }
   // ... plus the ones it lacks, for English.
   if (locale.rfind("en", 0) == 0) {
@@ -108,12 +110,11 @@ SentenceSegmenter::SentenceSegmenter(const std::string& locale) {
   }
   icu::BreakIterator* sentences = icu::BreakIterator::createSentenceInstance(icu_locale, status);
   if (U_FAILURE(status) || !sentences) {
-    throw std::runtime_error("[data] ICU could not make a sentence iterator for locale '" + locale +
-                             "': " + u_errorName(status));
+    throw Error("data", "ICU could not make a sentence iterator for locale '" + locale + "': " + u_errorName(status));
   }
   iterator_.reset(builder->wrapIteratorWithFilter(sentences, status));
   if (U_FAILURE(status)) {
-    throw std::runtime_error(std::string("[data] ICU filtered sentence iterator: ") + u_errorName(status));
+    throw Error("data", std::string("ICU filtered sentence iterator: ") + u_errorName(status));
   }
 }
 
@@ -127,12 +128,11 @@ std::vector<std::string> SentenceSegmenter::Split(std::string_view paragraph) co
   UErrorCode status = U_ZERO_ERROR;
   // UText over the UTF-8 bytes: boundaries come back as byte offsets, no copy.
   UText* text = utext_openUTF8(nullptr, paragraph.data(), static_cast<int64_t>(paragraph.size()), &status);
-  if (U_FAILURE(status))
-    throw std::runtime_error(std::string("[data] ICU could not open a paragraph: ") + u_errorName(status));
+  if (U_FAILURE(status)) throw Error("data", std::string("ICU could not open a paragraph: ") + u_errorName(status));
   iterator_->setText(text, status);
   if (U_FAILURE(status)) {
     utext_close(text);
-    throw std::runtime_error(std::string("[data] ICU could not segment a paragraph: ") + u_errorName(status));
+    throw Error("data", std::string("ICU could not segment a paragraph: ") + u_errorName(status));
   }
   int32_t begin = iterator_->first();
   for (int32_t end = iterator_->next(); end != icu::BreakIterator::DONE; begin = end, end = iterator_->next()) {
@@ -141,6 +141,55 @@ std::vector<std::string> SentenceSegmenter::Split(std::string_view paragraph) co
   }
   utext_close(text);
   return sentences;
+}
+
+WordSegmenter::WordSegmenter(const std::string& locale) {
+  UErrorCode status = U_ZERO_ERROR;
+  iterator_.reset(icu::BreakIterator::createWordInstance(icu::Locale(locale.c_str()), status));
+  if (U_FAILURE(status) || !iterator_) {
+    throw Error("data", "ICU could not make a word iterator for locale '" + locale + "': " + u_errorName(status));
+  }
+}
+
+WordSegmenter::WordSegmenter(const WordSegmenter& other) : iterator_(other.iterator_->clone()) {}
+
+WordSegmenter::~WordSegmenter() = default;
+
+void WordSegmenter::Split(std::string_view text, std::vector<std::string>* words) const {
+  if (text.empty()) return;
+  UErrorCode status = U_ZERO_ERROR;
+  UText* utext = utext_openUTF8(nullptr, text.data(), static_cast<int64_t>(text.size()), &status);
+  if (U_FAILURE(status)) throw Error("data", std::string("ICU could not open a text: ") + u_errorName(status));
+  iterator_->setText(utext, status);
+  if (U_FAILURE(status)) {
+    utext_close(utext);
+    throw Error("data", std::string("ICU could not segment a text into words: ") + u_errorName(status));
+  }
+  int32_t begin = iterator_->first();
+  for (int32_t end = iterator_->next(); end != icu::BreakIterator::DONE; begin = end, end = iterator_->next()) {
+    // The rule status of the segment just passed: UBRK_WORD_NONE (spaces,
+    // punctuation) is below UBRK_WORD_NONE_LIMIT.
+    if (iterator_->getRuleStatus() < UBRK_WORD_NONE_LIMIT) continue;
+    const std::string_view piece = text.substr(begin, end - begin);
+    icu::UnicodeString word =
+        icu::UnicodeString::fromUTF8(icu::StringPiece(piece.data(), static_cast<int32_t>(piece.size())));
+    word.toLower(icu::Locale::getRoot());
+    std::string lowered;
+    word.toUTF8String(lowered);
+    words->push_back(std::move(lowered));
+  }
+  utext_close(utext);
+}
+
+std::vector<std::pair<std::string, int32_t>> CountWords(const std::vector<std::string>& words) {
+  std::vector<std::pair<std::string, int32_t>> counts;
+  std::unordered_map<std::string_view, size_t> index;
+  for (const std::string& word : words) {
+    const auto [it, added] = index.emplace(word, counts.size());
+    if (added) counts.emplace_back(word, 0);
+    ++counts[it->second].second;
+  }
+  return counts;
 }
 
 }  // namespace docmatch::data

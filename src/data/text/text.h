@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <unicode/uversion.h>  // ICU's versioned namespace, for the declaration below
@@ -48,5 +49,27 @@ class SentenceSegmenter {
  private:
   std::unique_ptr<icu::BreakIterator> iterator_;
 };
+
+// The words of a text for lexical retrieval (BM25, data/corpus/word_counts.h):
+// ICU's word boundaries (UAX #29), keeping the segments ICU marks as words
+// (letters, numbers, kana, ideographs; not punctuation or spaces), each
+// lower-cased (Unicode's full case mapping, root locale). Not thread-safe:
+// one per thread, as SentenceSegmenter.
+class WordSegmenter {
+ public:
+  explicit WordSegmenter(const std::string& locale = "en");
+  WordSegmenter(const WordSegmenter& other);
+  WordSegmenter& operator=(const WordSegmenter&) = delete;
+  ~WordSegmenter();
+
+  // Appends the words of `text` (valid UTF-8), in order, to `words`.
+  void Split(std::string_view text, std::vector<std::string>* words) const;
+
+ private:
+  std::unique_ptr<icu::BreakIterator> iterator_;
+};
+
+// Each distinct word of `words` with its count, in order of first appearance.
+std::vector<std::pair<std::string, int32_t>> CountWords(const std::vector<std::string>& words);
 
 }  // namespace docmatch::data

@@ -2,6 +2,7 @@
 // WordPiece) with docmatch's reserved ids 0-4 (tokenizer.h).
 #include "data/text/tokenizer.h"
 
+#include "console/error.h"
 #include "data/text/wordpiece.h"
 
 #include <glog/logging.h>
@@ -137,7 +138,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
   if (wordpiece_) return wordpiece_->Encode(text);
   std::vector<int> ids;
   const auto status = processor_->Encode(text, &ids);
-  if (!status.ok()) throw std::runtime_error("[data] SentencePiece could not encode a text: " + status.ToString());
+  if (!status.ok()) throw Error("data", "SentencePiece could not encode a text: " + status.ToString());
   return std::vector<int32_t>(ids.begin(), ids.end());
 }
 
@@ -145,7 +146,7 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& ids) const {
   if (wordpiece_) return wordpiece_->Decode(ids);
   std::string text;
   const auto status = processor_->Decode(std::vector<int>(ids.begin(), ids.end()), &text);
-  if (!status.ok()) throw std::runtime_error("[data] SentencePiece could not decode ids: " + status.ToString());
+  if (!status.ok()) throw Error("data", "SentencePiece could not decode ids: " + status.ToString());
   return text;
 }
 

@@ -10,6 +10,8 @@
 
 #include <stdexcept>
 
+#include "console/error.h"
+
 namespace docmatch::data {
 namespace {
 
@@ -74,7 +76,7 @@ icu::UnicodeString Normalize(std::string_view text, const WordPieceOptions& opti
     UErrorCode status = U_ZERO_ERROR;
     const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(status);
     icu::UnicodeString decomposed = U_SUCCESS(status) ? nfd->normalize(cleaned, status) : cleaned;
-    if (U_FAILURE(status)) throw std::runtime_error(std::string("[wordpiece] NFD failed: ") + u_errorName(status));
+    if (U_FAILURE(status)) throw Error("wordpiece", std::string("NFD failed: ") + u_errorName(status));
     cleaned.remove();
     for (int32_t i = 0; i < decomposed.length();) {
       const UChar32 c = decomposed.char32At(i);

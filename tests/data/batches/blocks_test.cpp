@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "../test_corpus.h"
+#include "console/error.h"
 #include "data/text/tokenizer.h"
 
 namespace docmatch::data {
@@ -56,7 +57,7 @@ TEST(PackBlocks, ABlockWithNoRoomForAWordIsAnErrorNotAnAbort) {
     try {
       PackBlocks(d, options);
       ADD_FAILURE() << "block_length " << options.block_length << " packed";
-    } catch (const std::invalid_argument& e) {
+    } catch (const docmatch::Error& e) {
       EXPECT_NE(std::string(e.what()).find("block_length must be at least"), std::string::npos) << e.what();
     }
   }

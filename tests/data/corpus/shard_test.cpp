@@ -1,8 +1,15 @@
 // Shard write -> read round trips, corpus random access, and what a wrong file
 // gives (data/corpus/shard_writer.h, shard_reader.h, corpus.h).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <new>
+#include <vector>
 
 #include "../test_corpus.h"
 #include "data/corpus/corpus.h"
@@ -117,6 +124,73 @@ TEST(Shard, TruncatedForeignAndNonHdf5FilesGiveErrorsNamingTheFile) {
 
   error = ErrorOf([&] { ShardReader reader(dir.File("absent.h5")); });
   EXPECT_NE(error.find("no such file"), std::string::npos) << error;
+}
+
+// The address space this process maps now (/proc/self/status VmSize), KiB.
+int64_t MappedKib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoll(line.substr(7));
+  }
+  return -1;
+}
+
+// Opening or creating a shard when the process can allocate almost nothing
+// more (ulimit -v just above what it maps, the heap used up but 1 MiB):
+// std::bad_alloc, which the
+// commands turn into one line, where HDF5 1.10 dereferenced its failed
+// allocation (a SIGSEGV in H5AC_create). Run in a child process, whose
+// limit cannot touch the other tests; its exit code says what it saw.
+TEST(Shard, OpeningOrCreatingUnderAnAddressSpaceLimitThrowsBadAlloc) {
+  testing::ScratchDir dir("shard");
+  {
+    ShardWriter writer(dir.File("s.h5"), "00", 10);
+    for (int i = 0; i < 20; ++i) writer.Add(testing::SyntheticDocument(i));
+    writer.Close();
+  }
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::vector<void*> held;
+    held.reserve(1 << 16);
+    const int64_t mapped = MappedKib();
+    const rlimit limit{static_cast<rlim_t>(mapped + 4096) * 1024, static_cast<rlim_t>(mapped + 4096) * 1024};
+    if (mapped < 0 || setrlimit(RLIMIT_AS, &limit) != 0) _exit(10);
+    // Every byte malloc can still give (the heap's free space too), then 1 MiB
+    // back: room for a path's strings, not for HDF5's caches.
+    for (void* block; held.size() < held.capacity() && (block = std::malloc(64 << 10)) != nullptr;) {
+      held.push_back(block);
+    }
+    for (int i = 0; i < 16 && !held.empty(); ++i) {
+      std::free(held.back());
+      held.pop_back();
+    }
+    int outcome = 0;
+    try {
+      ShardReader reader(dir.File("s.h5"));
+      outcome |= 1;  // opened: not what a 4 MiB margin allows
+    } catch (const std::bad_alloc&) {
+    } catch (...) {
+      outcome |= 2;
+    }
+    try {
+      ShardWriter writer(dir.File("new.h5"), "00", 10);
+      writer.Add(testing::SyntheticDocument(0));
+      writer.Close();  // where the file is made
+      outcome |= 4;
+    } catch (const std::bad_alloc&) {
+    } catch (...) {
+      outcome |= 8;
+    }
+    _exit(outcome);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: opened, 2: another error opening, 4: created, 8: another error creating, "
+                                       "10: no limit could be set";
+  EXPECT_FALSE(fs::exists(dir.File("new.h5")));
+  EXPECT_FALSE(fs::exists(dir.File("new.h5.tmp")));
 }
 
 TEST(Corpus, RandomAccessByIndexAndIdAcrossShards) {

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "../test_corpus.h"
+#include "console/error.h"
 
 namespace docmatch::data {
 namespace {
@@ -125,8 +126,8 @@ TEST_F(StreamTest, CursorOfAnotherRankIsRefused) {
   ShardStream stream(corpus_, Options(0, 2));
   StreamCursor cursor = stream.cursor();
   cursor.rank = 1;
-  EXPECT_THROW(stream.Restore(cursor), std::invalid_argument);
-  EXPECT_THROW(ShardStream(corpus_, Options(2, 2)), std::invalid_argument);
+  EXPECT_THROW(stream.Restore(cursor), docmatch::Error);
+  EXPECT_THROW(ShardStream(corpus_, Options(2, 2)), docmatch::Error);
 }
 
 TEST_F(StreamTest, StoppingMidEpochJoinsTheReaderThread) {

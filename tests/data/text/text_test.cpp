@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace docmatch::data {
 namespace {
 
@@ -57,6 +61,32 @@ TEST(SentenceSegmenter, HandlesEdgeCases) {
   // A copy segments independently of the original (one per thread).
   SentenceSegmenter copy(segmenter);
   EXPECT_EQ(copy.Split("One. Two."), (Sentences{"One.", "Two."}));
+}
+
+// Words for BM25: ICU's word segments, punctuation and spaces left out,
+// lower-cased; apostrophes inside a word and separators inside a number keep
+// it whole (UAX #29). Expected lists written by hand.
+TEST(WordSegmenter, KeepsWordsAndNumbersLowerCased) {
+  const WordSegmenter segmenter;
+  std::vector<std::string> words;
+  segmenter.Split("Hello, World! It's 3.14 and 2,500 NA\u00CFVE caf\u00E9s -- (twice) twice.", &words);
+  EXPECT_EQ(words, (std::vector<std::string>{"hello", "world", "it's", "3.14", "and", "2,500", "na\u00efve",
+                                             "caf\u00e9s", "twice", "twice"}));
+  words.clear();
+  segmenter.Split("  ... !? -- ", &words);
+  EXPECT_TRUE(words.empty());
+  segmenter.Split("", &words);
+  EXPECT_TRUE(words.empty());
+  // Appends: a document's sentences one after another.
+  segmenter.Split("One.", &words);
+  segmenter.Split("Two one.", &words);
+  EXPECT_EQ(words, (std::vector<std::string>{"one", "two", "one"}));
+  EXPECT_EQ(CountWords(words), (std::vector<std::pair<std::string, int32_t>>{{"one", 2}, {"two", 1}}));
+  // A copy segments alone (one per thread).
+  const WordSegmenter copy(segmenter);
+  std::vector<std::string> more;
+  copy.Split("Straße STRASSE", &more);
+  EXPECT_EQ(more, (std::vector<std::string>{"stra\u00dfe", "strasse"}));
 }
 
 TEST(SplitParagraphs, JoinsWrappedLinesAndSplitsOnBlankLines) {
