@@ -78,18 +78,7 @@ Command AddEvalCommand(CLI::App* app) {
                       "ranking both use it")
           ->capture_default_str()
           ->check(InRange(0.0, 1.0));
-  sub->add_option("--lexical", o->lexical,
-                  "the lexical score of --lexical-weight: tfidf (a TF-IDF cosine over the model's token ids) or "
-                  "bm25 (BM25 over the corpus's words as prepare segments them, min-max normalised per query)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"tfidf", "bm25"}))
-      ->needs(weight);
-  sub->add_option("--bm25-k1", o->bm25.k1, "BM25's term-frequency saturation (Lucene's default)")
-      ->capture_default_str()
-      ->check(NonNegative());
-  sub->add_option("--bm25-b", o->bm25.b, "BM25's length normalisation, 0 to 1 (Lucene's default)")
-      ->capture_default_str()
-      ->check(InRange(0.0, 1.0));
+  AddLexicalFlags(sub, weight, &o->lexical, &o->bm25);
   sub->add_option("--batch-size", o->batch_size, "documents per embedding pass")
       ->capture_default_str()
       ->check(Positive());

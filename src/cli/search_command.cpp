@@ -32,6 +32,8 @@ namespace fs = std::filesystem;
 
 struct SearchFlags {
   std::string embeddings, model, corpus, tokenizer, queries, text, format = "table", device = "auto", index;
+  std::string lexical = "tfidf";  // the lexical score of --lexical-weight: tfidf or bm25
+  eval::Bm25Parameters bm25;
   bool ann = false;
   bool text_given = false;  // --text, even empty: an empty query is named, not taken for none
   std::vector<std::string> ids;
@@ -71,7 +73,13 @@ class SearchCommand {
     if (flags.options.lexical_weight > 0) {
       if (!corpus_) throw Error("search", "--lexical-weight needs --corpus (the corpus embedded)");
       file_.CheckCorpusOrder(*corpus_, "search", "embed that corpus again for hybrid search");
-      lexical_ = std::make_unique<eval::LexicalIndex>(*corpus_, /*progress=*/false);
+      if (flags.lexical == "bm25") {
+        words_ = std::make_shared<const data::WordCounts>(
+            data::WordCounts::OfCorpus(corpus_->directory(), corpus_->num_documents()));
+        bm25_ = std::make_unique<eval::Bm25Index>(words_, flags.bm25);
+      } else {
+        lexical_ = std::make_unique<eval::LexicalIndex>(*corpus_, /*progress=*/false);
+      }
     }
   }
 
@@ -83,6 +91,7 @@ class SearchCommand {
           flags_.index.empty() ? eval::AnnIndex::DefaultPath(file_.path()) : flags_.index, file_);
       options.index = index.get();
     }
+    options.bm25 = bm25_.get();
     const std::vector<eval::SearchQuery> queries = Queries();
     const eval::Searcher searcher(file_, model_.get(), lexical_.get(), options, device_);
     const std::vector<std::vector<eval::SearchHit>> results = searcher.Search(queries);
@@ -140,7 +149,9 @@ class SearchCommand {
     data::RawDocument raw;
     raw.id = label == text ? Excerpt(text) : label;  // what a message about it names
     raw.text = std::move(text);
-    return {label, -1, Encoder().Encode(std::move(raw))};
+    eval::SearchQuery query{label, -1, {}, {}};
+    query.text = Encoder().Encode(std::move(raw), &query.words);
+    return query;
   }
 
   std::vector<eval::SearchQuery> Queries() {
@@ -236,6 +247,8 @@ class SearchCommand {
   std::unique_ptr<model::DocumentModel> model_;
   std::string model_folder_;
   std::unique_ptr<eval::LexicalIndex> lexical_;
+  std::shared_ptr<const data::WordCounts> words_;
+  std::unique_ptr<eval::Bm25Index> bm25_;
   std::unique_ptr<data::Tokenizer> tokenizer_;
   std::unique_ptr<data::TextEncoder> encoder_;
 };
@@ -272,10 +285,11 @@ Command AddSearchCommand(CLI::App* app) {
       ->check(CLI::ExistingDirectory);
   sub->add_option("--tokenizer", flags->tokenizer,
                   "corpus folder (or tokenizer file) for text queries when the model folder carries none");
-  sub->add_option("--lexical-weight", flags->options.lexical_weight,
-                  "hybrid: (1 - w) x cosine + w x TF-IDF cosine over the corpus's tokens, as in `eval`")
-      ->capture_default_str()
-      ->check(InRange(0.0, 1.0));
+  CLI::Option* weight = sub->add_option("--lexical-weight", flags->options.lexical_weight,
+                                        "hybrid: (1 - w) x cosine + w x the lexical score (--lexical), as in `eval`")
+                            ->capture_default_str()
+                            ->check(InRange(0.0, 1.0));
+  AddLexicalFlags(sub, weight, &flags->lexical, &flags->bm25);
   sub->add_option("--rerank", flags->options.rerank, "SDR and maxsim: candidates their score re-orders")
       ->capture_default_str()
       ->check(Positive());

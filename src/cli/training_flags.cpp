@@ -153,6 +153,21 @@ void CheckStartHeadroom() {
 
 }  // namespace
 
+void AddLexicalFlags(CLI::App* app, CLI::Option* weight, std::string* lexical, eval::Bm25Parameters* bm25) {
+  app->add_option("--lexical", *lexical,
+                  "the lexical score of --lexical-weight: tfidf (a TF-IDF cosine over the model's token ids) or "
+                  "bm25 (BM25 over the corpus's words as prepare segments them, min-max normalised per query)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tfidf", "bm25"}))
+      ->needs(weight);
+  app->add_option("--bm25-k1", bm25->k1, "BM25's term-frequency saturation (Lucene's default)")
+      ->capture_default_str()
+      ->check(NonNegative());
+  app->add_option("--bm25-b", bm25->b, "BM25's length normalisation, 0 to 1 (Lucene's default)")
+      ->capture_default_str()
+      ->check(InRange(0.0, 1.0));
+}
+
 int RunDistributed(const DistributedFlags& flags, const std::function<int(dist::ProcessGroup& group)>& body) {
   CheckStartHeadroom();
   // Ctrl-C during MPI's start-up is held back (MPI may set handlers of its

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dist/process_group.h"
+#include "eval/bm25.h"
 #include "train/optimizer.h"
 
 namespace docmatch::cli {
@@ -19,6 +20,9 @@ struct DistributedFlags {
   double collective_timeout = 300;  // seconds
 };
 void AddDistributedFlags(CLI::App* app, DistributedFlags* flags);
+// --lexical (tfidf or bm25; it needs `weight`, the command's --lexical-weight),
+// --bm25-k1 and --bm25-b, as eval and search take them.
+void AddLexicalFlags(CLI::App* app, CLI::Option* weight, std::string* lexical, eval::Bm25Parameters* bm25);
 // --device alone, for the single-process commands (encode, search); resolve
 // it with dist::ProcessDevice.
 void AddDeviceFlag(CLI::App* app, std::string* device);

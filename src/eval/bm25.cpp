@@ -28,13 +28,14 @@ Bm25Index::Bm25Index(std::shared_ptr<const data::WordCounts> words, Bm25Paramete
   post_part_.resize(w.terms().size());
   std::vector<int64_t> next(word_begin_.begin(), word_begin_.end() - 1);
   const double k1 = parameters_.k1, b = parameters_.b;
+  norm_.resize(N);
   for (int64_t d = 0; d < N; ++d) {
-    const double norm = k1 * (1 - b + (average > 0 ? b * static_cast<double>(w.length(d)) / average : 0));
+    norm_[d] = k1 * (1 - b + (average > 0 ? b * static_cast<double>(w.length(d)) / average : 0));
     for (int64_t e = w.begin(d); e < w.end(d); ++e) {
       const double tf = w.counts()[e];
       const int64_t at = next[w.terms()[e]]++;
       post_document_[at] = static_cast<int32_t>(d);
-      post_part_[at] = tf / (tf + norm);
+      post_part_[at] = tf / (tf + norm_[d]);
     }
   }
   idf_.resize(W);
@@ -59,6 +60,26 @@ torch::Tensor Bm25Index::Scores(const std::vector<int64_t>& queries) const {
   return scores;
 }
 
+double Bm25Index::Score(int64_t query, int64_t document) const {
+  const data::WordCounts& w = *words_;
+  double score = 0;
+  int64_t a = w.begin(query), b = w.begin(document);
+  while (a < w.end(query) && b < w.end(document)) {
+    const int32_t ta = w.terms()[a], tb = w.terms()[b];
+    if (ta < tb) {
+      ++a;
+    } else if (tb < ta) {
+      ++b;
+    } else {
+      const double tf = w.counts()[b];
+      score += w.counts()[a] * idf_[ta] * (tf / (tf + norm_[document]));
+      ++a;
+      ++b;
+    }
+  }
+  return score;
+}
+
 torch::Tensor Bm25Index::ScoresOfBags(const std::vector<data::WordBag>& bags) const {
   torch::Tensor scores = torch::zeros({static_cast<int64_t>(bags.size()), size()}, torch::kFloat64);
   for (size_t q = 0; q < bags.size(); ++q) {
@@ -68,6 +89,21 @@ torch::Tensor Bm25Index::ScoresOfBags(const std::vector<data::WordBag>& bags) co
     }
   }
   return scores;
+}
+
+torch::Tensor MinMaxPerQuery(torch::Tensor rows, const std::vector<int64_t>& self) {
+  for (int64_t q = 0; q < rows.size(0); ++q) {
+    torch::Tensor row = rows[q];
+    const torch::Tensor others = self[q] >= 0 ? row.index({torch::arange(row.numel()).ne(self[q])}) : row;
+    if (others.numel() == 0) continue;
+    const double low = others.min().item<double>(), high = others.max().item<double>();
+    if (high > low) {
+      row.sub_(low).div_(high - low);
+    } else {
+      row.zero_();
+    }
+  }
+  return rows;
 }
 
 }  // namespace docmatch::eval

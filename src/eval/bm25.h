@@ -41,6 +41,9 @@ class Bm25Index {
   double idf(int32_t word) const { return idf_[word]; }
   // Scores (Q, N) float64 of the corpus's documents `queries` against every document.
   torch::Tensor Scores(const std::vector<int64_t>& queries) const;
+  // BM25 of document `query` against document `document` alone (a merge of
+  // their sorted words): a pair's score without a whole row.
+  double Score(int64_t query, int64_t document) const;
   // Scores (Q, N) float64 of word bags from elsewhere (another corpus's
   // documents, a text's words counted by data::CountWords).
   torch::Tensor ScoresOfBags(const std::vector<data::WordBag>& bags) const;
@@ -52,9 +55,16 @@ class Bm25Index {
   std::shared_ptr<const data::WordCounts> words_;
   Bm25Parameters parameters_;
   std::vector<double> idf_;             // (W,)
+  std::vector<double> norm_;            // (N,) k1 * (1 - b + b * |d| / avgdl)
   std::vector<int64_t> word_begin_;     // (W + 1,) into the postings
   std::vector<int32_t> post_document_;  // documents holding each word, ascending
   std::vector<double> post_part_;       // tf / (tf + k1 * (1 - b + b * |d| / avgdl))
 };
+
+// BM25 rows (Q, N) brought to [0, 1] in place, each by the min and max over
+// its documents other than the query's own (self[q]; -1 when the query is
+// not one of them), for fusing with cosines: w then weighs alike whatever a
+// query's length. A row whose candidates all score alike becomes 0.
+torch::Tensor MinMaxPerQuery(torch::Tensor rows, const std::vector<int64_t>& self);
 
 }  // namespace docmatch::eval

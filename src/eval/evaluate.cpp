@@ -9,6 +9,8 @@
 #include <iomanip>
 #include <numeric>
 #include <sstream>
+#include <unordered_map>
+#include <utility>
 
 #include "console/error.h"
 #include "console/interrupt.h"
@@ -28,6 +30,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kMaxSim = "maxsim over windows";
+// Up to this many candidates a query's BM25 scores are merges of two
+// documents' words; above, one pass over the query words' postings.
+constexpr int64_t kBm25PairsByMerge = 64;
 
 // Everything a score needs: the model (pair head) and every document's
 // vectors, or its sentence vectors for SDR's hierarchical score (and, with
@@ -44,7 +49,10 @@ struct Scorer {
   size_t pool_size = 0;                   // documents a pair's target is scored among
   const LexicalIndex* lexical = nullptr;  // hybrid: (1 - w) * dense cosine + w * TF-IDF cosine
   const Bm25Index* bm25 = nullptr;        // or (1 - w) * dense cosine + w * BM25 normalised per query
-  double lexical_weight = 0;              // w
+  // Each query's BM25 (min, max) over the other documents, as Blend finds them.
+  std::shared_ptr<std::unordered_map<int64_t, std::pair<double, double>>> bm25_ranges =
+      std::make_shared<std::unordered_map<int64_t, std::pair<double, double>>>();
+  double lexical_weight = 0;  // w
   // eval --queries: the queries are documents of their own corpus, ranked
   // against every document of `vectors` (the candidates), none left out.
   torch::Tensor query_vectors;                      // (Q, D)
@@ -55,23 +63,6 @@ struct Scorer {
   bool separate_queries() const { return query_vectors.defined(); }
   bool hybrid() const { return lexical != nullptr || bm25 != nullptr; }
 
-  // BM25 rows (Q, N) brought to [0, 1] per query, min-max over the documents
-  // other than the query itself (self[q]; -1: every document is a candidate),
-  // so that w weighs alike whatever a query's length: BM25 is unbounded.
-  static torch::Tensor MinMax(torch::Tensor rows, const std::vector<int64_t>& self) {
-    for (int64_t q = 0; q < rows.size(0); ++q) {
-      torch::Tensor row = rows[q];
-      torch::Tensor others = self[q] >= 0 ? row.index({torch::arange(row.numel()).ne(self[q])}) : row;
-      if (others.numel() == 0) continue;
-      const double low = others.min().item<double>(), high = others.max().item<double>();
-      if (high > low) {
-        row.sub_(low).div_(high - low);
-      } else {
-        row.zero_();
-      }
-    }
-    return rows;
-  }
   // The BM25 side (Q, N) of --queries' documents, from their own words.
   torch::Tensor Bm25OfQueries(const std::vector<int64_t>& queries) const {
     std::vector<data::WordBag> bags;
@@ -81,7 +72,7 @@ struct Scorer {
         bag.emplace_back(query_words->word(query_words->terms()[e]), query_words->counts()[e]);
       bags.push_back(std::move(bag));
     }
-    return MinMax(bm25->ScoresOfBags(bags), std::vector<int64_t>(queries.size(), -1));
+    return MinMaxPerQuery(bm25->ScoresOfBags(bags), std::vector<int64_t>(queries.size(), -1));
   }
 
   bool hierarchical() const { return !sdr.empty(); }
@@ -115,8 +106,26 @@ struct Scorer {
   // Dense scores (candidates,) of `query`, with TF-IDF blended in when hybrid.
   torch::Tensor Blend(torch::Tensor scores, int64_t query, const torch::Tensor& candidates) const {
     if (bm25) {
-      const torch::Tensor row = MinMax(bm25->Scores({query}), {query})[0];
-      scores = (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * row.index_select(0, candidates);
+      // The query's range over the other documents, found once per query (a
+      // pair's score must not cost a whole row each time), then each
+      // candidate's own score.
+      auto [range, added] = bm25_ranges->try_emplace(query, 0.0, 0.0);
+      if (added) {
+        const torch::Tensor row = bm25->Scores({query})[0];
+        const torch::Tensor others = row.index({torch::arange(row.numel()).ne(query)});
+        if (others.numel() > 0) range->second = {others.min().item<double>(), others.max().item<double>()};
+      }
+      const auto [low, high] = range->second;
+      torch::Tensor words;
+      if (candidates.numel() > kBm25PairsByMerge) {  // many candidates: the query's row, one pass of postings
+        words = bm25->Scores({query})[0].index_select(0, candidates);
+      } else {
+        words = torch::empty({candidates.numel()}, torch::kFloat64);
+        const auto* index = candidates.data_ptr<int64_t>();
+        for (int64_t i = 0; i < candidates.numel(); ++i) words[i] = bm25->Score(query, index[i]);
+      }
+      words = high > low ? (words - low) / (high - low) : torch::zeros_like(words);
+      scores = (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * words;
     }
     if (lexical) {
       torch::Tensor words = torch::empty({candidates.numel()}, torch::kFloat64);
@@ -175,8 +184,8 @@ struct Scorer {
     torch::Tensor scores = Matrix(vectors.index_select(0, index), vectors);  // (Q, N)
     if (lexical) scores = (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * lexical->Scores(queries);
     if (bm25) {
-      scores =
-          (1 - lexical_weight) * scores.to(torch::kFloat64) + lexical_weight * MinMax(bm25->Scores(queries), queries);
+      scores = (1 - lexical_weight) * scores.to(torch::kFloat64) +
+               lexical_weight * MinMaxPerQuery(bm25->Scores(queries), queries);
     }
     const torch::Tensor others = all.unsqueeze(0).ne(index.unsqueeze(1));  // (Q, N)
     return scores.masked_select(others).view({static_cast<int64_t>(queries.size()), N - 1});

@@ -41,12 +41,12 @@ Searcher::Searcher(const EmbeddingFile& file, model::DocumentModel* model, const
   cosine_ = !model_ || model_->cosine();
   if (options_.index && (!cosine_ || options_.lexical_weight > 0)) {
     throw Error("search", "--ann finds the nearest cosines; this search scores with " +
-                              std::string(options_.lexical_weight > 0 ? "TF-IDF fused in (--lexical-weight)"
+                              std::string(options_.lexical_weight > 0 ? "a lexical score fused in (--lexical-weight)"
                                                                       : "the model's pair head") +
                               ": search exactly");
   }
   if (options_.lexical_weight > 0) {
-    if (!lexical_) throw Error("search", "--lexical-weight needs the corpus's TF-IDF index");
+    if (!lexical_ && !options_.bm25) throw Error("search", "--lexical-weight needs the corpus's lexical index");
     if (!cosine_ || file_.has_sentences()) {
       throw Error("search", std::string("--lexical-weight fuses TF-IDF with a cosine of document vectors; ") +
                                 (file_.score() == "maxsim"
@@ -54,10 +54,10 @@ Searcher::Searcher(const EmbeddingFile& file, model::DocumentModel* model, const
                                        "TF-IDF with MaxSim)"
                                      : "this model's score is not one"));
     }
-    if (lexical_->size() != file_.size()) {
-      throw Error("search", "the corpus holds " + std::to_string(lexical_->size()) + " documents and '" + file_.path() +
-                                "' " + std::to_string(file_.size()) +
-                                " vectors: give the corpus the file was embedded from");
+    const int64_t documents = options_.bm25 ? options_.bm25->size() : lexical_->size();
+    if (documents != file_.size()) {
+      throw Error("search", "the corpus holds " + std::to_string(documents) + " documents and '" + file_.path() + "' " +
+                                std::to_string(file_.size()) + " vectors: give the corpus the file was embedded from");
     }
   }
 }
@@ -112,18 +112,29 @@ torch::Tensor Searcher::LexicalScores(const std::vector<SearchQuery>& queries) c
   // One pass over the index for the document queries, one for the texts.
   std::vector<int64_t> rows, row_at, text_at;
   std::vector<std::vector<int32_t>> texts;
+  std::vector<data::WordBag> bags;
   for (int64_t q = 0; q < static_cast<int64_t>(queries.size()); ++q) {
     if (queries[q].row >= 0) {
       rows.push_back(queries[q].row);
       row_at.push_back(q);
     } else {
       texts.push_back(queries[q].text.tokens);
+      bags.push_back(queries[q].words);
       text_at.push_back(q);
     }
   }
-  torch::Tensor scores = torch::empty({static_cast<int64_t>(queries.size()), lexical_->size()}, torch::kFloat64);
-  if (!rows.empty()) scores.index_copy_(0, torch::tensor(row_at), lexical_->Scores(rows));
-  if (!texts.empty()) scores.index_copy_(0, torch::tensor(text_at), lexical_->ScoresOfTokens(texts));
+  const Bm25Index* bm25 = options_.bm25;
+  torch::Tensor scores =
+      torch::empty({static_cast<int64_t>(queries.size()), bm25 ? bm25->size() : lexical_->size()}, torch::kFloat64);
+  if (!rows.empty()) {
+    scores.index_copy_(0, torch::tensor(row_at),
+                       bm25 ? MinMaxPerQuery(bm25->Scores(rows), rows) : lexical_->Scores(rows));
+  }
+  if (!texts.empty()) {
+    scores.index_copy_(0, torch::tensor(text_at),
+                       bm25 ? MinMaxPerQuery(bm25->ScoresOfBags(bags), std::vector<int64_t>(bags.size(), -1))
+                            : lexical_->ScoresOfTokens(texts));
+  }
   return scores;
 }
 

@@ -11,8 +11,8 @@
 //   MatchBERT maxsim (and files fused from one): the cosine of the mean
 //         window vectors picks `rerank` candidates, MaxSim over the windows
 //         (never z-scored) orders them
-// and with a lexical index, (1 - w) * cosine + w * TF-IDF cosine (hybrid, as
-// eval --lexical-weight).
+// and with a lexical index, (1 - w) * cosine + w * TF-IDF cosine, or
+// + w * BM25 normalised per query (hybrid, as eval --lexical-weight).
 //
 // Approximate search (an AnnIndex, `docmatch index`): the graph gives each
 // query its best cosines without reading every row (SDR: the candidates its
@@ -26,6 +26,7 @@
 
 #include "data/corpus/document.h"
 #include "eval/ann_index.h"
+#include "eval/bm25.h"
 #include "eval/embeddings.h"
 #include "eval/lexical.h"
 #include "model/document_model.h"
@@ -36,6 +37,7 @@ struct SearchQuery {
   std::string label;    // how the output names it: the id, or the text's
   int64_t row = -1;     // a row of the embeddings file, or -1 for a text
   data::Document text;  // the text, tokenized (row == -1)
+  data::WordBag words;  // the text's words, for BM25 (row == -1)
 };
 
 struct SearchHit {
@@ -46,7 +48,8 @@ struct SearchHit {
 struct SearchOptions {
   int64_t top = 10;
   bool exclude_self = false;        // a document query leaves itself out
-  double lexical_weight = 0;        // hybrid: share of the TF-IDF cosine (needs `lexical`)
+  double lexical_weight = 0;        // hybrid: share of the lexical score (needs `lexical` or `bm25`)
+  const Bm25Index* bm25 = nullptr;  // hybrid with BM25 (min-max per query) instead of the TF-IDF cosine
   int64_t rerank = 100;             // SDR: candidates the hierarchical score orders
   bool sdr_normalize = true;        // SDR: the paper's z-score over those candidates
   int64_t block_rows = 16384;       // rows scored at a time

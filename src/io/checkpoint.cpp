@@ -93,7 +93,7 @@ void LoadState(torch::nn::Module& module, const std::map<std::string, torch::Ten
   }
   if (!problems.empty()) {
     std::ostringstream message;
-    message << "[ckpt] '" << origin << "' was made for another model or config (" << problems.size()
+    message << "'" << origin << "' was made for another model or config (" << problems.size()
             << " mismatched tensors):";
     for (const auto& p : problems) message << "\n  " << p;
     throw CheckpointMismatch(message.str());

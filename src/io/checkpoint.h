@@ -16,15 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "console/error.h"
 #include "io/own_outputs.h"
 
 namespace docmatch::io {
 
 // A checkpoint whose tensors do not fit the model (another model or config):
 // not damage, so no other checkpoint of the same run would load either.
-class CheckpointMismatch : public std::runtime_error {
+class CheckpointMismatch : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit CheckpointMismatch(const std::string& sentence) : Error("ckpt", sentence) {}
 };
 
 // Parameters and buffers of `module` to `path` (one archive file).

@@ -202,26 +202,28 @@ std::string ExportModel(const ExportOptions& options) {
               << (hf.whole_model || hf.caveat.empty() ? "" : "; " + hf.caveat);
   }
 
-  files::WriteFolder(options.output, [&](const std::string& tmp) {
-    WriteSafetensors(tensors, tmp + "/model.safetensors",
-                     {{"format", "pt"}, {"docmatch_kind", info.config.kind}, {"source", options.model}});
-    const std::string tokenizer_file = data::TokenizerFileName(tokenizer);
-    files::CopyFile(tokenizer_path, tmp + "/" + tokenizer_file);
-    info.weights = "model.safetensors";
-    info.prefix = "";
-    info.stage = "export";
-    info.tokenizer = tokenizer_file;
-    nlohmann::json config = ModelFolderInfoJson(info);
-    if (format == "hf") {
-      config.update(BertConfig(hf));
-      WriteHfFiles(tmp, hf, data::WordPiece::Parse(tokenizer.serialized_model(), tokenizer_path), dense);
-      if (hf.whole_model && !hf.caveat.empty()) LOG(WARNING) << "[export] " << hf.caveat;
-    }
-    files::WriteFile(tmp + "/" + kModelConfigFile, config.dump(2) + "\n");
-    WriteChecksums(tmp);
-    for (const std::string& name : CarryOverOthersFiles(options.output, tmp))  // last: nothing may fail after
-      LOG(INFO) << "[export] kept '" << name << "' of " << options.output << " (not docmatch's)";
-  });
+  const std::vector<std::string> kept = ReplaceModelFolder(
+      options.output,
+      [&](const std::string& tmp) {
+        WriteSafetensors(tensors, tmp + "/model.safetensors",
+                         {{"format", "pt"}, {"docmatch_kind", info.config.kind}, {"source", options.model}});
+        const std::string tokenizer_file = data::TokenizerFileName(tokenizer);
+        files::CopyFile(tokenizer_path, tmp + "/" + tokenizer_file);
+        info.weights = "model.safetensors";
+        info.prefix = "";
+        info.stage = "export";
+        info.tokenizer = tokenizer_file;
+        nlohmann::json config = ModelFolderInfoJson(info);
+        if (format == "hf") {
+          config.update(BertConfig(hf));
+          WriteHfFiles(tmp, hf, data::WordPiece::Parse(tokenizer.serialized_model(), tokenizer_path), dense);
+          if (hf.whole_model && !hf.caveat.empty()) LOG(WARNING) << "[export] " << hf.caveat;
+        }
+        files::WriteFile(tmp + "/" + kModelConfigFile, config.dump(2) + "\n");
+        WriteChecksums(tmp);
+      },
+      "export");
+  for (const std::string& name : kept) LOG(INFO) << "[export] kept your '" << name << "' in " << options.output;
   return format;
 }
 

@@ -353,23 +353,25 @@ ImportReport ImportHuggingFace(const ImportOptions& options) {
   // The folder: weights, tokenizer, config, report.
   std::map<std::string, torch::Tensor> tensors;
   for (const auto& [name, value] : targets) tensors[name] = value.detach().contiguous();
-  files::WriteFolder(options.output, [&](const std::string& tmp) {
-    WriteSafetensors(tensors, tmp + "/model.safetensors",
-                     {{"format", "pt"}, {"docmatch_kind", config.kind}, {"source", options.input}});
-    const data::WordPiece wordpiece(pieces, wordpiece_options, data::kUnkId);
-    const data::Tokenizer tokenizer = data::Tokenizer::SaveWordPiece(wordpiece, tmp + "/" + data::kWordPieceFile);
-    ModelFolderInfo info;
-    info.config = config;
-    info.weights = "model.safetensors";
-    info.stage = "import";
-    info.tokenizer_hash = tokenizer.hash();
-    info.tokenizer = data::kWordPieceFile;
-    WriteModelFolderInfo(tmp, info);
-    files::WriteFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
-    WriteChecksums(tmp);
-    for (const std::string& name : CarryOverOthersFiles(options.output, tmp))  // last: nothing may fail after
-      LOG(INFO) << "[import] kept '" << name << "' of " << options.output << " (not docmatch's)";
-  });
+  const std::vector<std::string> kept = ReplaceModelFolder(
+      options.output,
+      [&](const std::string& tmp) {
+        WriteSafetensors(tensors, tmp + "/model.safetensors",
+                         {{"format", "pt"}, {"docmatch_kind", config.kind}, {"source", options.input}});
+        const data::WordPiece wordpiece(pieces, wordpiece_options, data::kUnkId);
+        const data::Tokenizer tokenizer = data::Tokenizer::SaveWordPiece(wordpiece, tmp + "/" + data::kWordPieceFile);
+        ModelFolderInfo info;
+        info.config = config;
+        info.weights = "model.safetensors";
+        info.stage = "import";
+        info.tokenizer_hash = tokenizer.hash();
+        info.tokenizer = data::kWordPieceFile;
+        WriteModelFolderInfo(tmp, info);
+        files::WriteFile(tmp + "/import.json", report.ToJson().dump(2) + "\n");
+        WriteChecksums(tmp);
+      },
+      "import");
+  for (const std::string& name : kept) LOG(INFO) << "[import] kept your '" << name << "' in " << options.output;
   return report;
 }
 

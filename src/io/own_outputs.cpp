@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -50,51 +52,78 @@ std::string Lacks(const fs::path& folder, std::initializer_list<const char*> fil
   return missing.empty() ? "" : "has no " + missing;
 }
 
-// The names `folder`'s checksums.json records: what docmatch wrote there.
-std::vector<std::string> RecordedNames(const fs::path& folder) {
-  std::ifstream in(folder / kChecksumFile);
-  const nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  std::vector<std::string> names;
-  if (!json.is_object() || !json.contains("files") || !json["files"].is_object()) return names;
-  for (const auto& [name, _] : json["files"].items()) names.push_back(name);
+// What docmatch wrote in a model folder: the names its checksums.json
+// records, that record itself, and the sentence-transformers module folders
+// its modules.json names ("1_Pooling", "2_Dense").
+std::set<std::string> DocmatchsNames(const fs::path& folder) {
+  std::set<std::string> names = {kChecksumFile};
+  std::ifstream record(folder / kChecksumFile);
+  const nlohmann::json json = nlohmann::json::parse(record, nullptr, /*allow_exceptions=*/false);
+  if (json.is_object() && json.contains("files") && json["files"].is_object()) {
+    for (const auto& [name, _] : json["files"].items()) names.insert(name);
+  }
+  if (names.count("modules.json")) {
+    std::ifstream in(folder / "modules.json");
+    const nlohmann::json modules = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    for (const nlohmann::json& module : modules.is_array() ? modules : nlohmann::json::array()) {
+      if (module.is_object() && module.contains("path") && module["path"].is_string()) {
+        const std::string path = module["path"].get<std::string>();
+        if (!path.empty() && path.find('/') == std::string::npos) names.insert(path);
+      }
+    }
+  }
   return names;
 }
 
-// A sentence-transformers module folder as export --format hf writes them:
-// digits, an underscore, a name ("1_Pooling", "2_Dense").
-bool ModuleFolder(const fs::directory_entry& entry) {
-  const std::string name = entry.path().filename().string();
-  const size_t underscore = name.find('_');
+// Moves each entry of `old_folder` that docmatch did not write and `folder`
+// does not hold into `folder`; on a failed move, those moved go back first.
+std::vector<std::string> CarryOverOthersFiles(const std::string& old_folder, const std::string& folder,
+                                              const std::string& stage) {
   std::error_code error;
-  return entry.is_directory(error) && underscore != std::string::npos && underscore > 0 &&
-         name.find_first_not_of("0123456789") == underscore && underscore + 1 < name.size();
+  std::vector<std::string> kept;
+  const std::set<std::string> docmatchs = DocmatchsNames(old_folder);
+  for (const fs::directory_entry& entry : fs::directory_iterator(old_folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (docmatchs.count(name) || fs::exists(fs::symlink_status(fs::path(folder) / name, error))) continue;
+    fs::rename(entry.path(), fs::path(folder) / name, error);  // beside each other: a rename, never a copy
+    if (error) {
+      std::error_code ignored;
+      for (const std::string& moved : kept) fs::rename(fs::path(folder) / moved, fs::path(old_folder) / moved, ignored);
+      throw Error(stage, "cannot move your '" + entry.path().string() + "' into the new " + folder + ": " +
+                             error.message() + "; the replaced folder is kept whole as " + old_folder);
+    }
+    kept.push_back(name);
+  }
+  return kept;
 }
 
 }  // namespace
 
-std::vector<std::string> CarryOverOthersFiles(const std::string& old_folder, const std::string& staged) {
+std::vector<std::string> ReplaceModelFolder(const std::string& output,
+                                            const std::function<void(const std::string& staged)>& write,
+                                            const std::string& stage) {
   std::error_code error;
-  std::vector<std::string> kept;
-  if (!fs::is_directory(old_folder, error)) return kept;
-  const std::vector<std::string> recorded = RecordedNames(old_folder);
-  for (const fs::directory_entry& entry : fs::directory_iterator(old_folder, error)) {
-    const std::string name = entry.path().filename().string();
-    if (name == kChecksumFile || std::find(recorded.begin(), recorded.end(), name) != recorded.end() ||
-        ModuleFolder(entry) || fs::exists(fs::symlink_status(fs::path(staged) / name, error))) {
-      continue;
-    }
-    // Beside each other on one file system: a rename, never a copy. Where one
-    // fails, those moved go back before the error, so the staged folder's
-    // clean-up cannot take them.
-    fs::rename(entry.path(), fs::path(staged) / name, error);
-    if (error) {
-      std::error_code ignored;
-      for (const std::string& moved : kept) fs::rename(fs::path(staged) / moved, fs::path(old_folder) / moved, ignored);
-      throw Error("io", "cannot keep '" + entry.path().string() + "' in the replaced folder: " + error.message() +
-                            "; nothing was replaced");
-    }
-    kept.push_back(name);
+  const std::string aside = output + ".replaced";
+  if (fs::exists(fs::symlink_status(aside, error))) {
+    throw Error(stage, "'" + aside + "' holds the model folder an earlier " + stage +
+                           " was replacing when it stopped, with any files you had added to it: move out what you "
+                           "want to keep and remove it, then run again");
   }
+  const bool replacing = fs::exists(fs::symlink_status(output, error));
+  if (replacing) {
+    fs::rename(output, aside, error);
+    if (error) throw Error(stage, "cannot set '" + output + "' aside to replace it: " + error.message());
+  }
+  try {
+    files::WriteFolder(output, write);
+  } catch (...) {
+    std::error_code ignored;
+    if (replacing && !fs::exists(fs::symlink_status(output, ignored))) fs::rename(aside, output, ignored);
+    throw;
+  }
+  if (!replacing) return {};
+  const std::vector<std::string> kept = CarryOverOthersFiles(aside, output, stage);
+  fs::remove_all(aside, error);  // docmatch's own files alone are left in it now
   return kept;
 }
 

@@ -20,6 +20,7 @@
 // is never deleted. This file is the one place that decides it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,12 +49,18 @@ void CheckOwnOutputs(const std::vector<std::pair<std::string, Output>>& paths, c
 size_t RemoveOwnOutputs(const std::vector<std::pair<std::string, Output>>& paths, const std::string& why,
                         const std::string& advice);
 
-// Where a model folder docmatch wrote is replaced (export and import-hf
-// --overwrite), the files and folders a user added to it are kept: each entry
-// of `old_folder` that docmatch did not write there (not in its
-// checksums.json, not checksums.json itself, not a sentence-transformers
-// module folder such as 1_Pooling/) and that `staged` does not hold is moved
-// into `staged`, the folder about to take its place. Returns their names.
-std::vector<std::string> CarryOverOthersFiles(const std::string& old_folder, const std::string& staged);
+// Writes the model folder `output` through `write` (files::WriteFolder: a
+// staged folder renamed into place), replacing one there (docmatch's: the
+// caller checks) while keeping what a user added to it: the old folder is set
+// aside as <output>.replaced, the new one moved into place, then each entry
+// of the old one that docmatch did not write (not in its checksums.json, not
+// that record, not a module folder its modules.json names) and the new one
+// lacks is moved in, and only then is the old folder removed. A failure
+// before the new folder is in place puts the old one back; a crash leaves
+// <output>.replaced whole, and the next write refuses to run until the user
+// has looked at it. Returns the names kept.
+std::vector<std::string> ReplaceModelFolder(const std::string& output,
+                                            const std::function<void(const std::string& staged)>& write,
+                                            const std::string& stage);
 
 }  // namespace docmatch::io

@@ -305,9 +305,9 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
   try {
     Load(*latest, module, optimizer, &state);
   } catch (const io::CheckpointMismatch& e) {
-    throw std::runtime_error(std::string(e.what()) + "\nEvery checkpoint of " + run_ +
-                             " was made for that model: resume with the options it was started with, or start a "
-                             "new run with another --run");
+    throw Error(e.stage(), e.sentence() + "\nEvery checkpoint of " + run_ +
+                               " was made for that model: resume with the options it was started with, or start a "
+                               "new run with another --run");
   } catch (const std::exception& e) {
     // Offer the newest complete checkpoint before this one.
     const std::vector<std::string> steps = checkpoints_.Steps();
@@ -316,7 +316,8 @@ std::optional<ResumedState> TrainingRun::Resume(bool resume, torch::nn::Module& 
         it != steps.begin() && it != steps.end()
             ? "the previous checkpoint is " + *std::prev(it) + ": remove " + *latest + " to resume from it"
             : "no earlier checkpoint is kept: start over with --fresh";
-    throw std::runtime_error(std::string(e.what()) + "\n" + offer);
+    const auto* error = dynamic_cast<const Error*>(&e);
+    throw Error(error ? error->stage() : "ckpt", (error ? error->sentence() : std::string(e.what())) + "\n" + offer);
   }
   OpenLogs(state.step);
   if (group_.rank() == 0) LOG(INFO) << "[ckpt] resumed from " << *latest << " at step " << state.step;

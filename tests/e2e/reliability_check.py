@@ -702,9 +702,19 @@ def round_four(c):
     output = c.run(["export", "--model", step, "--corpus", c.corpus, "--output", exported_to, "--overwrite"])
     check(open(os.path.join(exported_to, "notes.md")).read() == "mine\n" and
           os.path.exists(os.path.join(exported_to, "plots", "a.txt")) and
-          os.stat(os.path.join(exported_to, "config.json")).st_mtime_ns != before and "kept 'notes.md'" in output,
+          os.stat(os.path.join(exported_to, "config.json")).st_mtime_ns != before and "kept your 'notes.md'" in output,
           f"export --overwrite and a user's files: {sorted(os.listdir(exported_to))}\n{output[-1500:]}")
     cases["export_kept"] = sorted(n for n in os.listdir(exported_to) if n in ("notes.md", "plots"))
+    # A replacement that stopped half-way leaves <output>.replaced with the
+    # user's files: the next export refuses to run over it.
+    os.makedirs(exported_to + ".replaced")
+    open(os.path.join(exported_to + ".replaced", "notes.md"), "w").write("older\n")
+    output = c.run(["export", "--model", step, "--corpus", c.corpus, "--output", exported_to, "--overwrite"],
+                   fail=True)
+    check("holds the model folder an earlier export was replacing" in output and
+          open(os.path.join(exported_to + ".replaced", "notes.md")).read() == "older\n" and
+          os.path.exists(os.path.join(exported_to, "notes.md")),
+          "an export over a half-done replacement:\n" + output[-1500:])
     # Rows 4 and 21: an address-space limit just above what the libraries map
     # crashed HDF5 (SIGSEGV opening a shard) or aborted MPI's start-up with
     # its banner. One line now, before anything is made.

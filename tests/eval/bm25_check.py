@@ -9,7 +9,8 @@
     and b, to float32 rounding (bm25s keeps float32), at two settings;
   * `eval --lexical bm25 --lexical-weight 1` ranks by those scores (the
     query left out, min-max per query keeping the order): its MRR equals the
-    MRR computed here from them; and a corpus
+    MRR computed here from them; `search --lexical bm25` gives the hits and
+    normalised scores that follow from them; and a corpus
     prepared before words were kept is named, with what to do.
 
 usage: bm25_check.py DOCMATCH BM25_SCORES SCRATCH
@@ -35,6 +36,7 @@ TEXTS = [
     "Tree, tree, tree! Trees grow slowly.\n\nA second paragraph about trees and mats.",
     "東京 is a city. Tokyo has many trains; trains run on time.",
     "Nothing here shares much with the others except the word the.",
+    "A blob " + "ab" * 150 + " is not a word: 300 letters, over the 255 bytes kept.",
 ]
 
 
@@ -50,7 +52,9 @@ def icu_words(text):
     words, begin = [], iterator.first()
     for end in iterator:
         if iterator.getRuleStatus() >= 100:  # UBRK_WORD_NONE_LIMIT: letters, numbers, kana, ideographs
-            words.append(str(icu.UnicodeString(text[begin:end]).toLower(icu.Locale.getRoot())))
+            word = str(icu.UnicodeString(text[begin:end]).toLower(icu.Locale.getRoot()))
+            if len(word.encode()) <= 255:  # longer ones are left out, as Lucene bounds a token
+                words.append(word)
         begin = end
     return words
 
@@ -68,7 +72,8 @@ def main():
                     "--no-progress"], check=True, capture_output=True)
 
     with h5py.File(os.path.join(corpus, "words.h5")) as f:
-        vocabulary = [w.decode() for w in f["vocabulary"][:]]
+        data, ends = f["vocabulary_bytes"][:].tobytes(), f["vocabulary_offsets"][:]
+        vocabulary = [data[ends[w]:ends[w + 1]].decode() for w in range(len(ends) - 1)]
         offsets, terms, counts = f["document_offsets"][:], f["term_ids"][:], f["term_counts"][:]
     kept = [{vocabulary[t]: int(c) for t, c in zip(terms[offsets[d]:offsets[d + 1]], counts[offsets[d]:offsets[d + 1]])}
             for d in range(len(TEXTS))]
@@ -78,7 +83,8 @@ def main():
         expected = collections.Counter(icu_words(text))
         check(kept[d] == dict(expected), f"document {d}: words.h5 holds {kept[d]}, PyICU reads {dict(expected)}")
     check(kept[3].get("naïve") == 1 and kept[3].get("3.14") == 1 and kept[3].get("it's") == 1 and
-          kept[5].get("tree") == 3, f"lower-casing, numbers or counts: {kept[3]} {kept[5]}")
+          kept[5].get("tree") == 3 and "blob" in kept[8] and max(len(w) for w in kept[8]) < 255,
+          f"lower-casing, numbers, counts or the length bound: {kept[3]} {kept[5]} {kept[8]}")
 
     tokens = [[w for w, c in bag.items() for _ in range(c)] for bag in kept]
     figures = {}
@@ -130,6 +136,45 @@ def main():
     check(abs(ours_mrr - float(np.mean(reciprocal))) < 1e-9 and "BM25" in metrics["score"],
           f"eval's BM25 MRR {ours_mrr} vs the scores' {np.mean(reciprocal)} ({metrics['score']})")
     figures["eval_mrr"] = ours_mrr
+    # Pairs are scored by the same rule, one pair at a time (a merge of the
+    # two documents' words, the source's range found once).
+    pairs = os.path.join(scratch, "pairs.jsonl")
+    with open(pairs, "w") as f:
+        labelled = ((0, 1, 1), (0, 2, 0), (1, 4, 1), (2, 6, 1), (3, 7, 0), (5, 0, 1), (6, 3, 0), (7, 2, 0))
+        for s, d, label in labelled:
+            f.write(json.dumps({"source": ids[s], "target": ids[d], "label": label}) + "\n")
+    result = subprocess.run([docmatch, "eval", "--embeddings", embeddings, "--corpus", corpus, "--valid-pairs", pairs,
+                             "--test-pairs", pairs, "--lexical", "bm25", "--lexical-weight", "1", "--output",
+                             os.path.join(scratch, "eval-pairs"), "--no-progress"], capture_output=True, text=True)
+    check(result.returncode == 0, f"eval --lexical bm25 on pairs: {result.stderr[-1500:]}")
+    classified = json.load(open(os.path.join(scratch, "eval-pairs", "metrics.json")))["classification"]
+
+    def normalised(s, d):
+        others = [default[s][c] for c in range(len(TEXTS)) if c != s]
+        if max(others) == min(others):  # all alike (a document sharing no word): 0, as docmatch says
+            return 0.0
+        return (default[s][d] - min(others)) / (max(others) - min(others))
+    scored = [(normalised(s, d), label) for s, d, label in labelled]
+    cuts = sorted({x for x, _ in scored})
+    thresholds = [cuts[0] - 1] + [(a + b) / 2 for a, b in zip(cuts, cuts[1:])] + [cuts[-1] + 1]
+    best = max(sum((x >= th) == bool(label) for x, label in scored) / len(scored) for th in thresholds)
+    check(abs(classified["test"]["accuracy"] - best) < 1e-12,
+          f"pairs by BM25: accuracy {classified['test']['accuracy']}, the scores allow {best}")
+    figures["pairs_test_accuracy"] = classified["test"]["accuracy"]
+    # search ranks by the same scores, min-max normalised over the other
+    # documents: the hits' order and scores follow from them.
+    result = subprocess.run([docmatch, "search", "--embeddings", embeddings, "--corpus", corpus, "--id", "d0",
+                             "--lexical", "bm25", "--lexical-weight", "1", "--exclude-self", "--top", "4",
+                             "--format", "jsonl"], capture_output=True, text=True)
+    check(result.returncode == 0, f"search --lexical bm25: {result.stderr[-1500:]}")
+    hits = json.loads(result.stdout.splitlines()[0])["hits"]
+    others = {d: default[0][d] for d in range(1, len(TEXTS))}
+    low, high = min(others.values()), max(others.values())
+    expected = sorted(others, key=lambda d: (-others[d], d))[:4]
+    check([h["id"] for h in hits] == [ids[d] for d in expected] and
+          all(abs(h["score"] - (others[d] - low) / (high - low)) < 1e-12 for h, d in zip(hits, expected)),
+          f"search's BM25 hits {hits} vs {[(ids[d], others[d]) for d in expected]}")
+    figures["search_hits"] = [h["id"] for h in hits]
     # A corpus prepared before words were kept.
     os.remove(os.path.join(corpus, "words.h5"))
     result = subprocess.run([docmatch, "eval", "--embeddings", embeddings, "--corpus", corpus, "--relevance",

@@ -75,6 +75,7 @@ TEST(Bm25, EqualsItsFormulaOverACountMatrixInFloat64) {
         }
         EXPECT_NEAR(scores[q][d].item<double>(), expected, 1e-12) << "k1 " << k1 << " b " << b << " q " << q;
         EXPECT_NEAR(bagged[q][d].item<double>(), expected, 1e-12) << "k1 " << k1 << " b " << b << " q " << q;
+        EXPECT_NEAR(index.Score(q, d), expected, 1e-12) << "k1 " << k1 << " b " << b << " q " << q << " d " << d;
       }
     }
   }

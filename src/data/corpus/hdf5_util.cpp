@@ -108,7 +108,9 @@ void Fail(const std::string& where, const std::string& what) { throw std::runtim
 void EnsureMemoryForFile() {
   // Far more than a file's metadata cache and buffers take (a few MiB).
   constexpr size_t kProbe = size_t{16} << 20;
-  void* probe = std::malloc(kProbe);
+  // Through a volatile pointer: a compiler may otherwise drop a malloc whose
+  // block is never used, and the check with it.
+  void* volatile probe = std::malloc(kProbe);
   if (probe == nullptr) throw std::bad_alloc();
   std::free(probe);
 }

@@ -2,6 +2,7 @@
 #include "data/corpus/word_counts.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 
 #include "console/error.h"
@@ -72,10 +73,20 @@ void WordCountsWriter::Flush() {
 void WordCountsWriter::Close() {
   const std::string where = Where(path_);
   Flush();
-  // A corpus whose documents hold no word at all (only punctuation) still
-  // gets a vocabulary dataset, of one unused empty word.
-  hdf5::WriteStrings(file_.get(), where, "vocabulary", vocabulary_.empty() ? std::vector<std::string>{""} : vocabulary_,
-                     kChunkRows);
+  std::vector<uint8_t> bytes;
+  std::vector<int64_t> offsets = {0};
+  for (const std::string& word : vocabulary_) {
+    bytes.insert(bytes.end(), word.begin(), word.end());
+    offsets.push_back(static_cast<int64_t>(bytes.size()));
+  }
+  if (bytes.empty()) {  // a corpus without a word (only punctuation)
+    hdf5::CreateArray(file_.get(), where, "vocabulary_bytes", H5T_NATIVE_UINT8, {0}, 1 << 16);
+  } else {
+    hdf5::WriteArray(file_.get(), where, "vocabulary_bytes", H5T_NATIVE_UINT8, bytes.data(), {bytes.size()},
+                     std::min<hsize_t>(bytes.size(), 1 << 16));
+  }
+  hdf5::WriteArray(file_.get(), where, "vocabulary_offsets", H5T_NATIVE_INT64, offsets.data(), {offsets.size()},
+                   std::min<hsize_t>(offsets.size(), kChunkRows));
   hdf5::WriteAttribute(file_.get(), where, "docmatch_format", std::string(kFormat));
   hdf5::WriteAttribute(file_.get(), where, "format_version", kVersion);
   hdf5::WriteAttribute(file_.get(), where, "num_documents", documents_);
@@ -109,17 +120,31 @@ WordCounts WordCounts::Load(const std::string& path, int64_t documents) {
   const int64_t entries = rows("term_ids");
   if (rows("term_counts") != entries || out.offsets_.front() != 0 || out.offsets_.back() != entries)
     hdf5::Fail(where, "its offsets and entries disagree (damaged)");
+  // Offsets ascending within the entries, all checked before any is used.
+  for (int64_t d = 0; d < n; ++d) {
+    if (out.offsets_[d + 1] < out.offsets_[d] || out.offsets_[d + 1] > entries)
+      hdf5::Fail(where, "document_offsets are not ascending within the entries (damaged)");
+  }
   out.terms_.resize(entries);
   out.counts_.resize(entries);
   hdf5::ReadRows(f, where, "term_ids", H5T_NATIVE_INT32, 0, entries, out.terms_.data());
   hdf5::ReadRows(f, where, "term_counts", H5T_NATIVE_INT32, 0, entries, out.counts_.data());
-  const int64_t words = rows("vocabulary");
-  out.vocabulary_ = hdf5::ReadStrings(f, where, "vocabulary", 0, words);
+  const int64_t words = rows("vocabulary_offsets") - 1;
+  std::vector<int64_t> word_offsets(words + 1);
+  hdf5::ReadRows(f, where, "vocabulary_offsets", H5T_NATIVE_INT64, 0, words + 1, word_offsets.data());
+  const int64_t byte_count = rows("vocabulary_bytes");
+  std::string bytes(static_cast<size_t>(byte_count), '\0');
+  if (byte_count > 0) hdf5::ReadRows(f, where, "vocabulary_bytes", H5T_NATIVE_UINT8, 0, byte_count, bytes.data());
+  out.vocabulary_.reserve(words);
+  for (int64_t w = 0; w < words; ++w) {
+    if (word_offsets[w] < 0 || word_offsets[w] > word_offsets[w + 1] || word_offsets[w + 1] > byte_count)
+      hdf5::Fail(where, "vocabulary_offsets are not ascending within the bytes (damaged)");
+    out.vocabulary_.emplace_back(bytes, word_offsets[w], word_offsets[w + 1] - word_offsets[w]);
+  }
   out.ids_.reserve(out.vocabulary_.size());
   for (size_t i = 0; i < out.vocabulary_.size(); ++i) out.ids_.emplace(out.vocabulary_[i], static_cast<int32_t>(i));
   out.lengths_.assign(n, 0);
   for (int64_t d = 0; d < n; ++d) {
-    if (out.offsets_[d + 1] < out.offsets_[d]) hdf5::Fail(where, "document_offsets decrease (damaged)");
     for (int64_t e = out.offsets_[d]; e < out.offsets_[d + 1]; ++e) {
       if (out.terms_[e] < 0 || out.terms_[e] >= words || out.counts_[e] < 1 ||
           (e > out.offsets_[d] && out.terms_[e] <= out.terms_[e - 1])) {

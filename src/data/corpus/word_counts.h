@@ -4,8 +4,11 @@
 // tokenizer plays no part, so the same words serve every model of the corpus.
 //
 //   words.h5
-//     vocabulary        UTF-8 strings (W,), fixed size; id = row, in order of
-//                       first appearance in the corpus
+//     vocabulary_bytes    uint8 (bytes,) every word's UTF-8 one after another;
+//                         id = its place, in order of first appearance
+//     vocabulary_offsets  int64 (W + 1,) into vocabulary_bytes
+//                         (fixed-size strings would pad every word to the
+//                         longest; these stay under the chunks' checksums)
 //     document_offsets  int64 (N + 1,) into term_ids / term_counts
 //     term_ids          int32 (entries,) ascending within a document
 //     term_counts       int32 (entries,) occurrences of the word in the document
@@ -31,6 +34,9 @@
 namespace docmatch::data {
 
 constexpr const char* kWordsFile = "words.h5";
+// Longer "words" (a run of hex digits, a base64 blob) are left out, as
+// Lucene's analyzers bound a token (maxTokenLength 255).
+constexpr size_t kMaxWordBytes = 255;
 
 // One document's distinct words and how often each occurs.
 using WordBag = std::vector<std::pair<std::string, int32_t>>;
@@ -62,7 +68,7 @@ class WordCountsWriter {
 // A words.h5 read whole (its entries and vocabulary in memory).
 class WordCounts {
  public:
-  // Throws docmatch::Error naming the file when it is missing, damaged or of
+  // Throws an error naming the file when it is missing, damaged or of
   // another corpus (its document count differs from `documents`).
   static WordCounts Load(const std::string& path, int64_t documents);
   // The corpus's words, or an error that says to prepare it again.

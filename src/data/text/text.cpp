@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "console/error.h"
+#include "data/corpus/word_counts.h"
 
 namespace docmatch::data {
 namespace {
@@ -176,7 +177,7 @@ void WordSegmenter::Split(std::string_view text, std::vector<std::string>* words
     word.toLower(icu::Locale::getRoot());
     std::string lowered;
     word.toUTF8String(lowered);
-    words->push_back(std::move(lowered));
+    if (lowered.size() <= kMaxWordBytes) words->push_back(std::move(lowered));
   }
   utext_close(utext);
 }

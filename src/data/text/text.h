@@ -53,7 +53,8 @@ class SentenceSegmenter {
 // The words of a text for lexical retrieval (BM25, data/corpus/word_counts.h):
 // ICU's word boundaries (UAX #29), keeping the segments ICU marks as words
 // (letters, numbers, kana, ideographs; not punctuation or spaces), each
-// lower-cased (Unicode's full case mapping, root locale). Not thread-safe:
+// lower-cased (Unicode's full case mapping, root locale); one longer than
+// kMaxWordBytes (data/corpus/word_counts.h) is left out. Not thread-safe:
 // one per thread, as SentenceSegmenter.
 class WordSegmenter {
  public:
