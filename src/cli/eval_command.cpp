@@ -86,6 +86,13 @@ Command AddEvalCommand(CLI::App* app) {
   sub->add_flag("--no-progress", *no_progress, "no progress bar");
   return {sub, [o, flags, no_progress] {
             o->progress = !*no_progress;
+            if (o->relevance.empty() && o->valid_pairs.empty() && o->test_pairs.empty() && o->queries.empty()) {
+              // Embedding alone, with a metrics.json of no metric, is `embed`'s work.
+              std::cerr << "docmatch eval: error: nothing to score: give --relevance (ranking), --test-pairs or "
+                           "--valid-pairs (pair classification); to write vectors only, use docmatch embed"
+                        << std::endl;
+              return 2;
+            }
             // --embeddings may lie in the report folder: eval does not write over it.
             RefuseProtectedOutput("eval", o->output, {o->model, o->corpus, o->queries});
             return RunDistributed(*flags, [&](dist::ProcessGroup& group) {

@@ -126,6 +126,12 @@ void CheckConfigKeys(const std::string& path, const CLI::App& app) {
   for (const auto& entry : root) {
     const std::string key = OptionKey(entry.first.as<std::string>());
     if (std::find(top_options.begin(), top_options.end(), key) != top_options.end()) continue;
+    if (key == "model") {
+      // A model YAML (configs/models/) given where a command's config goes.
+      throw CLI::ConfigError(path + ":" + std::to_string(entry.first.Mark().line + 1) +
+                             ": a `model:` section: this is a model YAML, which --model-config reads (pretrain, "
+                             "finetune); --config takes a file of command sections (configs/*.yaml)");
+    }
     if (std::find(sections.begin(), sections.end(), key) == sections.end()) {
       std::vector<std::string> known = sections;
       known.insert(known.end(), top_options.begin(), top_options.end());

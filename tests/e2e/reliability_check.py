@@ -651,6 +651,14 @@ def round_four(c):
     usage_error(c, ["eval", "--embeddings", good, "--corpus", c.corpus, "--relevance",
                     os.path.join(c.fixture, "relevance.test.jsonl"), "--output", c.path("eval-neg"),
                     "--max-queries", "-3"], "--max-queries")
+    # Nothing to score, and a model YAML given as a command config (the
+    # first hour's rows 9 and 10): exit 2, before anything is embedded.
+    usage_error(c, ["eval", "--model", step, "--corpus", c.corpus, "--output", c.path("eval-nothing"),
+                    "--no-progress"], "nothing to score")
+    check(not os.path.exists(c.path("eval-nothing")), "an eval with nothing to score wrote its folder")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    usage_error(c, ["pretrain", "--config", os.path.join(root, "configs", "models", "bag.yaml"), "--corpus",
+                    c.corpus, "--run", c.path("model-yaml")], "which --model-config reads")
     # Raw bytes a user gave are echoed escaped: no terminal control, no invalid UTF-8.
     odd = os.path.join(c.scratch.encode(), b"\x1b[2Jred\xff.h5")  # an escape sequence and a byte that is not UTF-8
     result = subprocess.run([c.docmatch.encode(), b"search", b"--embeddings", odd, b"--id", b"x"], capture_output=True)
