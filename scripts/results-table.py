@@ -58,7 +58,7 @@ def row(folder, key, name):
     right = test["true_positives"] + test["true_negatives"]
     low, high = wilson(right, test["pairs"])
     print(f"| {name} | {test['accuracy']:.3f} ({low:.2f}-{high:.2f}) | {test['precision']:.3f} | "
-          f"{test['recall']:.3f} | {test['f1']:.3f} | {ranking['mrr']:.3f} | {ranking['hr@10']:.3f} | "
+          f"{test['recall']:.3f} | {test['f1']:.3f} | {ranking['mrr']:.3f} | {ranking['recall@10']:.3f} | "
           f"{ranking['map']:.3f} | {ranking['p@1']:.3f} | {ranking['mpr']:.3f} | "
           f"{100 * (1 - ranking['mpr']):.1f} |")
     return test["majority_accuracy"], test["pairs"]
@@ -66,7 +66,7 @@ def row(folder, key, name):
 
 def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else "runs/wikispeedia"
-    print("| method | accuracy (95% CI) | precision | recall | F1 | MRR | HR@10 | MAP | P@1 | MPR, 0 = top | "
+    print("| method | accuracy (95% CI) | precision | recall | F1 | MRR | recall@10 | MAP | P@1 | MPR, 0 = top | "
           "MPR %, 100 = top (SDR paper) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     majority = None

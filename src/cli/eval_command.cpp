@@ -1,5 +1,7 @@
 // `docmatch eval`: classification and ranking metrics (eval/evaluate.h).
 #include <iostream>
+#include <memory>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/outputs.h"
@@ -13,9 +15,12 @@ Command AddEvalCommand(CLI::App* app) {
       "eval",
       "Evaluate a model folder: pair classification on --test-pairs with the threshold\n"
       "chosen on --valid-pairs (accuracy, precision, recall, F1), and ranking of every\n"
-      "query of --relevance against the whole corpus (P@1, MRR, MAP, MPR, HR@1/10/100).\n"
-      "Embeds the corpus first unless --embeddings names an `embed` file. Writes\n"
-      "<output>/metrics.json and prints a table. Without --model, --embeddings may hold\n"
+      "query of --relevance against the whole corpus (MRR, MRR@10, nDCG@10, MAP, P@1, P@10,\n"
+      "recall@1/10/100, MPR, each as trec_eval defines it). --relevance reads JSONL lists,\n"
+      "BEIR qrels (qrels/test.tsv, graded) or TREC qrels. Embeds the corpus first unless\n"
+      "--embeddings names an `embed` file. Writes <output>/metrics.json (with\n"
+      "--write-rankings K also rankings.jsonl and run.trec, a TREC run) and prints a\n"
+      "table. Without --model, --embeddings may hold\n"
       "vectors made by anything else (a baseline, another library), in the corpus's\n"
       "document order, scored by cosine on the same pairs and lists.\n"
       "  docmatch eval --model checkpoints/smith-finetune/best --corpus corpora/manpages \\\n"
@@ -40,7 +45,11 @@ Command AddEvalCommand(CLI::App* app) {
   sub->add_option("--valid-pairs", o->valid_pairs, "labelled pairs that choose the threshold")
       ->check(CLI::ExistingFile);
   sub->add_option("--test-pairs", o->test_pairs, "labelled pairs to classify")->check(CLI::ExistingFile);
-  sub->add_option("--relevance", o->relevance, "relevance list for ranking (JSONL)")->check(CLI::ExistingFile);
+  sub->add_option("--relevance", o->relevance,
+                  "relevance judgements for ranking: JSONL ({\"query\", \"relevant\": [ids] or {id: grade}}, or "
+                  "{\"source\", \"target\"} lines), BEIR qrels (query-id, corpus-id, score; tab-separated) or TREC "
+                  "qrels (query 0 document grade); grade 1 or more is relevant, and nDCG's gain")
+      ->check(CLI::ExistingFile);
   sub->add_option("--queries", o->queries,
                   "prepared corpus of the ranking's queries (same tokenizer as --corpus); the relevance file's "
                   "query ids are its documents, the relevant ids --corpus's")
@@ -51,7 +60,8 @@ Command AddEvalCommand(CLI::App* app) {
       ->check(CLI::ExistingFile);
   sub->add_option("--write-rankings", o->write_rankings,
                   "keep each ranking query's top K as JSON lines in <output>/rankings.jsonl (query, relevant, "
-                  "hits with id, score, relevant), e.g. for scripts/compare-rankings.py")
+                  "hits with id, score, relevant), e.g. for scripts/compare-rankings.py, and as a TREC run in "
+                  "<output>/run.trec (query Q0 id rank score docmatch) for trec_eval, ranx or ir-measures")
       ->check(NonNegative());
   sub->add_option("--output", o->output, "folder for metrics.json (and embeddings.h5, query-embeddings.h5)")
       ->capture_default_str();
@@ -71,21 +81,28 @@ Command AddEvalCommand(CLI::App* app) {
                   "degenerate (a one-paragraph target scores exactly 0)")
       ->check(NonNegative())
       ->capture_default_str();
+  auto weight_text = std::make_shared<std::string>("0");
   CLI::Option* weight =
-      sub->add_option("--lexical-weight", o->lexical_weight,
+      sub->add_option("--lexical-weight", *weight_text,
                       "hybrid retrieval: score = (1 - w) x dense cosine + w x the lexical score (--lexical; 0 = dense "
                       "only, 1 = lexical only; with tfidf, 0.5 = the two unit vectors concatenated). Pairs and "
-                      "ranking both use it")
+                      "ranking both use it. auto: the w of 0, 0.1, ..., 1 with the best MRR on a seeded half of the "
+                      "ranking's queries, the ranking then measured on the other half")
           ->capture_default_str()
-          ->check(InRange(0.0, 1.0));
+          ->check(LexicalWeight());
+  sub->add_flag("--windows-mean", o->windows_mean,
+                "a MaxSim file (match_bert maxsim): rank by the cosine of each document's vector, its windows' "
+                "mean, instead of MaxSim");
   AddLexicalFlags(sub, weight, &o->lexical, &o->bm25);
   sub->add_option("--batch-size", o->batch_size, "documents per embedding pass")
       ->capture_default_str()
       ->check(Positive());
   AddDistributedFlags(sub, flags.get());
   sub->add_flag("--no-progress", *no_progress, "no progress bar");
-  return {sub, [o, flags, no_progress] {
+  return {sub, [o, flags, no_progress, weight_text] {
             o->progress = !*no_progress;
+            o->lexical_weight_auto = *weight_text == "auto";
+            o->lexical_weight = o->lexical_weight_auto ? 0.0 : std::stod(*weight_text);
             if (o->relevance.empty() && o->valid_pairs.empty() && o->test_pairs.empty() && o->queries.empty()) {
               // Embedding alone, with a metrics.json of no metric, is `embed`'s work.
               std::cerr << "docmatch eval: error: nothing to score: give --relevance (ranking), --test-pairs or "

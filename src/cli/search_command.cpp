@@ -23,6 +23,7 @@
 #include "data/corpus/corpus.h"
 #include "data/text/prepare.h"
 #include "dist/runtime.h"
+#include "eval/metrics.h"
 #include "eval/search.h"
 #include "io/model_folder.h"
 
@@ -93,6 +94,12 @@ class SearchCommand {
     }
     options.bm25 = bm25_.get();
     const std::vector<eval::SearchQuery> queries = Queries();
+    if (flags_.format == "trec" && !unlabelled_texts_.empty()) {
+      throw Error("search",
+                  "--format trec names each query by its id: give text queries as {\"id\": ..., \"text\": "
+                  "...} lines of --queries (\"" +
+                      Excerpt(queries[*unlabelled_texts_.begin()].label) + "\" has none)");
+    }
     const eval::Searcher searcher(file_, model_.get(), lexical_.get(), options, device_);
     const std::vector<std::vector<eval::SearchHit>> results = searcher.Search(queries);
     for (size_t q = 0; q < queries.size(); ++q)
@@ -212,6 +219,14 @@ class SearchCommand {
 
   // `shown`: the query's name in the table (an excerpt of an unlabelled text).
   void Print(const eval::SearchQuery& query, const std::vector<eval::SearchHit>& hits, const std::string& shown) const {
+    if (flags_.format == "trec") {  // a TREC run: query Q0 document rank score tag
+      for (size_t i = 0; i < hits.size(); ++i) {
+        std::cout << eval::TrecRunLine(query.label, file_.ids()[hits[i].row], static_cast<int64_t>(i) + 1,
+                                       hits[i].score);
+      }
+      std::cout << std::flush;
+      return;
+    }
     if (flags_.format == "jsonl") {
       nlohmann::ordered_json out = {{"query", query.label}, {"hits", nlohmann::ordered_json::array()}};
       for (size_t i = 0; i < hits.size(); ++i) {
@@ -308,9 +323,11 @@ Command AddSearchCommand(CLI::App* app) {
   sub->add_option("--ef", flags->options.ef, "--ann: candidates kept while searching; more = higher recall, slower")
       ->capture_default_str()
       ->check(Positive());
-  sub->add_option("--format", flags->format, "table, or jsonl: {\"query\", \"hits\": [{rank, id, title, score}]}")
+  sub->add_option("--format", flags->format,
+                  "table; jsonl: {\"query\", \"hits\": [{rank, id, title, score}]}; or trec: a TREC run, `query Q0 "
+                  "id rank score docmatch` a line, as trec_eval, ranx and ir-measures read")
       ->capture_default_str()
-      ->check(CLI::IsMember({"table", "jsonl"}));
+      ->check(CLI::IsMember({"table", "jsonl", "trec"}));
   AddDeviceFlag(sub, &flags->device);
   return {sub, [flags, sub] {
             flags->text_given = sub->count("--text") > 0;

@@ -98,6 +98,17 @@ CLI::Validator TemperatureRange() {
   return FiniteBetween(0.001, /*above=*/false, 100,
                        "a temperature from 0.001 to 100 (cosine / temperature is the logit)");
 }
+CLI::Validator LexicalWeight() {
+  const CLI::Validator share = InRange(0.0, 1.0);
+  return CLI::Validator(
+      [share](std::string& text) -> std::string {
+        if (text == "auto") return "";
+        std::string copy = text;
+        return share(copy).empty() ? "" : "must be a number from 0 to 1, or auto, not '" + text + "'";
+      },
+      "");
+}
+
 CLI::Validator InRange(double low, double high) {
   std::ostringstream words;
   words << "a number from " << low << " to " << high;

@@ -39,6 +39,7 @@ CLI::Validator ModelConfigFile();
 CLI::Validator Positive();                                   // > 0
 CLI::Validator NonNegative();                                // >= 0
 CLI::Validator InRange(double low, double high);             // low <= x <= high
+CLI::Validator LexicalWeight();                              // 0 <= x <= 1, or auto
 CLI::Validator AtLeast(double low, const std::string& why);  // low <= x, `why` said in the error
 CLI::Validator Finite();                                     // any number but NaN and infinities
 // A softmax temperature of cosines: 0.001 to 100. Below, the logits cos / T

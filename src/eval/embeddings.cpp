@@ -523,8 +523,12 @@ int64_t FuseEmbeddings(const std::vector<std::string>& inputs, std::vector<doubl
     }
     std::string from;
     for (size_t k = 0; k < files.size(); ++k) {
+      // Each input's share, file and what made its vectors.
+      const std::string made_by = files[k]->kind() == "fused" ? "fused: " + files[k]->fused_from()
+                                  : files[k]->model().empty() ? files[k]->kind()
+                                                              : files[k]->kind() + " model " + files[k]->model();
       from += (k ? "; " : "") + std::to_string(weights[k] / total) + " " +
-              fs::weakly_canonical(fs::absolute(files[k]->path())).string();
+              fs::weakly_canonical(fs::absolute(files[k]->path())).string() + " (" + made_by + ")";
     }
     writer.WriteAttributes({{"kind", "fused"}, {"model", ""}, {"corpus", first.corpus()}, {"fused_from", from}});
     writer.Close();
@@ -550,6 +554,7 @@ EmbeddingFile::EmbeddingFile(std::string path) : path_(std::move(path)) {
   kind_ = hdf5::ReadStringAttribute(f, where, "kind");
   model_ = hdf5::ReadStringAttribute(f, where, "model");
   if (H5Aexists(f, "corpus") > 0) corpus_ = hdf5::ReadStringAttribute(f, where, "corpus");
+  if (H5Aexists(f, "fused_from") > 0) fused_from_ = hdf5::ReadStringAttribute(f, where, "fused_from");
   dimension_ = hdf5::ReadIntAttribute(f, where, "dimension");
   const int64_t n = static_cast<int64_t>(hdf5::Dimensions(f, where, "document_ids")[0]);
   ids_ = hdf5::ReadStrings(f, where, "document_ids", 0, n);

@@ -135,6 +135,8 @@ class EmbeddingFile {
   // The corpus folder `embed` read ("" for files written elsewhere or before
   // the attribute existed).
   const std::string& corpus() const { return corpus_; }
+  // A fused file's inputs: "share path (what made it); ..." ("" otherwise).
+  const std::string& fused_from() const { return fused_from_; }
   const std::vector<std::string>& ids() const { return ids_; }
   // The row of document `id`, or nullopt (ids are unique: the reader checks).
   std::optional<int64_t> Row(const std::string& id) const {
@@ -158,7 +160,7 @@ class EmbeddingFile {
   // of `dataset`) holds a NaN or an infinity.
   void CheckFinite(const torch::Tensor& rows, int64_t first_row, const std::string& dataset) const;
 
-  std::string path_, kind_, model_, corpus_;
+  std::string path_, kind_, model_, corpus_, fused_from_;
   int64_t dimension_ = 0;
   std::vector<std::string> ids_;
   std::unordered_map<std::string, int64_t> rows_;  // id -> row

@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
+#include <limits>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
@@ -30,6 +33,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kMaxSim = "maxsim over windows";
+constexpr const char* kWindowsMean = "cosine of the windows' mean (--windows-mean, not MaxSim)";
 // Up to this many candidates a query's BM25 scores are merges of two
 // documents' words; above, one pass over the query words' postings.
 constexpr int64_t kBm25PairsByMerge = 64;
@@ -52,7 +56,16 @@ struct Scorer {
   // Each query's BM25 (min, max) over the other documents, as Blend finds them.
   std::shared_ptr<std::unordered_map<int64_t, std::pair<double, double>>> bm25_ranges =
       std::make_shared<std::unordered_map<int64_t, std::pair<double, double>>>();
-  double lexical_weight = 0;  // w
+  double lexical_weight = 0;             // w
+  std::string dense_name, lexical_name;  // the two sides' names in a hybrid's
+
+  // The hybrid score's name at the current weight.
+  std::string HybridName() const {
+    std::ostringstream name;
+    name << "hybrid: " << (1 - lexical_weight) << " x " << dense_name << " + " << lexical_weight << " x "
+         << lexical_name;
+    return name.str();
+  }
   // eval --queries: the queries are documents of their own corpus, ranked
   // against every document of `vectors` (the candidates), none left out.
   torch::Tensor query_vectors;                      // (Q, D)
@@ -199,15 +212,26 @@ struct LexicalSides {
   std::unique_ptr<Bm25Index> bm25;
 };
 
+// --windows-mean reads a MaxSim file's document vectors, which no other file has in its place.
+void CheckWindowsMean(const EvalOptions& options, const EmbeddingFile& file) {
+  if (options.windows_mean && file.score() != "maxsim") {
+    throw Error("eval", "--windows-mean ranks a MaxSim file (match_bert maxsim) by its windows' mean; " + file.path() +
+                            " scores by " + file.score() + " already");
+  }
+}
+
 // The scorer's lexical side when --lexical-weight asks for one; the score's name.
 LexicalSides AddLexical(Scorer* scorer, const EvalOptions& options, const data::Corpus& corpus, int rank,
                         std::string* score) {
   const double w = options.lexical_weight;
-  DOCMATCH_CHECK(w >= 0 && w <= 1, "eval", "--lexical-weight is a share in [0, 1], not ", w);
+  DOCMATCH_CHECK(w >= 0 && w <= 1, "eval", "--lexical-weight is a share in [0, 1] or auto, not ", w);
   DOCMATCH_CHECK(options.lexical == "tfidf" || options.lexical == "bm25", "eval", "--lexical is tfidf or bm25, not '",
                  options.lexical, "'");
   LexicalSides sides;
-  if (w == 0) return sides;
+  if (w == 0 && !options.lexical_weight_auto) return sides;
+  if (options.lexical_weight_auto && options.relevance.empty()) {
+    throw Error("eval", "--lexical-weight auto chooses the weight on half of the ranking's queries: give --relevance");
+  }
   const bool bm25 = options.lexical == "bm25";
   DOCMATCH_CHECK(!(scorer->hierarchical() && scorer->normalize) && (!scorer->model || scorer->model->cosine()), "eval",
                  "--lexical-weight fuses a ", bm25 ? "BM25 score" : "TF-IDF cosine",
@@ -215,8 +239,7 @@ LexicalSides AddLexical(Scorer* scorer, const EvalOptions& options, const data::
                  scorer->hierarchical() ? "SDR's z-scored hierarchical score (--no-sdr-normalize: its cosines unscaled)"
                                         : "this model's pair head",
                  " is not one");
-  std::ostringstream name;
-  name << "hybrid: " << (1 - w) << " x " << (scorer->hierarchical() ? *score : "dense cosine") << " + " << w;
+  scorer->dense_name = scorer->hierarchical() ? *score : "dense cosine";
   if (bm25) {
     sides.words = std::make_shared<const data::WordCounts>(
         data::WordCounts::OfCorpus(corpus.directory(), corpus.num_documents()));
@@ -227,14 +250,16 @@ LexicalSides AddLexical(Scorer* scorer, const EvalOptions& options, const data::
           data::WordCounts::OfCorpus(scorer->query_corpus->directory(), scorer->query_corpus->num_documents()));
       scorer->query_words = sides.query_words.get();
     }
-    name << " x BM25 over words (k1 " << options.bm25.k1 << ", b " << options.bm25.b << "; min-max per query)";
+    std::ostringstream name;
+    name << "BM25 over words (k1 " << options.bm25.k1 << ", b " << options.bm25.b << "; min-max per query)";
+    scorer->lexical_name = name.str();
   } else {
     sides.tfidf = std::make_unique<LexicalIndex>(corpus, options.progress && rank == 0);
     scorer->lexical = sides.tfidf.get();
-    name << " x TF-IDF cosine";
+    scorer->lexical_name = "TF-IDF cosine";
   }
   scorer->lexical_weight = w;
-  *score = name.str();
+  *score = scorer->HybridName();
   return sides;
 }
 
@@ -269,9 +294,8 @@ std::vector<std::string> Ids(const data::Corpus& corpus) {
 
 // `queries`: the corpus the query indices point into (the candidates' own,
 // or eval --queries').
-void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
-                   const std::map<int64_t, std::vector<int64_t>>& relevance, const data::Corpus& corpus,
-                   const data::Corpus& queries, const std::string& output) {
+void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores, const data::Relevance& relevance,
+                   const data::Corpus& corpus, const data::Corpus& queries, const std::string& output) {
   const std::vector<std::string> ids = Ids(corpus), query_ids = &queries == &corpus ? ids : Ids(queries);
   const int64_t k = scores.size(1);
   std::vector<int64_t> order(hits.size(0));
@@ -279,10 +303,11 @@ void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
   const auto* h = hits.data_ptr<int64_t>();
   const auto* sc = scores.data_ptr<double>();
   std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return h[a * (k + 2)] < h[b * (k + 2)]; });
-  std::string text;
+  std::string text, run;
+  bool run_written = true;
   for (int64_t row : order) {
     const int64_t query = h[row * (k + 2)];
-    const std::vector<int64_t>& relevant = relevance.at(query);
+    const std::vector<int64_t> relevant = data::RelevantDocuments(relevance.at(query));
     const int64_t first = h[row * (k + 2) + 1];
     nlohmann::json line = {{"query", query_ids[query]},
                            {"relevant", nlohmann::json::array()},
@@ -294,34 +319,87 @@ void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores,
       if (doc < 0) break;
       const bool is_relevant = std::find(relevant.begin(), relevant.end(), doc) != relevant.end();
       line["hits"].push_back({{"id", ids[doc]}, {"score", sc[row * k + i]}, {"relevant", is_relevant}});
+      if (!run_written) continue;
+      try {
+        run += TrecRunLine(query_ids[query], ids[doc], i + 1, sc[row * k + i]);
+      } catch (const Error& e) {
+        LOG(WARNING) << "[eval] no " << output << "/run.trec: " << e.sentence();
+        run_written = false;
+      }
     }
     text += line.dump() + "\n";
   }
   fs::create_directories(output);
   files::ReplaceFile(output + "/rankings.jsonl", text);
+  if (run_written) files::ReplaceFile(output + "/run.trec", run);
 }
 
-nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector<int64_t>>& relevance, int64_t N,
-                       const EvalOptions& options, const data::Corpus& corpus, const data::Corpus& query_corpus,
-                       dist::ControlPlane& control) {
-  // Candidates per query: every document but the query itself, or with
-  // --queries every document; `document(query, column)` is column's index.
+// The candidates of every query: every document but the query itself, or
+// with --queries every document. Column `column` of a query's row of
+// scores is document Document(query, column).
+struct Candidates {
+  bool separate = false;
+  int64_t count = 0;
+  int64_t Document(int64_t query, int64_t column) const { return separate || column < query ? column : column + 1; }
+  // The column of `document` (not the query itself) in the query's row.
+  int64_t Column(int64_t query, int64_t document) const {
+    return separate || document < query ? document : document - 1;
+  }
+  // The query's scores (Q, count) against its candidates.
+  torch::Tensor Scores(const Scorer& scorer, const std::vector<int64_t>& queries) const {
+    return (separate ? scorer.AgainstTheCandidates(queries) : scorer.AgainstTheCorpus(queries))
+        .to(torch::kFloat64)
+        .contiguous();
+  }
+};
+
+Candidates CandidatesOf(const Scorer& scorer, int64_t N) {
   const bool separate = scorer.separate_queries();
-  const int64_t C = separate ? N : N - 1;
-  const auto document = [separate](int64_t query, int64_t column) {
-    return separate || column < query ? column : column + 1;
-  };
+  return {separate, separate ? N : N - 1};
+}
+
+// Each query's relevant candidates and grades, by column.
+RankingQuery Judged(const data::Judgements& judgements, int64_t query, const Candidates& candidates,
+                    const double* row) {
+  RankingQuery r;
+  r.scores.assign(row, row + candidates.count);
+  r.relevant.assign(candidates.count, false);
+  r.grades.assign(candidates.count, 0.0);
+  for (const auto& [target, grade] : judgements) {
+    if (grade < 1 || (!candidates.separate && target == query)) continue;
+    const int64_t column = candidates.Column(query, target);
+    r.relevant[column] = true;
+    r.grades[column] = static_cast<double>(grade);
+  }
+  return r;
+}
+
+// The ranking's queries: every query of the relevance list, or a seeded
+// sample of --max-queries of them, in index order.
+std::vector<int64_t> RankingQueries(const data::Relevance& relevance, const EvalOptions& options) {
   std::vector<int64_t> queries;
-  for (const auto& [query, relevant] : relevance) queries.push_back(query);
+  for (const auto& [query, judged] : relevance) queries.push_back(query);
   if (options.max_queries > 0 && static_cast<int64_t>(queries.size()) > options.max_queries) {
     data::KeyedRandom random(options.seed, {0x72616e6bULL /* "rank" */});
     random.Shuffle(&queries);
     queries.resize(options.max_queries);
     std::sort(queries.begin(), queries.end());
   }
+  return queries;
+}
+
+// Queries per block: the block's (queries x N) scores stay near 4M numbers.
+int64_t QueriesPerBlock(int64_t N) { return std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N)); }
+
+nlohmann::json Ranking(const Scorer& scorer, const data::Relevance& relevance, const std::vector<int64_t>& queries,
+                       int64_t N, const EvalOptions& options, const data::Corpus& corpus,
+                       const data::Corpus& query_corpus, dist::ControlPlane& control) {
+  const Candidates candidates = CandidatesOf(scorer, N);
+  const int64_t C = candidates.count;
   const std::vector<int> ks = {1, 10, 100};
-  // Sums over this rank's queries: queries, skipped, p@1, mrr, map, mpr, hr@k...
-  std::vector<double> sums(6 + ks.size(), 0.0);
+  RankingMetrics none;
+  for (int k : ks) none.recall[k] = 0;
+  std::vector<double> sums = none.Sums();  // this rank's queries, as RankingMetrics::Sums adds them
   std::vector<int64_t> mine;
   for (size_t i = control.rank(); i < queries.size(); i += control.size()) mine.push_back(queries[i]);
   console::ProgressBar bar("[eval] ranking", static_cast<int64_t>(mine.size()), "queries", "",
@@ -329,29 +407,14 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
   const int64_t k_kept = options.write_rankings;
   std::vector<int64_t> kept_hits;  // per query: query, rank of its first relevant candidate, k documents
   std::vector<double> kept_scores;
-  // Queries per block: the block's (queries x N) scores stay near 4M numbers.
-  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N));
+  const int64_t block = QueriesPerBlock(N);
   for (size_t begin = 0; begin < mine.size(); begin += block) {
     const std::vector<int64_t> block_queries(mine.begin() + begin, mine.begin() + std::min(mine.size(), begin + block));
-    const torch::Tensor scores =
-        (separate ? scorer.AgainstTheCandidates(block_queries) : scorer.AgainstTheCorpus(block_queries))
-            .to(torch::kFloat64)
-            .contiguous();
+    const torch::Tensor scores = candidates.Scores(scorer, block_queries);
     std::vector<RankingQuery> batch;
     for (size_t q = 0; q < block_queries.size(); ++q) {
-      const int64_t query = block_queries[q];
-      const double* row = scores.data_ptr<double>() + q * C;
-      RankingQuery r;
-      r.scores.assign(row, row + C);
-      r.relevant.assign(C, false);
-      for (int64_t target : relevance.at(query)) {
-        if (separate) {
-          r.relevant[target] = true;
-        } else if (target != query) {
-          r.relevant[target < query ? target : target - 1] = true;
-        }
-      }
-      batch.push_back(std::move(r));
+      batch.push_back(
+          Judged(relevance.at(block_queries[q]), block_queries[q], candidates, scores.data_ptr<double>() + q * C));
     }
     const RankingMetrics m = EvaluateRanking(batch, ks);
     for (size_t q = 0; k_kept > 0 && q < block_queries.size(); ++q) {
@@ -367,18 +430,12 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
       kept_hits.push_back(query);
       kept_hits.push_back(m.first_relevant_rank[q]);
       for (int64_t i = 0; i < k_kept; ++i) {
-        kept_hits.push_back(i < kept ? document(query, top[i]) : -1);
+        kept_hits.push_back(i < kept ? candidates.Document(query, top[i]) : -1);
         kept_scores.push_back(i < kept ? row[top[i]] : 0.0);
       }
     }
-    const double n = static_cast<double>(m.queries);
-    sums[0] += n;
-    sums[1] += static_cast<double>(m.skipped);
-    sums[2] += m.p_at_1 * n;
-    sums[3] += m.mrr * n;
-    sums[4] += m.map * n;
-    sums[5] += m.mpr * n;
-    for (size_t k = 0; k < ks.size(); ++k) sums[6 + k] += m.hit_ratio.at(ks[k]) * n;
+    const std::vector<double> block_sums = m.Sums();
+    for (size_t i = 0; i < sums.size(); ++i) sums[i] += block_sums[i];
     bar.Add(static_cast<int64_t>(batch.size()), static_cast<int64_t>(batch.size()));
     console::StopIfInterrupted();
   }
@@ -394,27 +451,111 @@ nlohmann::json Ranking(const Scorer& scorer, const std::map<int64_t, std::vector
                     options.output);
   }
   control.Sum(sums);
-  const double* t = sums.data();
-  RankingMetrics metrics;
-  metrics.queries = static_cast<int64_t>(t[0]);
-  metrics.skipped = static_cast<int64_t>(t[1]);
-  const double n = std::max(1.0, t[0]);
-  metrics.p_at_1 = t[2] / n;
-  metrics.mrr = t[3] / n;
-  metrics.map = t[4] / n;
-  metrics.mpr = t[5] / n;
-  for (size_t k = 0; k < ks.size(); ++k) metrics.hit_ratio[ks[k]] = t[6 + k] / n;
-  nlohmann::json json = metrics.ToJson();
+  nlohmann::json json = RankingMetrics::FromSums(sums, ks).ToJson();
   json["candidates"] = C;
   json["sampled_from"] = relevance.size();
-  if (separate) json["queries_corpus"] = options.queries;
+  if (candidates.separate) json["queries_corpus"] = options.queries;
   return json;
+}
+
+// --lexical-weight auto: the weight of kLexicalWeights whose fused ranking
+// has the highest MRR over `queries` (the lowest weight among equals).
+// Each query's dense and lexical rows are scored once; every weight's
+// reciprocal rank is then a count over the fused row, ties broken against
+// the relevant candidates as EvaluateRanking breaks them.
+constexpr double kLexicalWeights[] = {0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1};
+
+nlohmann::json ChooseLexicalWeight(const Scorer& scorer, const data::Relevance& relevance,
+                                   const std::vector<int64_t>& queries, int64_t N, const EvalOptions& options,
+                                   dist::ControlPlane& control, double* chosen) {
+  Scorer dense = scorer, lexical = scorer;
+  dense.model = nullptr;  // the cosine Blend fuses, not a pair head's scaled one
+  dense.lexical = nullptr;
+  dense.bm25 = nullptr;
+  lexical.lexical_weight = 1;
+  const Candidates candidates = CandidatesOf(scorer, N);
+  constexpr size_t kWeights = std::size(kLexicalWeights);
+  std::vector<double> sums(kWeights + 1, 0.0);  // reciprocal ranks per weight, then the queries counted
+  std::vector<int64_t> mine;
+  for (size_t i = control.rank(); i < queries.size(); i += control.size()) mine.push_back(queries[i]);
+  console::ProgressBar bar("[eval] choosing the lexical weight", static_cast<int64_t>(mine.size()), "queries", "",
+                           control.rank() == 0 && options.progress);
+  const int64_t block = QueriesPerBlock(N);
+  for (size_t begin = 0; begin < mine.size(); begin += block) {
+    const std::vector<int64_t> block_queries(mine.begin() + begin, mine.begin() + std::min(mine.size(), begin + block));
+    const torch::Tensor d = candidates.Scores(dense, block_queries), l = candidates.Scores(lexical, block_queries);
+    std::vector<uint8_t> mask(block_queries.size() * candidates.count, 0);
+    for (size_t q = 0; q < block_queries.size(); ++q) {
+      const int64_t query = block_queries[q];
+      for (int64_t target : data::RelevantDocuments(relevance.at(query))) {
+        if (candidates.separate || target != query) mask[q * candidates.count + candidates.Column(query, target)] = 1;
+      }
+    }
+    const torch::Tensor relevant =
+        torch::from_blob(mask.data(), {static_cast<int64_t>(block_queries.size()), candidates.count}, torch::kUInt8)
+            .to(torch::kBool);
+    const torch::Tensor any = relevant.any(1);
+    sums[kWeights] += any.sum().item<double>();
+    for (size_t w = 0; w < kWeights; ++w) {
+      const double weight = kLexicalWeights[w];
+      const torch::Tensor fused = (1 - weight) * d + weight * l;
+      const torch::Tensor best =
+          fused.masked_fill(relevant.logical_not(), -std::numeric_limits<double>::infinity()).amax(1, true);
+      const torch::Tensor ahead = fused.gt(best).logical_or(fused.eq(best).logical_and(relevant.logical_not()));
+      const torch::Tensor reciprocal = 1.0 / (1 + ahead.sum(1).to(torch::kFloat64));
+      sums[w] += reciprocal.masked_select(any).sum().item<double>();
+    }
+    bar.Add(static_cast<int64_t>(block_queries.size()), static_cast<int64_t>(block_queries.size()));
+    console::StopIfInterrupted();
+  }
+  bar.Finish();
+  control.Sum(sums);
+  const double counted = std::max(1.0, sums[kWeights]);
+  size_t best = 0;
+  nlohmann::json by_weight = nlohmann::json::object();
+  for (size_t w = 0; w < kWeights; ++w) {
+    if (sums[w] > sums[best]) best = w;
+    std::ostringstream key;
+    key << kLexicalWeights[w];
+    by_weight[key.str()] = sums[w] / counted;
+  }
+  *chosen = kLexicalWeights[best];
+  return {{"chosen", *chosen},
+          {"by", "mrr"},
+          {"chosen_on_queries", static_cast<int64_t>(sums[kWeights])},
+          {"mrr_by_weight", by_weight}};
 }
 
 // The pair classification and ranking of `scorer`'s vectors; rank 0 writes
 // metrics.json.
-nlohmann::json Score(const Scorer& scorer, const EvalOptions& options, const data::Corpus& corpus,
+nlohmann::json Score(const Scorer& given, const EvalOptions& options, const data::Corpus& corpus,
                      const data::Corpus* queries, nlohmann::json metrics, dist::ControlPlane& control) {
+  Scorer scorer = given;
+  std::optional<data::Relevance> relevance;
+  std::vector<int64_t> ranked;
+  if (!options.relevance.empty()) {
+    relevance = queries ? data::ReadRelevance(options.relevance, *queries, corpus)
+                        : data::ReadRelevance(options.relevance, corpus);
+    ranked = RankingQueries(*relevance, options);
+  }
+  if (options.lexical_weight_auto) {
+    // A seeded half of the queries chooses the weight; the other half, which
+    // played no part in the choice, is the one ranked and reported.
+    if (ranked.size() < 2) throw Error("eval", "--lexical-weight auto needs two ranking queries or more to split");
+    std::vector<int64_t> shuffled = ranked;
+    data::KeyedRandom random(options.seed, {0x68616c66ULL /* "half" */});
+    random.Shuffle(&shuffled);
+    std::vector<int64_t> choose(shuffled.begin(), shuffled.begin() + shuffled.size() / 2);
+    ranked.assign(shuffled.begin() + shuffled.size() / 2, shuffled.end());
+    std::sort(choose.begin(), choose.end());
+    std::sort(ranked.begin(), ranked.end());
+    double weight = 0;
+    metrics["lexical_weight"] =
+        ChooseLexicalWeight(scorer, *relevance, choose, scorer.vectors.size(0), options, control, &weight);
+    metrics["lexical_weight"]["reported_on_queries"] = ranked.size();
+    scorer.lexical_weight = weight;
+    metrics["score"] = scorer.HybridName();
+  }
   if (!options.test_pairs.empty()) {
     const auto test = data::ReadPairs(options.test_pairs, corpus);
     const std::vector<double> test_scores = PairScores(scorer, test, control);
@@ -436,11 +577,9 @@ nlohmann::json Score(const Scorer& scorer, const EvalOptions& options, const dat
     metrics["classification"]["test"]["majority_accuracy"] =
         static_cast<double>(std::max<int64_t>(positives, test.size() - positives)) / std::max<size_t>(1, test.size());
   }
-  if (!options.relevance.empty()) {
-    const auto relevance = queries ? data::ReadRelevance(options.relevance, *queries, corpus)
-                                   : data::ReadRelevance(options.relevance, corpus);
-    metrics["ranking"] =
-        Ranking(scorer, relevance, scorer.vectors.size(0), options, corpus, queries ? *queries : corpus, control);
+  if (relevance) {
+    metrics["ranking"] = Ranking(scorer, *relevance, ranked, scorer.vectors.size(0), options, corpus,
+                                 queries ? *queries : corpus, control);
   }
   if (control.rank() == 0) {
     fs::create_directories(options.output);
@@ -462,8 +601,9 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
   Scorer scorer;
   scorer.model = nullptr;
   scorer.vectors = file.Vectors(0, file.size()).to(torch::kFloat64);
-  std::string score = "cosine";
-  if (file.score() == "maxsim") {  // a fused file that kept a MatchBERT's windows
+  CheckWindowsMean(options, file);
+  std::string score = options.windows_mean ? kWindowsMean : "cosine";
+  if (file.score() == "maxsim" && !options.windows_mean) {  // a fused file that kept a MatchBERT's windows
     scorer.UseSentences(file.Sentences(0, file.size()));
     score = kMaxSim;
   }
@@ -486,7 +626,7 @@ nlohmann::json EvaluateVectors(const EvalOptions& options, const data::Corpus& c
     scorer.query_corpus = queries;
   }
   const LexicalSides lexical = AddLexical(&scorer, options, corpus, control.rank(), &score);
-  nlohmann::json metrics = {{"model", file.model()},
+  nlohmann::json metrics = {{"model", file.kind() == "fused" ? "fused: " + file.fused_from() : file.model()},
                             {"kind", file.kind()},
                             {"corpus", options.corpus},
                             {"embeddings", options.embeddings},
@@ -591,20 +731,22 @@ nlohmann::json RunEvaluation(const EvalOptions& options, dist::ProcessGroup& gro
   scorer.vectors = vectors;
   // The file names its score, as search reads it: MaxSim's cosines are never z-scored.
   scorer.normalize = options.sdr_normalize && file.score() == "sdr";
-  if (file.has_sentences()) scorer.UseSentences(file.Sentences(0, file.size()));
+  CheckWindowsMean(options, file);
+  if (file.has_sentences() && !options.windows_mean) scorer.UseSentences(file.Sentences(0, file.size()));
   if (queries) {
     const EmbeddingFile query_file(query_embeddings);
     check(query_file, *queries, options.queries);
     scorer.query_vectors = query_file.Vectors(0, query_file.size());
     if (model->cosine()) scorer.query_vectors = scorer.query_vectors.to(torch::kFloat64);
-    if (query_file.has_sentences()) scorer.query_sdr = query_file.Sentences(0, query_file.size());
+    if (scorer.hierarchical()) scorer.query_sdr = query_file.Sentences(0, query_file.size());
     scorer.query_corpus = queries.get();
   }
   // A cosine model's pair logit is its cosine times a fixed scale (SMITH's
   // amplifier): the ranking is the cosine's. SMASH's head is not a cosine.
-  std::string score = scorer.hierarchical() ? (file.score() == "sdr" ? "sdr hierarchical" : kMaxSim)
-                      : model->cosine()     ? "cosine (the pair logit scales it)"
-                                            : "pair logit (the model's pair head)";
+  std::string score = scorer.hierarchical()  ? (file.score() == "sdr" ? "sdr hierarchical" : kMaxSim)
+                      : options.windows_mean ? kWindowsMean
+                      : model->cosine()      ? "cosine (the pair logit scales it)"
+                                             : "pair logit (the model's pair head)";
   if (scorer.hierarchical() && scorer.normalize) {
     score += ", z-scored";
     if (options.sdr_pair_pool > 0) {
@@ -647,14 +789,20 @@ std::string MetricsTable(const nlohmann::json& m) {
     out << "  (majority-class accuracy on test: " << m["classification"]["test"].value("majority_accuracy", 0.0)
         << ")\n";
   }
+  if (m.contains("lexical_weight")) {
+    const auto& w = m["lexical_weight"];
+    out << std::setprecision(1) << "lexical weight " << w.value("chosen", 0.0) << std::setprecision(4)
+        << ": the best MRR of 0, 0.1, ..., 1 on " << w.value("chosen_on_queries", 0)
+        << " queries (a seeded half); the ranking below is the other " << w.value("reported_on_queries", 0) << "\n";
+  }
   if (m.contains("ranking")) {
     const auto& r = m["ranking"];
-    out << "ranking  queries  candidates  P@1     MRR     MAP     MPR(low) MPR(high) HR@1    HR@10   HR@100\n";
-    out << "         " << std::setw(7) << r.value("queries", 0) << "  " << std::setw(10) << r.value("candidates", 0)
-        << "  " << r.value("p@1", 0.0) << "  " << r.value("mrr", 0.0) << "  " << r.value("map", 0.0) << "  "
-        << r.value("mpr", 0.0) << "   " << r.value("mpr_percentile", 0.0) << "   ";
-    for (const char* k : {"hr@1", "hr@10", "hr@100"}) out << "  " << r.value(k, 0.0);
-    out << "\n";
+    out << "ranking  queries  candidates  MRR     MRR@10  nDCG@10 MAP     P@1     P@10    R@10    R@100   MPR\n";
+    out << "         " << std::setw(7) << r.value("queries", 0) << "  " << std::setw(10) << r.value("candidates", 0);
+    for (const char* k : {"mrr", "mrr@10", "ndcg@10", "map", "p@1", "p@10", "recall@10", "recall@100", "mpr"})
+      out << "  " << r.value(k, 0.0);
+    out << "\n  (R@k: recall, the share of a query's relevant documents in its top k; MPR: mean percentile rank of "
+           "them, 0 = top)\n";
   }
   return out.str();
 }

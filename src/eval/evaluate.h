@@ -38,9 +38,14 @@ struct EvalOptions {
   std::string threshold_objective = "accuracy";  // accuracy | f1
   int64_t max_queries = 0;                       // ranking: 0 = every query, else a seeded sample
   uint64_t seed = 1234;
+  bool windows_mean = false;   // a MaxSim file ranked by its document vectors (the windows' mean) instead
   bool sdr_normalize = true;   // SDR: the paper's z-score step (eval/sdr_scoring.h)
   int64_t sdr_pair_pool = 64;  // SDR pairs: documents each pair's target is z-scored among
   double lexical_weight = 0;   // hybrid retrieval: share of the lexical score; 0 = dense only
+  // Instead: the weight of 0, 0.1, ..., 1 with the best MRR on a seeded half
+  // of the ranking's queries; the ranking is then reported on the other half
+  // (metrics.json's "lexical_weight" says which weight, on how many queries).
+  bool lexical_weight_auto = false;
   // The lexical score: "tfidf" (a TF-IDF cosine over the model's token ids,
   // eval/lexical.h) or "bm25" (BM25 over the corpus's words, eval/bm25.h,
   // min-max normalised per query over the other documents before the blend).

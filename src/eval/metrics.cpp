@@ -3,6 +3,8 @@
 #include "eval/metrics.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -66,19 +68,44 @@ double ChooseThreshold(const std::vector<double>& scores, const std::vector<int>
 }
 
 nlohmann::json RankingMetrics::ToJson() const {
-  nlohmann::json hr = nlohmann::json::object();
-  for (const auto& [k, v] : hit_ratio) hr["hr@" + std::to_string(k)] = v;
-  nlohmann::json out = {{"queries", queries}, {"skipped_queries", skipped}, {"p@1", p_at_1}, {"mrr", mrr}, {"map", map},
+  nlohmann::json out = {{"queries", queries}, {"skipped_queries", skipped}, {"p@1", p_at_1}, {"p@10", p_at_10},
+                        {"mrr", mrr},         {"mrr@10", mrr_at_10},        {"map", map},    {"ndcg@10", ndcg_at_10},
                         {"mpr", mpr},         {"mpr_percentile", 1.0 - mpr}};
-  out.update(hr);
+  for (const auto& [k, v] : recall) out["recall@" + std::to_string(k)] = v;
   return out;
+}
+
+std::vector<double> RankingMetrics::Sums() const {
+  const double n = static_cast<double>(queries);
+  std::vector<double> sums = {
+      n,      static_cast<double>(skipped), p_at_1 * n, p_at_10 * n, mrr * n, mrr_at_10 * n, map * n, ndcg_at_10 * n,
+      mpr * n};
+  for (const auto& [k, v] : recall) sums.push_back(v * n);
+  return sums;
+}
+
+RankingMetrics RankingMetrics::FromSums(const std::vector<double>& sums, const std::vector<int>& ks) {
+  constexpr size_t kMeans = 9;
+  DOCMATCH_CHECK(sums.size() == kMeans + ks.size(), "eval", "ranking sums of ", sums.size(), " values for ", ks.size(),
+                 " cut-offs");
+  RankingMetrics m;
+  m.queries = static_cast<int64_t>(sums[0]);
+  m.skipped = static_cast<int64_t>(sums[1]);
+  const double n = std::max(1.0, sums[0]);
+  double* means[] = {&m.p_at_1, &m.p_at_10, &m.mrr, &m.mrr_at_10, &m.map, &m.ndcg_at_10, &m.mpr};
+  for (size_t i = 0; i < 7; ++i) *means[i] = sums[2 + i] / n;
+  for (size_t k = 0; k < ks.size(); ++k) m.recall[ks[k]] = sums[kMeans + k] / n;
+  return m;
 }
 
 RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const std::vector<int>& ks) {
   RankingMetrics m;
-  for (int k : ks) m.hit_ratio[k] = 0;
+  for (int k : ks) m.recall[k] = 0;
   for (const RankingQuery& q : queries) {
-    if (q.scores.size() != q.relevant.size()) throw Error("eval", "a query's scores and labels differ");
+    if (q.scores.size() != q.relevant.size() || (!q.grades.empty() && q.grades.size() != q.scores.size())) {
+      throw Error("eval", "a query's scores and labels differ");
+    }
+    const auto grade = [&q](size_t i) { return q.grades.empty() ? 1.0 : q.grades[i]; };
     const int64_t relevant_count = std::count(q.relevant.begin(), q.relevant.end(), true);
     if (relevant_count == 0) {
       ++m.skipped;
@@ -94,9 +121,10 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
       return !q.relevant[a] && q.relevant[b];
     });
     const double N = static_cast<double>(order.size());
-    double first = 0, precision_sum = 0, percentile_sum = 0;
-    int64_t found = 0;
+    double first = 0, precision_sum = 0, percentile_sum = 0, dcg = 0;
+    int64_t found = 0, in_top_10 = 0;
     std::map<int, int64_t> in_top;
+    std::vector<double> gains;
     for (size_t position = 0; position < order.size(); ++position) {
       if (!q.relevant[order[position]]) continue;
       const double rank = static_cast<double>(position + 1);
@@ -105,23 +133,40 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
       precision_sum += found / rank;
       percentile_sum += N > 1 ? (rank - 1) / (N - 1) : 0.0;
       for (int k : ks) in_top[k] += rank <= k;
+      in_top_10 += rank <= 10;
+      if (rank <= 10) dcg += grade(order[position]) / std::log2(rank + 1);
+      gains.push_back(grade(order[position]));
     }
+    std::sort(gains.rbegin(), gains.rend());
+    double ideal = 0;
+    for (size_t i = 0; i < gains.size() && i < 10; ++i) ideal += gains[i] / std::log2(static_cast<double>(i) + 2);
     m.first_relevant_rank.push_back(static_cast<int64_t>(first));
     m.p_at_1 += first == 1 ? 1.0 : 0.0;
+    m.p_at_10 += static_cast<double>(in_top_10) / 10;
     m.mrr += 1.0 / first;
+    m.mrr_at_10 += first <= 10 ? 1.0 / first : 0.0;
     m.map += precision_sum / relevant_count;
+    m.ndcg_at_10 += ideal > 0 ? dcg / ideal : 0.0;
     m.mpr += percentile_sum / relevant_count;
-    for (int k : ks) m.hit_ratio[k] += static_cast<double>(in_top[k]) / relevant_count;
+    for (int k : ks) m.recall[k] += static_cast<double>(in_top[k]) / relevant_count;
   }
   if (m.queries > 0) {
     const double n = static_cast<double>(m.queries);
-    m.p_at_1 /= n;
-    m.mrr /= n;
-    m.map /= n;
-    m.mpr /= n;
-    for (auto& [k, v] : m.hit_ratio) v /= n;
+    for (double* mean : {&m.p_at_1, &m.p_at_10, &m.mrr, &m.mrr_at_10, &m.map, &m.ndcg_at_10, &m.mpr}) *mean /= n;
+    for (auto& [k, v] : m.recall) v /= n;
   }
   return m;
+}
+
+std::string TrecRunLine(const std::string& query, const std::string& document, int64_t rank, double score) {
+  for (const std::string* id : {&query, &document}) {
+    if (id->empty() || id->find_first_of(" \t\r\n") != std::string::npos) {
+      throw Error("eval", "the id \"" + *id + "\" is empty or holds whitespace: a TREC run line cannot carry it");
+    }
+  }
+  char text[64];
+  std::snprintf(text, sizeof(text), " %lld %.17g docmatch\n", static_cast<long long>(rank), score);
+  return query + " Q0 " + document + text;
 }
 
 }  // namespace docmatch::eval

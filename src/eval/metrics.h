@@ -4,21 +4,30 @@
 // threshold on the pair score (score >= threshold means "related"); the
 // threshold is chosen on the validation split by ChooseThreshold.
 //
-// Ranking (SMASH: P@1, MRR, MAP; SDR: MPR, MRR, HR@k), per query over its
-// candidates, then averaged over queries:
+// Ranking (SMASH: P@1, MRR, MAP; SDR: MPR, MRR, recall@k, which the SDR
+// paper calls HR@k; BEIR: nDCG@10), per query over its candidates, then
+// averaged over queries, each as trec_eval defines it:
 //  * ties are broken against the relevant candidates, so a scorer that cannot
-//    tell documents apart earns nothing by luck;
-//  * P@1: the top candidate is relevant; MRR: 1 / rank of the first relevant;
-//    MAP: average precision at each relevant candidate's rank;
+//    tell documents apart earns nothing by luck (trec_eval breaks them by
+//    document id instead: the two agree wherever scores differ);
+//  * P@k: relevant candidates in the top k, over k (trec_eval's P_k);
+//  * MRR: 1 / rank of the first relevant (recip_rank); MRR@10 counts it only
+//    within the top 10, 0 beyond (MS MARCO's MRR@10);
+//  * MAP: average precision at each relevant candidate's rank;
+//  * nDCG@10: sum over the top 10 of gain / log2(rank + 1), over the same sum
+//    of the ideal order of the query's gains (trec_eval's ndcg_cut_10: the
+//    gain is the relevance grade itself, 1 for an ungraded list);
+//  * recall@k: the share of the query's relevant candidates ranked in the
+//    top k (trec_eval's recall_k);
 //  * MPR: mean over relevant candidates of (rank - 1) / (N - 1), 0 = top,
 //    1 = bottom (lower is better); JSON also gives "mpr_percentile", 1 - MPR,
 //    the SDR paper's higher-is-better convention (1 = top);
-//  * HR@k: the share of the query's relevant candidates ranked in the top k;
 //  * queries without a relevant candidate are skipped and counted.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -46,20 +55,33 @@ double ChooseThreshold(const std::vector<double>& scores, const std::vector<int>
 struct RankingQuery {
   std::vector<double> scores;  // one per candidate (the query itself excluded)
   std::vector<bool> relevant;  // same length
+  // The relevant candidates' grades (nDCG's gains), same length; empty: 1 each.
+  std::vector<double> grades;
 };
 
 struct RankingMetrics {
   int64_t queries = 0;  // evaluated
   int64_t skipped = 0;  // without any relevant candidate
-  double p_at_1 = 0, mrr = 0, map = 0, mpr = 0;
-  std::map<int, double> hit_ratio;  // k -> HR@k
+  double p_at_1 = 0, p_at_10 = 0, mrr = 0, mrr_at_10 = 0, map = 0, ndcg_at_10 = 0, mpr = 0;
+  std::map<int, double> recall;  // k -> recall@k
   // Per query, in input order: the 1-based rank of its best relevant
   // candidate (ties broken against it, as above), 0 for a skipped query. The
   // query's reciprocal rank is its inverse. Not part of ToJson.
   std::vector<int64_t> first_relevant_rank;
   nlohmann::json ToJson() const;
+  // The means times the query count, in a fixed order after the two counts:
+  // the sums of several blocks of queries (or ranks) add, and FromSums turns
+  // their total back into means.
+  std::vector<double> Sums() const;
+  static RankingMetrics FromSums(const std::vector<double>& sums, const std::vector<int>& ks);
 };
 
 RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const std::vector<int>& ks = {1, 10, 100});
+
+// One line of a TREC run file, `query Q0 document rank score docmatch` and a
+// newline, as trec_eval, ranx and ir-measures read it; the score keeps every
+// digit of the double. An id holding whitespace would split its field: an
+// Error naming it.
+std::string TrecRunLine(const std::string& query, const std::string& document, int64_t rank, double score);
 
 }  // namespace docmatch::eval

@@ -95,8 +95,12 @@ def main():
     check(np.abs(v - expected).max() < 1e-6, f"the rows differ from numpy's by {np.abs(v - expected).max():.2e}")
     check(attrs["kind"] == "fused" and attrs["dimension"] == 80 and attrs["model"] == "" and
           attrs["corpus"] == attrs_a["corpus"], f"attributes {attrs}")
+    # Each input's share, file and the model that made it.
+    models = [os.path.realpath(os.path.join(scratch, f"run-{hidden}", "latest")) for hidden in (32, 48)]
     check(attrs["fused_from"].startswith("0.250000 ") and "; 0.750000 " in attrs["fused_from"] and
-          attrs["fused_from"].endswith("vectors-48.h5"), f"fused_from {attrs['fused_from']}")
+          f"vectors-32.h5 ({attrs_a['kind']} model {attrs_a['model']}); " in attrs["fused_from"] and
+          attrs["fused_from"].endswith(f"vectors-48.h5 ({attrs_a['kind']} model {read(files[1])[2]['model']})") and
+          all(m in attrs["fused_from"] for m in models), f"fused_from {attrs['fused_from']} (models {models})")
     mean_cosine = 0.25 * unit(a) @ unit(a).T + 0.75 * unit(b) @ unit(b).T
     check(np.abs(v @ v.T - mean_cosine).max() < 1e-6, "the fused cosine is not the weighted mean of the inputs'")
     cosine = unit(v) @ unit(v).T  # what eval and search rank by: the file's float32 rows, in float64
@@ -121,7 +125,9 @@ def main():
     out = os.path.join(scratch, "eval")
     run(docmatch, "eval", "--embeddings", fused, "--corpus", corpus, "--relevance", relevance_file, "--max-queries",
         "0", "--output", out, "--no-progress")
-    metrics = json.load(open(os.path.join(out, "metrics.json")))["ranking"]
+    report = json.load(open(os.path.join(out, "metrics.json")))
+    check(report["model"] == "fused: " + attrs["fused_from"], f"eval names the fused models: {report['model']}")
+    metrics = report["ranking"]
     check(metrics["queries"] == len(lists), f"{metrics['queries']} queries ranked, expected {len(lists)}")
     check(abs(metrics["mrr"] - mrr) < 1e-9 and abs(metrics["p@1"] - p1) < 1e-9,
           f"MRR {metrics['mrr']} / P@1 {metrics['p@1']} against numpy {mrr} / {p1}")

@@ -181,6 +181,12 @@ def main():
     check(metrics["score"] == "maxsim over windows", f"score {metrics['score']}")
     check(abs(got["mrr"] - mrr) < 1e-9 and abs(got["p@1"] - p1) < 1e-9,
           f"MRR {got['mrr']} / P@1 {got['p@1']} against numpy's MaxSim {mrr} / {p1} (mean cosine: {cosine_mrr})")
+    # --windows-mean: the same file ranked by its document vectors (the windows' mean).
+    metrics = evaluate(docmatch, scratch, "eval-mean", "--model", model, "--embeddings", vectors_file, "--corpus",
+                       corpus, "--relevance", relevance_file, "--windows-mean")
+    check(abs(metrics["ranking"]["mrr"] - cosine_mrr) < 1e-9 and "windows' mean" in metrics["score"],
+          f"--windows-mean: MRR {metrics['ranking']['mrr']} ({metrics['score']}) against numpy's mean cosine "
+          f"{cosine_mrr}")
     df = Counter(t for d in docs for t in set(d))
     weights = tfidf_rows(docs, df, len(docs))
     lexical = np.array([[sum(w * c.get(t, 0.0) for t, w in q.items()) for c in weights] for q in weights])

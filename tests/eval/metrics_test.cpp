@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "console/error.h"
@@ -34,10 +37,10 @@ TEST(Ranking, HandComputedQueriesWithTiesAndAnEmptyRelevanceList) {
   EXPECT_DOUBLE_EQ(m.mpr, (2.0 / 3 + 0.5 + 0.0) / 3);
   // The SDR paper's convention, 1 = top: q1 1/3, q2 1/2, q4 1.
   EXPECT_NEAR(m.ToJson()["mpr_percentile"].get<double>(), (1.0 / 3 + 0.5 + 1.0) / 3, 1e-15);
-  // HR@1: 0, 0, 1. HR@2: q1 1/2, q2 1, q4 1. HR@10: all found.
-  EXPECT_DOUBLE_EQ(m.hit_ratio.at(1), 1.0 / 3);
-  EXPECT_DOUBLE_EQ(m.hit_ratio.at(2), (0.5 + 1 + 1) / 3);
-  EXPECT_DOUBLE_EQ(m.hit_ratio.at(10), 1.0);
+  // recall@1: 0, 0, 1. recall@2: q1 1/2, q2 1, q4 1. HR@10: all found.
+  EXPECT_DOUBLE_EQ(m.recall.at(1), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(m.recall.at(2), (0.5 + 1 + 1) / 3);
+  EXPECT_DOUBLE_EQ(m.recall.at(10), 1.0);
 }
 
 TEST(Ranking, AConstantScorerEarnsNothingAndNoQueriesGiveZeros) {
@@ -123,6 +126,57 @@ TEST(Classification, ThresholdChosenOnValidationMaximisesTheObjective) {
   // All positive: the best F1 threshold takes everything.
   EXPECT_LT(ChooseThreshold({0.2, 0.7}, {1, 1}, ThresholdObjective::kF1), 0.2);
   EXPECT_THROW(ChooseThreshold({}, {}), docmatch::Error);
+}
+
+TEST(Ranking, GradedNdcgPrecisionAtTenAndMrrAtTenByHand) {
+  // 12 candidates, scores descending with the index. Relevant: index 1
+  // (grade 2, rank 2), index 4 (grade 1, rank 5) and index 11 (grade 3,
+  // rank 12, beyond the cut-offs).
+  RankingQuery q;
+  for (int i = 0; i < 12; ++i) q.scores.push_back(1.0 - 0.05 * i);
+  q.relevant.assign(12, false);
+  q.grades.assign(12, 0.0);
+  for (auto [index, grade] : {std::pair{1, 2.0}, {4, 1.0}, {11, 3.0}}) {
+    q.relevant[index] = true;
+    q.grades[index] = grade;
+  }
+  // A second query whose only relevant candidate is at rank 11: MRR@10 0.
+  RankingQuery late;
+  for (int i = 0; i < 12; ++i) late.scores.push_back(1.0 - 0.05 * i);
+  late.relevant.assign(12, false);
+  late.relevant[10] = true;
+  const RankingMetrics m = EvaluateRanking({q, late}, {1, 10, 100});
+  // nDCG@10 of q: DCG 2 / log2(3) + 1 / log2(6); ideal 3 / log2(2) + 2 / log2(3) + 1 / log2(4).
+  const double dcg = 2 / std::log2(3.0) + 1 / std::log2(6.0);
+  const double ideal = 3 / std::log2(2.0) + 2 / std::log2(3.0) + 1 / std::log2(4.0);
+  // late: nothing relevant in the top 10.
+  EXPECT_NEAR(m.ndcg_at_10, (dcg / ideal + 0) / 2, 1e-15);
+  EXPECT_DOUBLE_EQ(m.p_at_10, (2.0 / 10 + 0) / 2);
+  EXPECT_DOUBLE_EQ(m.mrr, (1.0 / 2 + 1.0 / 11) / 2);
+  EXPECT_DOUBLE_EQ(m.mrr_at_10, (1.0 / 2 + 0) / 2);
+  EXPECT_DOUBLE_EQ(m.recall.at(10), (2.0 / 3 + 0) / 2);
+  EXPECT_DOUBLE_EQ(m.recall.at(100), 1.0);
+  // Without grades every relevant candidate gains 1.
+  q.grades.clear();
+  const RankingMetrics ungraded = EvaluateRanking({q}, {10});
+  EXPECT_NEAR(ungraded.ndcg_at_10, (1 / std::log2(3.0) + 1 / std::log2(6.0)) / (1 + 1 / std::log2(3.0) + 0.5), 1e-15);
+
+  // Sums of two halves add up to the whole's means.
+  const RankingMetrics first = EvaluateRanking({q}, {1, 10, 100}), second = EvaluateRanking({late}, {1, 10, 100});
+  std::vector<double> sums = first.Sums();
+  for (size_t i = 0; i < sums.size(); ++i) sums[i] += second.Sums()[i];
+  const RankingMetrics both = RankingMetrics::FromSums(sums, {1, 10, 100});
+  const RankingMetrics whole = EvaluateRanking({q, late}, {1, 10, 100});
+  EXPECT_EQ(both.queries, 2);
+  EXPECT_EQ(both.ToJson().dump(), whole.ToJson().dump());
+  EXPECT_THROW(RankingMetrics::FromSums(sums, {1}), docmatch::Error);
+}
+
+TEST(TrecRun, LinesCarryEveryDigitAndRefuseIdsWithWhitespace) {
+  EXPECT_EQ(TrecRunLine("q1", "doc-7", 3, 0.1), "q1 Q0 doc-7 3 0.10000000000000001 docmatch\n");
+  EXPECT_EQ(std::stod("0.10000000000000001"), 0.1);
+  EXPECT_THROW(TrecRunLine("q 1", "doc-7", 1, 0.5), docmatch::Error);
+  EXPECT_THROW(TrecRunLine("q1", "", 1, 0.5), docmatch::Error);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -109,35 +110,106 @@ std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpu
   return pairs;
 }
 
-std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& corpus) {
-  return ReadRelevance(path, corpus, corpus);
+Relevance ReadRelevance(const std::string& path, const Corpus& corpus) { return ReadRelevance(path, corpus, corpus); }
+
+std::vector<int64_t> RelevantDocuments(const Judgements& judgements) {
+  std::vector<int64_t> relevant;
+  for (const auto& [document, grade] : judgements)
+    if (grade >= 1) relevant.push_back(document);
+  return relevant;
 }
 
-std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& queries,
-                                                      const Corpus& candidates) {
-  const Corpus& corpus = candidates;
-  std::map<int64_t, std::vector<int64_t>> relevant;
-  ForEachRecord(path, "relevance", [&](const nlohmann::json& record, const std::string& where, int64_t) {
+Relevance ReadRelevance(const std::string& path, const Corpus& queries, const Corpus& candidates) {
+  std::ifstream in(path);
+  if (!in) throw InputError("cannot open relevance file '" + path + "'");
+  Relevance relevance;
+  std::map<std::pair<int64_t, int64_t>, int64_t> line_of;  // where each judgement was read
+  int64_t number = 0;
+  std::string where;
+  const auto judge = [&](int64_t query, int64_t document, int64_t grade) {
+    const auto [entry, added] = relevance[query].emplace(document, grade);
+    const auto [line, first] = line_of.emplace(std::make_pair(query, document), number);
+    if (!added && entry->second != grade) {
+      throw InputError(where + ": this query and document are judged " + std::to_string(grade) + " here and " +
+                       std::to_string(entry->second) + " at " + path + ":" + std::to_string(line->second) +
+                       "; a judgement has one grade");
+    }
+  };
+  const auto grade_of = [&](const std::string& text) {
+    size_t used = 0;
+    int64_t grade = 0;
+    try {
+      grade = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) {
+      throw InputError(where + ": the grade \"" + text +
+                       "\" is not an integer (qrels grade 0 not relevant, 1 or more relevant)");
+    }
+    return grade;
+  };
+  std::string line;
+  bool qrels_header_allowed = true;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    where = path + ":" + std::to_string(number);
+    if (line[line.find_first_not_of(" \t")] != '{') {  // BEIR or TREC qrels
+      std::istringstream fields(line);
+      std::vector<std::string> parts;
+      for (std::string part; fields >> part;) parts.push_back(part);
+      const bool header = qrels_header_allowed && parts.size() == 3 && parts[2] == "score";
+      qrels_header_allowed = false;
+      if (header) continue;
+      if (parts.size() != 3 && parts.size() != 4) {
+        throw InputError(where +
+                         ": expected a JSON object, BEIR's `query-id<TAB>corpus-id<TAB>score` or TREC's "
+                         "`query iteration document grade`, not " +
+                         std::to_string(parts.size()) + " fields");
+      }
+      judge(IndexOf("query", parts[0], queries, where), IndexOf("document", parts[parts.size() - 2], candidates, where),
+            grade_of(parts.back()));
+      continue;
+    }
+    qrels_header_allowed = false;
+    nlohmann::json record;
+    try {
+      record = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(where + ": not a JSON object (" + std::string(e.what()) + ")");
+    }
     if (record.contains("query") && record.contains("relevant") && record["query"].is_string() &&
-        record["relevant"].is_array()) {
+        (record["relevant"].is_array() || record["relevant"].is_object())) {
       const int64_t query = IndexOf("query", record["query"].get<std::string>(), queries, where);
-      std::vector<int64_t>& list = relevant[query];
+      relevance[query];  // listed even when nothing in it is relevant
+      if (record["relevant"].is_object()) {
+        for (const auto& [id, grade] : record["relevant"].items()) {
+          if (!grade.is_number_integer()) throw InputError(where + ": the grade of \"" + id + "\" is not an integer");
+          judge(query, IndexOf("relevant", id, candidates, where), grade.get<int64_t>());
+        }
+        continue;
+      }
       for (const auto& target : record["relevant"]) {
         if (!target.is_string()) throw InputError(where + ": \"relevant\" must list document ids");
-        list.push_back(IndexOf("relevant", target.get<std::string>(), corpus, where));
+        judge(query, IndexOf("relevant", target.get<std::string>(), candidates, where), 1);
       }
     } else if (record.contains("source") && record.contains("target") && record["source"].is_string() &&
                record["target"].is_string()) {
-      if (record.contains("label") && record["label"] == 0) return;
-      relevant[IndexOf("source", record["source"].get<std::string>(), queries, where)].push_back(
-          IndexOf("target", record["target"].get<std::string>(), corpus, where));
+      if (record.contains("label") && record["label"] == 0) continue;
+      judge(IndexOf("source", record["source"].get<std::string>(), queries, where),
+            IndexOf("target", record["target"].get<std::string>(), candidates, where), 1);
     } else {
-      throw InputError(where + ": expected {\"query\": id, \"relevant\": [ids]} or {\"source\": id, \"target\": id}");
+      throw InputError(where +
+                       ": expected {\"query\": id, \"relevant\": [ids] or {id: grade}}, {\"source\": id, \"target\": "
+                       "id}, or a qrels line");
     }
-  });
-  const bool any = std::any_of(relevant.begin(), relevant.end(), [](const auto& q) { return !q.second.empty(); });
+  }
+  const bool any = std::any_of(relevance.begin(), relevance.end(),
+                               [](const auto& q) { return !RelevantDocuments(q.second).empty(); });
   if (!any) throw InputError("relevance file '" + path + "' holds no query with a relevant document");
-  return relevant;
+  return relevance;
 }
 
 }  // namespace docmatch::data

@@ -25,15 +25,28 @@ struct LabelledPair {
 // every pair puts a document with itself.
 std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpus, bool labels_required = true);
 
-// Relevance lists for ranking, either {"query": id, "relevant": [id, ...]}
-// (Wikispeedia's relevance.jsonl) or {"source": id, "target": id} lines
-// (related.jsonl; a "label": 0 line is skipped): query index -> relevant
-// indices. Unknown ids are errors naming the file and line.
-std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& corpus);
+// Relevance judgements for ranking: query index -> (document index -> grade).
+// A grade is an integer; a document is relevant at grade 1 or more (nDCG's
+// gain is the grade), as trec_eval reads qrels; a query judged with grades
+// below 1 only stays listed, with no relevant document. Read from any of:
+//  * {"query": id, "relevant": [id, ...]} (grade 1 each) or
+//    {"query": id, "relevant": {id: grade, ...}} JSONL lines;
+//  * {"source": id, "target": id} lines (related.jsonl; a "label": 0 line is
+//    skipped), grade 1;
+//  * BEIR's qrels, `query-id<TAB>corpus-id<TAB>score` (a header line naming
+//    the columns is skipped);
+//  * TREC qrels, `query iteration document grade` (whitespace-separated).
+// Unknown ids, a grade that is not an integer and a document judged twice
+// with different grades are errors naming the file and line.
+using Judgements = std::map<int64_t, int64_t>;
+using Relevance = std::map<int64_t, Judgements>;
+Relevance ReadRelevance(const std::string& path, const Corpus& corpus);
 // The same with queries from their own corpus (eval --queries): a query id
 // (or source) is looked up in `queries`, a relevant id (or target) in
 // `candidates`.
-std::map<int64_t, std::vector<int64_t>> ReadRelevance(const std::string& path, const Corpus& queries,
-                                                      const Corpus& candidates);
+Relevance ReadRelevance(const std::string& path, const Corpus& queries, const Corpus& candidates);
+// The documents of one query's judgements that are relevant (grade >= 1), in
+// index order.
+std::vector<int64_t> RelevantDocuments(const Judgements& judgements);
 
 }  // namespace docmatch::data

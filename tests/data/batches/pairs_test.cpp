@@ -93,5 +93,63 @@ TEST_F(Pairs, RefusesAPairWithTwoLabelsAndAFileOfSelfPairs) {
       << ErrorOf(dir.File("self-positives.jsonl"), corpus);
 }
 
+std::string RelevanceErrorOf(const std::string& path, const Corpus& corpus) {
+  try {
+    ReadRelevance(path, corpus);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(Pairs, RelevanceFromJsonlBeirAndTrecQrelsWithGrades) {
+  // The same judgements in the four shapes: doc-1 -> doc-2 (grade 2), doc-3
+  // (grade 1), doc-4 (grade 0: judged, not relevant); doc-5 -> doc-6.
+  testing::WriteFile(dir.File("graded.jsonl"),
+                     "{\"query\": \"doc-1\", \"relevant\": {\"doc-2\": 2, \"doc-3\": 1, \"doc-4\": 0}}\n"
+                     "{\"query\": \"doc-5\", \"relevant\": [\"doc-6\"]}\n");
+  testing::WriteFile(
+      dir.File("beir.tsv"),
+      "query-id\tcorpus-id\tscore\ndoc-1\tdoc-2\t2\ndoc-1\tdoc-3\t1\r\ndoc-1\tdoc-4\t0\n\ndoc-5\tdoc-6\t1\n");
+  testing::WriteFile(dir.File("trec.qrels"), "doc-1 0 doc-2 2\ndoc-1 0 doc-3 1\ndoc-1 0 doc-4 0\ndoc-5 0 doc-6 1\n");
+  const Relevance expected = {{1, {{2, 2}, {3, 1}, {4, 0}}}, {5, {{6, 1}}}};
+  for (const char* name : {"graded.jsonl", "beir.tsv", "trec.qrels"}) {
+    EXPECT_EQ(ReadRelevance(dir.File(name), corpus), expected) << name;
+  }
+  EXPECT_EQ(RelevantDocuments(expected.at(1)), (std::vector<int64_t>{2, 3}));
+  // The two ungraded shapes give grade 1.
+  testing::WriteFile(dir.File("lists.jsonl"),
+                     "{\"query\": \"doc-1\", \"relevant\": [\"doc-2\", \"doc-3\"]}\n"
+                     "{\"source\": \"doc-5\", \"target\": \"doc-6\"}\n"
+                     "{\"source\": \"doc-5\", \"target\": \"doc-7\", \"label\": 0}\n");
+  EXPECT_EQ(ReadRelevance(dir.File("lists.jsonl"), corpus), (Relevance{{1, {{2, 1}, {3, 1}}}, {5, {{6, 1}}}}));
+  // A query judged only 0 stays listed, with nothing relevant.
+  testing::WriteFile(dir.File("zero.tsv"), "doc-1\tdoc-2\t1\ndoc-8\tdoc-9\t0\n");
+  EXPECT_TRUE(RelevantDocuments(ReadRelevance(dir.File("zero.tsv"), corpus).at(8)).empty());
+
+  // Errors name the file and line.
+  testing::WriteFile(dir.File("twice.tsv"), "doc-1\tdoc-2\t1\ndoc-1\tdoc-2\t2\n");
+  EXPECT_NE(RelevanceErrorOf(dir.File("twice.tsv"), corpus)
+                .find("twice.tsv:2: this query and document are judged 2 "
+                      "here and 1 at"),
+            std::string::npos)
+      << RelevanceErrorOf(dir.File("twice.tsv"), corpus);
+  testing::WriteFile(dir.File("fraction.tsv"), "doc-1\tdoc-2\t0.5\n");
+  EXPECT_NE(
+      RelevanceErrorOf(dir.File("fraction.tsv"), corpus).find("fraction.tsv:1: the grade \"0.5\" is not an integer"),
+      std::string::npos);
+  testing::WriteFile(dir.File("unknown.tsv"), "doc-1\tdoc-2\t1\ndoc-1\tnope\t1\n");
+  EXPECT_NE(
+      RelevanceErrorOf(dir.File("unknown.tsv"), corpus).find("unknown.tsv:2: document \"nope\" is not a document"),
+      std::string::npos)
+      << RelevanceErrorOf(dir.File("unknown.tsv"), corpus);
+  testing::WriteFile(dir.File("fields.tsv"), "doc-1 doc-2\n");
+  EXPECT_NE(RelevanceErrorOf(dir.File("fields.tsv"), corpus).find("fields.tsv:1: expected a JSON object"),
+            std::string::npos);
+  testing::WriteFile(dir.File("nothing.tsv"), "query-id\tcorpus-id\tscore\ndoc-1\tdoc-2\t0\n");
+  EXPECT_NE(RelevanceErrorOf(dir.File("nothing.tsv"), corpus).find("holds no query with a relevant document"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace docmatch::data
