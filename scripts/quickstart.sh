@@ -136,7 +136,7 @@ print(f"({r['queries']} held-out query pages, each against the {r['candidates']}
 EOF
 echo "[quickstart] the pages nearest to printf(3), by the fine-tuned model fused with TF-IDF:"
 "$docmatch" search --embeddings "runs/quickstart/$name/embeddings.h5" --id printf.3 --top 8 \
-  --exclude-self --lexical-weight 0.5
+  --lexical-weight 0.5
 
 # The export, read back outside docmatch: three texts encoded by `docmatch
 # encode` and by the Python stack a user would serve it with.

@@ -10,10 +10,14 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/training_flags.h"
 #include "cli/yaml_config.h"
 #include "console/interrupt.h"
 #include "console/log_sink.h"
@@ -125,6 +129,37 @@ int UsageError(const CLI::App& app, const CLI::App* command, const CLI::ParseErr
   return kExitUsage;
 }
 
+// The top-level --help: one line a command, not each command's whole
+// description (`docmatch COMMAND --help` has that).
+class CommandList : public CLI::Formatter {
+ public:
+  std::string make_subcommand(const CLI::App* command) const override {
+    static const std::map<std::string, std::string> kSummaries = {
+        {"prepare", "raw documents (JSONL or .txt files) -> a tokenized, sharded corpus"},
+        {"inspect", "what a corpus, shard, model folder or training run holds"},
+        {"info", "what this build was compiled with (torch, CUDA, NCCL, MPI)"},
+        {"pretrain", "pre-train on a corpus: SMITH's masked words and blocks, DocSplit, SDR"},
+        {"finetune", "fine-tune on related pairs (contrastive, or labelled pairs)"},
+        {"embed", "every document of a corpus -> vectors"},
+        {"eval", "pair classification and ranking metrics (MRR, nDCG@10, MAP, recall@k)"},
+        {"export", "a model folder for serving: docmatch, Hugging Face or sentence-transformers"},
+        {"import-hf", "a Hugging Face / sentence-transformers folder -> a docmatch model"},
+        {"tokenize", "standard input -> token ids, with a corpus's or a model's tokenizer"},
+        {"encode", "raw text -> vectors, without a corpus"},
+        {"search", "the documents nearest a document or a text"},
+        {"index", "an approximate (HNSW) index for search --ann on large files"},
+        {"fuse", "several models' vectors -> one file (their weighted mean cosine)"},
+    };
+    const auto found = kSummaries.find(command->get_name());
+    const std::string& description = command->get_description();
+    std::ostringstream out;
+    CLI::detail::format_help(out, command->get_display_name(),
+                             found != kSummaries.end() ? found->second : description.substr(0, description.find('\n')),
+                             get_column_width());
+    return out.str();
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,31 +195,23 @@ int main(int argc, char** argv) {
   docmatch::console::UsePlainConsoleLog(google::GLOG_INFO);
 
   CLI::App app{
-      "docmatch: distributed training of encoders that match long documents\n"
-      "(SMITH, DocSplit, SMASH RNN / HAN, SDR, MatchBERT).\n\n"
-      "A run goes: prepare a corpus into shards, then pretrain, finetune, embed\n"
-      "and eval; search finds the documents nearest a document or a text (index\n"
-      "builds an approximate index for search --ann on large files), fuse\n"
-      "joins several models' vectors into one file, and encode turns raw text\n"
-      "into vectors. Every command reads an optional YAML config (--config)\n"
-      "whose section for the command holds its long options; flags override it,\n"
-      "and --dump-config prints the result.\n\n"
-      "  docmatch prepare --input articles.jsonl --output corpora/wiki\n"
-      "  docmatch inspect corpora/wiki --doc Absolute_zero\n"
-      "  docmatch prepare --config configs/prepare-wikispeedia.yaml --dump-config\n"
-      "  docmatch search --embeddings runs/wiki/embeddings.h5 --text 'ice ages and glaciers'\n",
+      "docmatch: encoders that match long documents (SMITH, DocSplit, SMASH, SDR, MatchBERT),\n"
+      "trained on one machine or many, then evaluated, searched and exported.\n\n"
+      "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --output models/minilm\n"
+      "  docmatch prepare --input mine.jsonl --output corpora/mine --tokenizer models/minilm\n"
+      "  docmatch embed --model models/minilm --corpus corpora/mine --output runs/mine.h5\n"
+      "  docmatch search --embeddings runs/mine.h5 --text 'what I am looking for'\n\n"
+      "docmatch COMMAND --help tells all of a command.\n",
       "docmatch"};
+  app.formatter(std::make_shared<CommandList>());
   app.config_formatter(std::make_shared<docmatch::cli::YamlConfig>());
   app.set_config("--config", "", "YAML config with a section per command (see configs/)");
   bool dump_config = false, verbose = false;
   app.add_flag("--dump-config", dump_config, "print the resolved config of the command and exit");
-  app.add_flag("--verbose", verbose,
-               "also print HDF5's own error stack when reading or writing a file fails, and libtorch's C++ "
-               "backtrace with its errors");
+  app.add_flag("--verbose", verbose, "with an error, also HDF5's error stack and libtorch's C++ backtrace");
   bool allow_unverified = false;
   app.add_flag("--allow-unverified", allow_unverified,
-               "load a model folder or checkpoint that has no checksums.json (copied without it, or written by an "
-               "older docmatch); its files are then not checked for damage");
+               "load a model folder that has no checksums.json; its files go unchecked");
   app.require_subcommand(1);
   app.set_version_flag("--version", docmatch::dist::CurrentBuildInfo().docmatch_version);
 
@@ -238,6 +265,7 @@ int main(int argc, char** argv) {
     for (const auto& command : commands) {
       if (command.app->get_name() != word) RelaxChecks(command.app);
     }
+    docmatch::cli::RememberCommandLine(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version

@@ -292,7 +292,10 @@ Command AddSearchCommand(CLI::App* app) {
   sub->add_option("--queries", flags->queries, "JSONL of queries: {\"id\": ...} or {\"text\": ..., \"id\": label}")
       ->check(CLI::ExistingFile);
   sub->add_option("--top", flags->options.top, "hits per query")->capture_default_str()->check(Positive());
-  sub->add_flag("--exclude-self", flags->options.exclude_self, "a document query leaves itself out of its hits");
+  flags->options.exclude_self = true;
+  sub->add_flag("--exclude-self,!--include-self", flags->options.exclude_self,
+                "a document query (--id, {\"id\"}) leaves itself out of its hits (the default); --include-self "
+                "keeps it, usually first");
   sub->add_option("--model", flags->model,
                   "model folder for text queries (default: the folder the file names, when it exists)")
       ->check(ModelFolder());

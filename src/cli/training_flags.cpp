@@ -2,6 +2,7 @@
 // ranks' process set-up (placement, backend, per-rank logs) they drive.
 #include "cli/training_flags.h"
 
+#include <glog/logging.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -16,6 +17,8 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/yaml_config.h"
 #include "console/error.h"
@@ -24,6 +27,26 @@
 #include "train/step_profiling.h"
 
 namespace docmatch::cli {
+
+namespace {
+std::vector<std::string>& CommandLineWords() {
+  static std::vector<std::string> words;
+  return words;
+}
+
+// Rank 0 of an mpirun launch (read before MPI starts), or a process alone.
+bool FirstRankOrAlone() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  return rank == nullptr || std::string(rank) == "0";
+}
+}  // namespace
+
+void RememberCommandLine(int argc, char** argv) { CommandLineWords().assign(argv + 1, argv + argc); }
+
+bool GivenOnCommandLine(const std::string& flag) {
+  return std::any_of(CommandLineWords().begin(), CommandLineWords().end(),
+                     [&](const std::string& word) { return word == flag || word.rfind(flag + "=", 0) == 0; });
+}
 
 void AddDeviceFlag(CLI::App* app, std::string* device) {
   app->add_option("--device", *device,
@@ -277,8 +300,38 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
       ->type_name("INT|auto")
       ->default_str("auto");
   app->final_callback([app, o] {
+    // --steps typed on the command line over a config file's schedule: the
+    // schedule follows the steps typed, unless warm-up or decay were typed too.
+    std::vector<std::string> replaced;
+    if (GivenOnCommandLine("--steps")) {
+      for (auto [flag, value] : {std::pair{"--warmup-steps", &o->optimizer.warmup_steps},
+                                 std::pair{"--decay-steps", &o->optimizer.total_steps}}) {
+        if (*value >= 0 && !GivenOnCommandLine(flag)) {
+          replaced.push_back(std::string(flag) + " " + std::to_string(*value));
+          *value = -1;
+        }
+      }
+    }
     if (o->optimizer.warmup_steps < 0) o->optimizer.warmup_steps = std::max<int64_t>(1, o->steps / 10);
     if (o->optimizer.total_steps < 0) o->optimizer.total_steps = o->steps;
+    const std::string schedule = "warm-up " + std::to_string(o->optimizer.warmup_steps) + ", decay to 0 at step " +
+                                 std::to_string(o->optimizer.total_steps);
+    if (!replaced.empty() && FirstRankOrAlone()) {
+      LOG(WARNING) << "[config] --steps " << o->steps << " is given on the command line: the schedule follows it ("
+                   << schedule << ") instead of the config's " << replaced.front()
+                   << (replaced.size() > 1 ? " and " + replaced.back() : "")
+                   << "; type --warmup-steps / --decay-steps to set them";
+    }
+    if (FirstRankOrAlone() && o->optimizer.warmup_steps >= o->steps) {
+      LOG(WARNING) << "[config] the learning rate warms up over " << o->optimizer.warmup_steps << " steps of a run of "
+                   << o->steps << ": it never reaches --lr (" << schedule << ")";
+    } else if (FirstRankOrAlone() && o->optimizer.total_steps > o->steps) {
+      LOG(WARNING) << "[config] the learning rate decays to 0 at step " << o->optimizer.total_steps
+                   << ", after the run's " << o->steps << " steps: it ends at "
+                   << static_cast<int64_t>(100.0 * (o->optimizer.total_steps - o->steps) /
+                                           std::max<int64_t>(1, o->optimizer.total_steps - o->optimizer.warmup_steps))
+                   << "% of --lr (" << schedule << ")";
+    }
     // Decay to 0 at step 0 would train at learning rate 0 throughout.
     if (o->optimizer.total_steps == 0) throw CLI::ValidationError("--decay-steps", "must be at least 1, or auto");
     o->config_yaml = CommandConfigYaml(*app);

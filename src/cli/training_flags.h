@@ -30,6 +30,11 @@ void AddDeviceFlag(CLI::App* app, std::string* device);
 // --model means a model folder in every command (a checkpoint, <run>/best,
 // an import or an export); a model YAML is --model-config. These checks say
 // which one a wrong path was meant for.
+// The command line's words, recorded by main before parsing, so that an
+// option a config file set can be told from one typed.
+void RememberCommandLine(int argc, char** argv);
+bool GivenOnCommandLine(const std::string& flag);
+
 CLI::Validator ModelFolder();
 CLI::Validator ModelConfigFile();
 

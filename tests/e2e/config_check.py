@@ -95,6 +95,28 @@ def main():
     config = open(os.path.join(run_dir, "config.yaml")).read()
     check(config.startswith("pretrain:\n") and "  steps: 20\n" in config and "  lr: 1e-3\n" in config, config)
 
+    # --steps typed over a config file's schedule: the schedule follows the
+    # steps typed (warm-up 1, decay to 0 at step 6), said once; typed warm-up
+    # is kept, with a warning that the run never reaches --lr.
+    with open(path("schedule.yaml"), "w") as f:
+        f.write("pretrain:\n  steps: 200\n  warmup-steps: 20\n  decay-steps: 200\n")
+
+    def schedule(name, *extra):
+        result = run(*common[:-5], "--run", path(name), *common[-3:], "--config", path("schedule.yaml"), "--steps", "6",
+                     *extra)
+        metrics = map(json.loads, open(path(name, "metrics.jsonl")))
+        return {line["step"]: line["train/lr"] for line in metrics if "train/lr" in line}, result.stderr
+
+    followed, said_err = schedule("follows")
+    said = [line for line in said_err.splitlines() if "the schedule follows it" in line]
+    check(len(said) == 1 and "(warm-up 1, decay to 0 at step 6) instead of the config's --warmup-steps 20 and "
+          "--decay-steps 200" in said[0] and abs(followed[1] - 1e-3) < 1e-12 and abs(followed[6] - 1e-3 / 5) < 1e-12,
+          f"--steps 6 over the config's schedule: lr {followed}\n{said_err[-1500:]}")
+    followed, said_err = schedule("typed", "--warmup-steps", "20")
+    said = [line for line in said_err.splitlines() if "warms up over 20 steps of a run of 6" in line]
+    check(len(said) == 1 and "decay to 0 at step 6" in said[0] and abs(followed[6] - 1e-3 * 6 / 20) < 1e-12,
+          f"--warmup-steps 20 typed with --steps 6: lr {followed}\n{said_err[-1500:]}")
+
     err = run(*common[:-7], "--lr", "5e-4", *common[-5:], "--steps", "22").stderr
     warning = [line for line in err.splitlines() if "differ from its config.yaml" in line]
     check(len(warning) == 1 and "lr 1e-3 -> 5e-4" in warning[0] and "steps 20 -> 22" in warning[0]

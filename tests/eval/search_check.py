@@ -174,7 +174,8 @@ def main():
 
     # By id: itself first, then numpy's order; the same with 7-row blocks.
     for row in (0, 17, len(ids) - 1):
-        got = hits(run("search", "--embeddings", embeddings, "--id", ids[row], "--format", "jsonl").stdout)
+        got = hits(run("search", "--embeddings", embeddings, "--id", ids[row], "--format", "jsonl",
+                       "--include-self").stdout)
         check(len(got) == 1 and got[0]["query"] == ids[row], f"one result line per query: {got}")
         first = got[0]["hits"][0]
         check(first["id"] == ids[row] and abs(first["score"] - 1) < 1e-9, f"{ids[row]} found {first} first")
@@ -183,7 +184,7 @@ def main():
         check([h["rank"] for h in got[0]["hits"]] == list(range(1, 11)), "ranks 1..10")
         check(all(h["title"] for h in got[0]["hits"]), "titles come from the corpus the file names")
         blocked = hits(run("search", "--embeddings", embeddings, "--id", ids[row], "--format", "jsonl",
-                           "--block-rows", "7").stdout)
+                           "--block-rows", "7", "--include-self").stdout)
         check([h["id"] for h in blocked[0]["hits"]] == [h["id"] for h in got[0]["hits"]] and
               all(abs(a["score"] - b["score"]) < 1e-12 for a, b in zip(blocked[0]["hits"], got[0]["hits"])),
               f"--block-rows 7 changed the hits of {ids[row]}")
@@ -192,6 +193,9 @@ def main():
                           "--exclude-self").stdout)[0]["hits"]
         check(ids[row] not in [h["id"] for h in others], "--exclude-self left the query in")
         same_ranking(others, order, scores, ids, f"search --id {ids[row]} --exclude-self")
+        # Leaving the query out is the default.
+        default = hits(run("search", "--embeddings", embeddings, "--id", ids[row], "--format", "jsonl").stdout)
+        check(default[0]["hits"] == others, f"search --id {ids[row]} without a flag kept the query")
     table = run("search", "--embeddings", embeddings, "--id", ids[3], "--top", "3").stdout
 
     # An embed file made with relative paths is read the same from another
@@ -359,7 +363,7 @@ def main():
         f.write(json.dumps({"id": ids[5]}) + "\n\n")
         f.write(json.dumps({"id": "as-text", "text": by_id[ids[9]]["text"]}) + "\n")
     got = hits(run("search", "--embeddings", embeddings, "--queries", queries, "--tokenizer", corpus,
-                   "--format", "jsonl", "--top", "3").stdout)
+                   "--format", "jsonl", "--top", "3", "--include-self").stdout)
     check([g["query"] for g in got] == [ids[5], "as-text"], f"queries in order: {[g['query'] for g in got]}")
     check(got[0]["hits"][0]["id"] == ids[5], "an id line is a document query")
     check(got[1]["hits"][0]["id"] == ids[9] and abs(got[1]["hits"][0]["score"] - 1) < 1e-5,
@@ -371,7 +375,7 @@ def main():
         for i in range(12):
             f.write(json.dumps({"id": f"t{i}", "text": by_id[ids[i]]["text"]} if i % 3 else {"id": ids[i]}) + "\n")
     got = hits(run("search", "--embeddings", embeddings, "--queries", queries, "--tokenizer", corpus,
-                   "--format", "jsonl", "--top", "1", "--batch-size", "3").stdout)
+                   "--format", "jsonl", "--top", "1", "--batch-size", "3", "--include-self").stdout)
     check([g["query"] for g in got] == [f"t{i}" if i % 3 else ids[i] for i in range(12)],
           f"batched queries in order: {[g['query'] for g in got]}")
     for i, g in enumerate(got):
@@ -401,7 +405,8 @@ def main():
     h5_ids, h5_vectors = read_vectors(encoded_h5)
     check(h5_ids == [a["id"] for a in raw] and np.abs(h5_vectors - np.stack([encoded[i] for i in h5_ids])).max() < 1e-6,
           "encode --output holds the JSON lines' vectors in input order")
-    from_encode = hits(run("search", "--embeddings", encoded_h5, "--id", ids[2], "--format", "jsonl").stdout)
+    from_encode = hits(run("search", "--embeddings", encoded_h5, "--id", ids[2], "--format", "jsonl",
+                           "--include-self").stdout)
     check(from_encode[0]["hits"][0]["id"] == ids[2], "search reads an encode file")
 
     # Hybrid: (cosine + TF-IDF cosine) / 2, the TF-IDF recomputed here.
@@ -413,7 +418,7 @@ def main():
     fused = 0.5 * (unit @ unit[q]) + 0.5 * lexical
     order = np.argsort(-fused, kind="stable")[:10]
     got = hits(run("search", "--embeddings", embeddings, "--id", ids[q], "--format", "jsonl",
-                   "--lexical-weight", "0.5").stdout)[0]["hits"]
+                   "--lexical-weight", "0.5", "--include-self").stdout)[0]["hits"]
     same_ranking(got, order, fused[order], ids, "hybrid search")
 
     # SDR: the hierarchical score re-ranks; a document is its own best match.
@@ -425,10 +430,10 @@ def main():
     run("embed", "--model", os.path.join(sdr_run, "latest"), "--corpus", corpus, "--output", sdr_embeddings,
         "--no-progress")
     raw = hits(run("search", "--embeddings", sdr_embeddings, "--id", ids[4], "--format", "jsonl",
-                   "--rerank", str(len(ids)), "--no-sdr-normalize").stdout)[0]["hits"]
+                   "--rerank", str(len(ids)), "--no-sdr-normalize", "--include-self").stdout)[0]["hits"]
     check(raw[0]["id"] == ids[4] and abs(raw[0]["score"] - 1) < 1e-5, f"SDR, raw: {ids[4]} found {raw[0]} first")
     got = hits(run("search", "--embeddings", sdr_embeddings, "--id", ids[4], "--format", "jsonl",
-                   "--rerank", str(len(ids))).stdout)[0]["hits"]
+                   "--rerank", str(len(ids)), "--include-self").stdout)[0]["hits"]
     expected = sdr_zscored_self_score(sdr_embeddings, 4)
     check(got[0]["id"] == ids[4] and abs(got[0]["score"] - expected) < 1e-4 * abs(expected),
           f"SDR, z-scored (the default): {ids[4]} found {got[0]} first, numpy's self score {expected}")
@@ -437,7 +442,7 @@ def main():
     # must give exact search's list.
     run("index", "--embeddings", sdr_embeddings, "--no-progress")
     approximate = hits(run("search", "--embeddings", sdr_embeddings, "--id", ids[4], "--format", "jsonl",
-                           "--rerank", str(len(ids)), "--ann").stdout)[0]["hits"]
+                           "--rerank", str(len(ids)), "--ann", "--include-self").stdout)[0]["hits"]
     check([h["id"] for h in approximate] == [h["id"] for h in got] and
           max(abs(a["score"] - b["score"]) for a, b in zip(approximate, got)) < 1e-6,
           f"SDR --ann: {approximate} vs {got}")
