@@ -30,7 +30,11 @@ Command AddImportCommand(CLI::App* app) {
       "  docmatch import-hf ~/.cache/docmatch/models/all-minilm-l6-v2 --kind bag --output models/bag-minilm\n"
       "Anything docmatch's BERT layer cannot reproduce exactly (another model_type, tanh GELU,\n"
       "relative positions) is refused; import.json lists the tensors mapped, dropped and fresh.");
-  sub->add_option("input", o->input, "Hugging Face model folder")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("input", o->input,
+                  "Hugging Face model folder: a sentence-transformers or transformers folder, a hub cache folder "
+                  "(models--org--name or its snapshots/<hash>), or a hub id (org/name) already in the local "
+                  "Hugging Face cache; docmatch downloads nothing")
+      ->required();
   sub->add_option("--output", o->output, "docmatch model folder to write")->required();
   sub->add_option("--kind", o->kind,
                   "match_bert (flat encoder), smith (SMITH's sentence encoder), sdr (SDR's sentence encoder)\n"
@@ -90,6 +94,9 @@ Command AddImportCommand(CLI::App* app) {
       ->capture_default_str();
   sub->add_flag("--overwrite", o->overwrite, "replace an existing output folder");
   return {sub, [o] {
+            std::string said;
+            o->input = io::ResolveHuggingFaceFolder(o->input, &said);
+            if (!said.empty()) std::cout << said << std::endl;
             RefuseProtectedOutput("import", o->output, {o->input});
             const io::ImportReport report = io::ImportHuggingFace(*o);
             std::cout << "[import] " << o->input << " -> " << o->output << ": " << report.mapped_tensors << " tensors ("

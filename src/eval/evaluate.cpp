@@ -122,16 +122,18 @@ struct Scorer {
       // The query's range over the other documents, found once per query (a
       // pair's score must not cost a whole row each time), then each
       // candidate's own score.
+      torch::Tensor row;  // the query's row, one pass of postings, when needed
       auto [range, added] = bm25_ranges->try_emplace(query, 0.0, 0.0);
       if (added) {
-        const torch::Tensor row = bm25->Scores({query})[0];
+        row = bm25->Scores({query})[0];
         const torch::Tensor others = row.index({torch::arange(row.numel()).ne(query)});
         if (others.numel() > 0) range->second = {others.min().item<double>(), others.max().item<double>()};
       }
       const auto [low, high] = range->second;
       torch::Tensor words;
-      if (candidates.numel() > kBm25PairsByMerge) {  // many candidates: the query's row, one pass of postings
-        words = bm25->Scores({query})[0].index_select(0, candidates);
+      if (candidates.numel() > kBm25PairsByMerge) {  // many candidates: from the query's row
+        if (!row.defined()) row = bm25->Scores({query})[0];
+        words = row.index_select(0, candidates);
       } else {
         words = torch::empty({candidates.numel()}, torch::kFloat64);
         const auto* index = candidates.data_ptr<int64_t>();

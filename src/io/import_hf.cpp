@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -217,6 +218,65 @@ std::vector<std::string> ImportKinds() {
   std::vector<std::string> names;
   for (const ImportedKind& k : ImportedKinds()) names.emplace_back(k.kind);
   return names;
+}
+
+namespace {
+
+// A hub cache's repository folder (models--org--name) -> its snapshot:
+// the one refs/main names, or the only one; "" when `repository` is not one.
+std::string Snapshot(const fs::path& repository) {
+  const fs::path snapshots = repository / "snapshots";
+  if (!fs::is_directory(snapshots)) return "";
+  std::ifstream ref(repository / "refs" / "main");
+  std::string hash;
+  if (ref >> hash && fs::is_directory(snapshots / hash)) return (snapshots / hash).string();
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(snapshots))
+    if (entry.is_directory()) found.push_back(entry.path());
+  if (found.size() == 1) return found.front().string();
+  throw Error("import", "'" + repository.string() + "' is a Hugging Face cache folder with " +
+                            std::to_string(found.size()) + " snapshots and no refs/main: give one of " +
+                            snapshots.string() + "/<hash>");
+}
+
+}  // namespace
+
+std::string ResolveHuggingFaceFolder(const std::string& given, std::string* said) {
+  if (fs::is_directory(given)) {
+    const std::string snapshot = Snapshot(given);
+    if (snapshot.empty()) return given;
+    *said = "[import] " + given + " is a Hugging Face cache folder: reading its snapshot " + snapshot;
+    return snapshot;
+  }
+  if (fs::exists(given)) throw Error("import", "'" + given + "' is a file; import-hf reads a model folder");
+  // org/name (or a bare name): the local hub cache, as huggingface_hub lays it out.
+  const bool hub_id = given.find("..") == std::string::npos && given.front() != '/' && given.front() != '.' &&
+                      std::count(given.begin(), given.end(), '/') <= 1;
+  if (!hub_id) throw Error("import", "model folder '" + given + "' does not exist");
+  fs::path cache;
+  if (const char* hub = std::getenv("HF_HUB_CACHE")) {
+    cache = hub;
+  } else if (const char* home = std::getenv("HF_HOME")) {
+    cache = fs::path(home) / "hub";
+  } else if (const char* user = std::getenv("HOME")) {
+    cache = fs::path(user) / ".cache" / "huggingface" / "hub";
+  }
+  // huggingface_hub keeps org/name in models--org--name.
+  const size_t slash = given.find('/');
+  const std::string repository =
+      "models--" + (slash == std::string::npos ? given : given.substr(0, slash) + "--" + given.substr(slash + 1));
+  if (!cache.empty() && fs::is_directory(cache / repository)) {
+    const std::string snapshot = Snapshot(cache / repository);
+    if (!snapshot.empty()) {
+      *said = "[import] " + given + ": the Hugging Face cache's snapshot " + snapshot;
+      return snapshot;
+    }
+  }
+  throw Error("import", "'" + given + "' is not a folder" +
+                            (cache.empty() ? "" : ", nor in the Hugging Face cache " + cache.string()) +
+                            ", and docmatch downloads nothing: fetch it with `huggingface-cli download " + given +
+                            "` (it prints the folder), or in Python huggingface_hub.snapshot_download(\"" + given +
+                            "\"), then give that folder");
 }
 
 ImportReport ImportHuggingFace(const ImportOptions& options) {

@@ -69,6 +69,20 @@ ModelFolderInfo ReadModelFolderInfo(const std::string& folder) {
     throw Error("model", "'" + folder + "' is not a model folder: no " + kModelConfigFile +
                              " (give a checkpoint step-<N>/, a run's 'latest', or an exported folder)");
   }
+  // A Hugging Face or sentence-transformers folder has a config.json too,
+  // without docmatch's "format": named as such, before its missing
+  // checksums.json could be.
+  {
+    std::ifstream peek(path);
+    const nlohmann::json foreign = nlohmann::json::parse(peek, nullptr, /*allow_exceptions=*/false);
+    if (foreign.is_object() && !foreign.contains("format") &&
+        (foreign.contains("model_type") || foreign.contains("architectures"))) {
+      throw Error("model", "'" + folder + "' is a Hugging Face / sentence-transformers folder (model_type '" +
+                               foreign.value("model_type", std::string("?")) +
+                               "'), not a docmatch model: import it once with `docmatch import-hf " + folder +
+                               " --output models/NAME` (--kind smith reads whole documents), then give models/NAME");
+    }
+  }
   // config.json decides how the weights are read (kind, sizes, separator):
   // a changed byte must be named like one in the weights.
   VerifyChecksum(folder, kModelConfigFile);
