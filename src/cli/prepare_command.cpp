@@ -1,33 +1,118 @@
 // `docmatch prepare`: raw documents into tokenized HDF5 shards (data/text/prepare.h).
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/outputs.h"
 #include "cli/training_flags.h"
+#include "data/text/input_shapes.h"
 #include "data/text/prepare.h"
 #include "files/file_writer.h"
 #include "io/model_folder.h"
 
 namespace docmatch::cli {
+namespace fs = std::filesystem;
+namespace {
+
+data::PrepareReport PrepareAndReport(const data::PrepareOptions& options, const std::string& report_json) {
+  const data::PrepareReport report = data::Prepare(options);
+  std::cout << "[data] prepared " << options.output << "\n" << report.ToText();
+  if (!report_json.empty()) files::ReplaceFile(report_json, report.ToJson().dump(2) + "\n");
+  return report;
+}
+
+// A BEIR folder: the corpus (titles in the text) into --output, the queries
+// with the same tokenizer into <output>-queries; the qrels stay where they are.
+int PrepareBeir(data::PrepareOptions options, const std::string& report_json) {
+  const fs::path folder(options.input);
+  const std::string queries_output = options.output + "-queries";
+  RefuseProtectedOutput("prepare", queries_output, {options.input, options.tokenizer_model});
+  options.input = (folder / "corpus.jsonl").string();
+  options.title_in_text = true;
+  std::cout << "[data] " << folder.string() << " is a BEIR dataset: its corpus into " << options.output
+            << ", its queries into " << queries_output << std::endl;
+  PrepareAndReport(options, report_json);
+  if (!fs::is_regular_file(folder / "queries.jsonl")) return 0;
+  data::PrepareOptions queries = options;
+  queries.input = (folder / "queries.jsonl").string();
+  queries.output = queries_output;
+  queries.title_in_text = false;
+  queries.tokenizer_model = io::TokenizerFileOf(options.output);  // the corpus's, trained or given
+  PrepareAndReport(queries, "");
+  std::vector<std::string> qrels;
+  if (fs::is_directory(folder / "qrels")) {
+    for (const auto& entry : fs::directory_iterator(folder / "qrels"))
+      if (entry.path().extension() == ".tsv") qrels.push_back(entry.path().string());
+  }
+  std::sort(qrels.begin(), qrels.end());
+  for (const std::string& file : qrels) std::cout << "[data] relevance judgements: " << file << "\n";
+  std::cout << "[data] next: docmatch eval --model MODEL --corpus " << options.output << " --queries " << queries_output
+            << " --relevance " << (qrels.empty() ? "QRELS.tsv" : qrels.back()) << " --output runs/eval" << std::endl;
+  return 0;
+}
+
+// Text pairs: every distinct text a document, the pairs in <output>/pairs.jsonl.
+int PrepareTextPairs(data::PrepareOptions options, const std::string& report_json) {
+  const std::string staged = options.output + ".pairs-import";
+  fs::remove_all(staged);
+  fs::create_directories(staged);
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  } cleanup{staged};
+  const std::string texts = staged + "/texts.jsonl", pairs = staged + "/pairs.jsonl";
+  const data::TextPairsImport imported = data::ImportTextPairs(options.input, texts, pairs);
+  std::cout << "[data] " << options.input << " holds text pairs: " << imported.lines << " lines, " << imported.positives
+            << " related and " << imported.negatives << " unrelated pairs over " << imported.texts << " distinct texts"
+            << std::endl;
+  options.input = texts;
+  PrepareAndReport(options, report_json);
+  const std::string pair_file = options.output + "/pairs.jsonl";
+  fs::rename(pairs, pair_file);
+  std::cout << "[data] pairs: " << pair_file << " (source and target are the texts' ids, t1, t2, ...)\n"
+            << "[data] next: docmatch finetune --init MODEL --corpus " << options.output << " --train-pairs "
+            << pair_file << " --loss contrastive" << (imported.negatives > 0 ? " --hard-negatives 1" : "")
+            << " --run runs/pairs" << std::endl;
+  return 0;
+}
+
+}  // namespace
 
 Command AddPrepareCommand(CLI::App* app) {
-  CLI::App* sub =
-      app->add_subcommand("prepare",
-                          "Turn raw documents into a tokenized, sharded corpus.\n"
-                          "Input: a JSONL file ({\"id\", \"text\", optional \"title\"} a line) or a folder of\n"
-                          ".txt files (file name = id); blank lines separate paragraphs. Sentences come\n"
-                          "from ICU, tokens from SentencePiece (trained on the corpus unless --tokenizer\n"
-                          "names one). Output: shard-NNNNN.h5 files, the tokenizer (tokenizer.model, or\n"
-                          "tokenizer.wordpiece for a WordPiece vocabulary) and manifest.json in --output,\n"
-                          "and a report of what was skipped and why.\n"
-                          "  docmatch prepare --input articles.jsonl --output corpora/wiki\n"
-                          "  docmatch prepare --input mine.jsonl --output corpora/mine --tokenizer models/minilm");
+  CLI::App* sub = app->add_subcommand(
+      "prepare",
+      "Turn raw documents into a tokenized, sharded corpus.\n"
+      "Input: a JSONL file ({\"id\", \"text\", optional \"title\"} a line) or a folder of\n"
+      ".txt files (file name = id); blank lines separate paragraphs. Sentences come\n"
+      "from ICU, tokens from SentencePiece (trained on the corpus unless --tokenizer\n"
+      "names one). Output: shard-NNNNN.h5 files, the tokenizer (tokenizer.model, or\n"
+      "tokenizer.wordpiece for a WordPiece vocabulary) and manifest.json in --output,\n"
+      "and a report of what was skipped and why.\n"
+      "Also as they come: a BEIR dataset folder (corpus.jsonl, queries.jsonl, qrels/)\n"
+      "prepares the corpus (titles as first paragraphs) into --output and the queries\n"
+      "into <output>-queries, for eval --queries with the qrels; sentence-transformers\n"
+      "pairs ({\"anchor\", \"positive\", optional \"negative\"} lines) prepare each distinct\n"
+      "text as a document and write <output>/pairs.jsonl for finetune --train-pairs.\n"
+      "  docmatch prepare --input articles.jsonl --output corpora/wiki\n"
+      "  docmatch prepare --input mine.jsonl --output corpora/mine --tokenizer models/minilm\n"
+      "  docmatch prepare --input beir/scifact --output corpora/scifact --tokenizer models/minilm\n"
+      "  docmatch prepare --input train-pairs.jsonl --output corpora/pairs --tokenizer models/minilm");
   auto options = std::make_shared<data::PrepareOptions>();
   auto report_json = std::make_shared<std::string>();
   auto no_progress = std::make_shared<bool>(false);
   auto invalid_utf8 = std::make_shared<std::string>("repair");
-  sub->add_option("-i,--input", options->input, "JSONL file or folder of .txt files")->required();
+  sub->add_option("-i,--input", options->input,
+                  "JSONL file or folder of .txt files; or a BEIR dataset folder, or a JSONL of text pairs")
+      ->required();
+  sub->add_flag("--title-in-text", options->title_in_text,
+                "a document's \"title\" also opens its text, as its first paragraph (on for a BEIR folder)");
   sub->add_option("-o,--output", options->output, "corpus folder to write")->required();
   sub->add_option("--tokenizer", options->tokenizer_model,
                   "tokenizer to use: a model folder that carries one (import-hf output, an export), a corpus "
@@ -67,9 +152,10 @@ Command AddPrepareCommand(CLI::App* app) {
               options->tokenizer_model = io::TokenizerFileOf(options->tokenizer_model);
             options->invalid_utf8 =
                 *invalid_utf8 == "skip" ? data::InvalidUtf8Policy::kSkip : data::InvalidUtf8Policy::kRepair;
-            const data::PrepareReport report = data::Prepare(*options);
-            std::cout << "[data] prepared " << options->output << "\n" << report.ToText();
-            if (!report_json->empty()) files::ReplaceFile(*report_json, report.ToJson().dump(2) + "\n");
+            const data::InputShape shape = data::DetectInputShape(options->input);
+            if (shape == data::InputShape::kBeir) return PrepareBeir(*options, *report_json);
+            if (shape == data::InputShape::kTextPairs) return PrepareTextPairs(*options, *report_json);
+            PrepareAndReport(*options, *report_json);
             return 0;
           }};
 }

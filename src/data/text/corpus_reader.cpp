@@ -77,9 +77,10 @@ bool RawDocumentReader::Next(RawDocument* document) {
       throw InputError(origin + ": missing string field \"text\"" +
                        (record.contains("id") ? " (document " + record["id"].dump() + ")" : std::string()));
     }
-    const auto id = record.find("id");
+    auto id = record.find("id");
+    if (id == record.end()) id = record.find("_id");  // BEIR's corpus and queries
     if (id == record.end() || !(id->is_string() || id->is_number_integer())) {
-      throw InputError(origin + ": missing field \"id\" (a string or an integer)");
+      throw InputError(origin + ": missing field \"id\" (a string or an integer; BEIR's \"_id\" also)");
     }
     document->id = id->is_string() ? id->get<std::string>() : id->dump();
     if (document->id.empty()) throw InputError(origin + ": empty \"id\"");

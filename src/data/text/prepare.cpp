@@ -44,6 +44,11 @@ bool TruncateUtf8(std::string* text, int64_t max_bytes) {
   return true;
 }
 
+// The title as the text's first paragraph (PrepareOptions::title_in_text).
+void PrependTitle(RawDocument* raw) {
+  if (!raw->title.empty()) raw->text = raw->title + "\n\n" + raw->text;
+}
+
 // A document after UTF-8 policy and segmentation: paragraphs of sentences.
 struct Segmented {
   RawDocument raw;
@@ -200,6 +205,7 @@ Tokenizer TrainTokenizer(const PrepareOptions& options, int64_t total_documents,
         return false;
       }
       ids.Add(raw);
+      if (options.title_in_text) PrependTitle(&raw);
       Segmented segmented = Segment(std::move(raw), segmenter, options.invalid_utf8, options.max_document_tokens);
       int64_t count = 0;
       for (auto& paragraph : segmented.paragraphs) {
@@ -313,6 +319,7 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
     std::vector<Encoded> encoded;
     encoded.reserve(batch.size());
     for (RawDocument& raw : batch) {
+      if (options.title_in_text) PrependTitle(&raw);
       encoded.push_back(Encode(Segment(std::move(raw), segmenter, options.invalid_utf8, options.max_document_tokens),
                                tok, word_segmenter, options.max_document_tokens));
     }

@@ -42,6 +42,7 @@ struct PrepareOptions {
   std::string locale = "en";  // ICU locale for sentence rules
   int threads = 0;            // 0 = all cores
   bool overwrite = false;     // replace an existing corpus in `output`
+  bool title_in_text = false;  // a document's title is also its text's first paragraph (BEIR's corpora)
   bool progress = true;       // progress bars on stderr
 };
 
