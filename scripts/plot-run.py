@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""A training run's curves as one PNG: the training loss (and each of its
-logged parts, e.g. infonce and lm) and the validation loss by step, with the
-learning rate on a second axis, from <run>/metrics.jsonl.
+"""A training run's curves as one PNG, from <run>/metrics.jsonl: above, the
+training loss (and each of its logged parts, e.g. infonce and lm) and the
+validation loss by step, with the learning rate on a second axis; below, the
+shares between 0 and 1 (top-1 accuracy, MRR), with the gradient norm on a
+second axis. Legends sit beside the panels, over no point.
 
   ~/.cache/docmatch/venv/bin/python scripts/plot-run.py checkpoints/quickstart/minilm-contrastive
-  -> checkpoints/quickstart/minilm-contrastive/curves.png
+  -> checkpoints/quickstart/minilm-contrastive/curves.png, and its panels as JSON
 
 `docmatch inspect <run>` prints the same run's figures as JSON.
 """
@@ -47,16 +49,21 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, loss_axis = plt.subplots(figsize=(8, 4.5), dpi=100)
-    parts = [k for k in series if k.startswith("train/") and k not in ("train/loss", "train/lr", "train/epoch")
+    # Losses on one panel, shares (top-1 accuracy, MRR: 0 to 1) on another,
+    # each legend outside its panel so that no point hides under it.
+    skipped = ("train/loss", "train/lr", "train/epoch", "train/grad_norm")
+    share = [k for k in series if k.endswith(("top1", "accuracy", "mrr")) and k not in skipped]
+    parts = [k for k in series if k.startswith("train/") and k not in skipped and k not in share
              and not k.startswith("train/time/") and not k.endswith("_per_s") and not k.endswith("_gib")
              and "tflops" not in k]
+    figure, (loss_axis, share_axis) = plt.subplots(2, 1, figsize=(10, 7), dpi=100, sharex=True,
+                                                    gridspec_kw={"height_ratios": [3, 2]})
     loss_axis.plot(*zip(*series["train/loss"]), label="train loss", color="tab:blue", linewidth=1.8)
     for key in parts:
         loss_axis.plot(*zip(*series[key]), label=key.replace("/", " "), linewidth=1, alpha=0.7)
     if "valid/loss" in series:
-        loss_axis.plot(*zip(*series["valid/loss"]), "o-", label="valid loss", color="tab:red", linewidth=1.8)
-    loss_axis.set_xlabel("step")
+        loss_axis.plot(*zip(*series["valid/loss"]), "o-", label="valid loss", color="tab:red", linewidth=1.8,
+                       markersize=7, zorder=5)
     loss_axis.set_ylabel("loss")
     loss_axis.grid(alpha=0.3)
     handles, labels = loss_axis.get_legend_handles_labels()
@@ -66,14 +73,34 @@ def main():
         lr_axis.set_ylabel("learning rate")
         more_handles, more_labels = lr_axis.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
-    loss_axis.legend(handles, labels, loc="upper right", fontsize=8)
+    loss_axis.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.1, 1.0), fontsize=8)
+    for key in share:
+        style = "o-" if key.startswith("valid/") else "-"
+        share_axis.plot(*zip(*series[key]), style, label=key.replace("/", " "), linewidth=1.2, markersize=7)
+    share_axis.set_ylim(0, 1)
+    share_axis.set_ylabel("share (top-1, MRR)")
+    share_axis.set_xlabel("step")
+    share_axis.grid(alpha=0.3)
+    if "train/grad_norm" in series:
+        norm_axis = share_axis.twinx()
+        norm_axis.plot(*zip(*series["train/grad_norm"]), ":", color="black", linewidth=1, label="gradient norm")
+        norm_axis.set_ylabel("gradient norm")
+        extra_handles, extra_labels = norm_axis.get_legend_handles_labels()
+    else:
+        extra_handles, extra_labels = [], []
+    handles, labels = share_axis.get_legend_handles_labels()
+    if handles or extra_handles:
+        share_axis.legend(handles + extra_handles, labels + extra_labels, loc="upper left",
+                          bbox_to_anchor=(1.1, 1.0), fontsize=8)
     loss_axis.set_title(os.path.normpath(args.run))
     figure.tight_layout()
     output = args.output or os.path.join(args.run, "curves.png")
     figure.savefig(output)
     steps = [s for s, _ in series["train/loss"]]
     print(json.dumps({"png": output, "train_points": len(steps), "first_step": steps[0], "last_step": steps[-1],
-                      "valid_points": len(series.get("valid/loss", []))}))
+                      "valid_points": len(series.get("valid/loss", [])), "loss_panel": ["train/loss"] + parts +
+                      (["valid/loss"] if "valid/loss" in series else []), "share_panel": share,
+                      "grad_norm": "train/grad_norm" in series}))
 
 
 if __name__ == "__main__":

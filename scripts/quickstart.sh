@@ -111,6 +111,9 @@ if [ "${DOCMATCH_RANKS:-1}" -gt 1 ]; then
 fi
 echo "[quickstart] contrastive fine-tuning of $reads on the SEE ALSO pairs:"
 "${run[@]}" finetune --config "$config" --fresh ${steps[@]+"${steps[@]}"}
+echo "[quickstart] validation: valid/loss scores each held-out pair against the documents of every validation"
+echo "            pair at once, a far larger pool than a training batch's 16, so it sits above train/loss;"
+echo "            valid/top1 is the share of held-out pages whose own linked page ranks first in that pool:"
 grep valid "$trained/metrics.jsonl" | tail -n 3
 
 echo "[quickstart] evaluation on held-out pairs and ranking lists (links never trained on):"
@@ -173,4 +176,19 @@ if difference > 1e-4:
     sys.exit("[quickstart] the exported model's vectors differ from docmatch's")
 EOF
 elapsed=$(($(date +%s) - started))
+cat <<NEXT
+[quickstart] where things are (under $(pwd)):
+  corpus              corpora/manpages-minilm   (docmatch inspect corpora/manpages-minilm)
+  pages and pairs     data/manpages/            (articles.jsonl, pairs.*.jsonl, relevance.*.jsonl)
+  checkpoints         $trained/   (best/, latest, step-N/; docmatch inspect $trained)
+  metrics and curves  $trained/metrics.jsonl; tensorboard --logdir $trained/tensorboard
+  evaluation          runs/quickstart/$name/metrics.json; vectors: runs/quickstart/$name/embeddings.h5
+  exported model      $export_dir
+[quickstart] next, on your own documents (JSONL lines {"id", "title", "text"}):
+  $docmatch prepare --input mine.jsonl --output corpora/mine --tokenizer $export_dir
+  $docmatch embed --model $export_dir --corpus corpora/mine --output runs/mine.h5
+  $docmatch search --embeddings runs/mine.h5 --text 'what I am looking for' --top 10
+  and with related pairs of your own ({"source", "target"} ids, or sentence-transformers text pairs):
+  $docmatch finetune --init $export_dir --corpus corpora/mine --train-pairs pairs.jsonl --loss contrastive --run checkpoints/mine
+NEXT
 echo "[quickstart] done in $((elapsed / 60)) min $((elapsed % 60)) s"

@@ -6,4 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-ctest --test-dir "${DOCMATCH_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
+# One test run at a time in a build tree: the tests' scratch folders live in
+# it, so a second run waits here instead of deleting what the first one uses.
+build_dir=${DOCMATCH_BUILD_DIR:-build}
+exec 9>"$build_dir/.test-run.lock"
+if ! flock -n 9; then
+  echo "[test] another test run is using $build_dir; waiting for it to end" >&2
+  flock 9
+fi
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)"

@@ -555,6 +555,11 @@ class MicroBatches {
   // Where the next micro-batch starts, as checkpoints keep it, and the epoch of the last.
   int64_t epoch() const { return epoch_; }
   int64_t position() const { return position_; }
+  // Epochs done, fractional: the next batch's start over the pairs drawn from.
+  double progress() const {
+    return static_cast<double>(epoch_) +
+           static_cast<double>(position_) / static_cast<double>(std::max<size_t>(1, pairs_.drawn.size()));
+  }
 
  private:
   std::shared_ptr<const std::vector<int64_t>> Order(int64_t epoch) const {
@@ -610,6 +615,7 @@ class FinetuningStage : public TrainingStage {
   void DropBatch() override { batch_.reset(); }
   void AfterStep(int64_t step) override;
   int64_t epoch() const override { return batches_->epoch(); }
+  double epoch_progress() const override { return batches_->progress(); }
   int64_t validate_every() const override { return pairs_.valid.empty() ? 0 : options_.validate_every; }
   std::map<std::string, double> Validate() override;
   DataPosition Position() const override { return {batches_->epoch(), batches_->position()}; }

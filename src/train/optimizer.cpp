@@ -127,13 +127,25 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   return loss;
 }
 
-torch::Tensor ClipGradientNorm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+namespace {
+std::vector<torch::Tensor> Gradients(const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : parameters) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
+  return grads;
+}
+torch::Tensor Norm(const std::vector<torch::Tensor>& grads) {
+  return grads.empty() ? torch::zeros({}) : torch::stack(at::_foreach_norm(grads, 2)).norm();
+}
+}  // namespace
+
+torch::Tensor GradientNorm(const std::vector<torch::Tensor>& parameters) { return Norm(Gradients(parameters)); }
+
+torch::Tensor ClipGradientNorm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  std::vector<torch::Tensor> grads = Gradients(parameters);
   if (grads.empty()) return torch::zeros({});
-  const torch::Tensor total = torch::stack(at::_foreach_norm(grads, 2)).norm();
+  const torch::Tensor total = Norm(grads);
   // The same coefficient as clip_grad_norm_: max_norm / (norm + 1e-6), at most 1.
   const torch::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
   at::_foreach_mul_(grads, coefficient);

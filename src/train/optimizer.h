@@ -107,6 +107,8 @@ class FusedAdamW : public torch::optim::AdamW {
 // (one per list, not one per parameter) and no host synchronisation. Returns
 // the norm before clipping.
 torch::Tensor ClipGradientNorm(const std::vector<torch::Tensor>& parameters, double max_norm);
+// The same global norm (L2 over every gradient), without clipping.
+torch::Tensor GradientNorm(const std::vector<torch::Tensor>& parameters);
 
 // Two groups: decayed (weights) and not decayed (biases, norms, 1-d params).
 // With `lower` (a parameter name -> whether it belongs to the lower level,

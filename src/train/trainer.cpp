@@ -145,6 +145,11 @@ class PretrainingStage : public TrainingStage {
   const std::vector<int64_t>& BatchDocuments() const override { return batch_->document_index; }
   void DropBatch() override { batch_.reset(); }
   int64_t epoch() const override { return stream_->epoch(); }
+  double epoch_progress() const override {
+    const data::StreamCursor now = loader_->cursor();
+    return static_cast<double>(now.epoch) +
+           static_cast<double>(now.position) / static_cast<double>(std::max<int64_t>(1, stream_->epoch_size()));
+  }
   // With a validation corpus and no interval, validate at every checkpoint.
   int64_t validate_every() const override {
     if (valid_batches_.empty()) return 0;

@@ -31,19 +31,28 @@ dist::SynchronizerOptions SynchronizerOptionsOf(const LoopOptions& options) {
 // steps. `frozen` parameters lose their gradient first: no update, and no
 // part in the clipping norm. The wait for the gradients is charged to "comm"
 // and the update to "optimizer".
-void OptimizerStep(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
-                   torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step, PhaseTimer& timer,
-                   const std::vector<double>& lr_factors, const std::vector<torch::Tensor>& frozen) {
+// Returns the gradients' global norm before clipping when clipping is on
+// or `want_norm` (a step that logs), else an undefined tensor.
+torch::Tensor OptimizerStep(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
+                            torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
+                            PhaseTimer& timer, const std::vector<double>& lr_factors,
+                            const std::vector<torch::Tensor>& frozen, bool want_norm) {
   synchronizer.Finalize();
   timer.Mark("comm");
   // Frozen parameters: no gradient, so neither the clipping norm nor AdamW's
   // moments and step count see this step.
   for (const torch::Tensor& p : frozen) p.mutable_grad() = torch::Tensor();
-  if (options.max_grad_norm > 0) ClipGradientNorm(module.parameters(), options.max_grad_norm);
+  torch::Tensor norm;
+  if (options.max_grad_norm > 0) {
+    norm = ClipGradientNorm(module.parameters(), options.max_grad_norm);
+  } else if (want_norm) {
+    norm = GradientNorm(module.parameters());
+  }
   SetLearningRate(optimizer, LearningRate(options, step), lr_factors);
   optimizer.step();
   optimizer.zero_grad();
   timer.Mark("optimizer");
+  return norm;
 }
 
 // The step instead, after a loss that was not finite (CheckFinite returned
@@ -120,6 +129,7 @@ class TrainingLoop {
   TrainingRun run_;
   BestModel best_;
   int64_t step_ = 0;
+  torch::Tensor grad_norm_;  // the last update's gradient norm before clipping, when computed
   // Their clocks start with the first step.
   std::optional<console::ProgressBar> bar_;
   std::optional<PhaseTimer> timer_;
@@ -240,9 +250,11 @@ void TrainingLoop::MicroStep(bool last, StepLosses* losses) {
 
 void TrainingLoop::Update(bool finite) {
   if (finite) {
-    OptimizerStep(synchronizer_, stage_.module(), *optimizer_, options_.optimizer, step_, *timer_, LrFactors(),
-                  levels_.Frozen(step_));
+    // step_ is the step being taken, numbered from 0 here; Report sees it as step_ + 1.
+    grad_norm_ = OptimizerStep(synchronizer_, stage_.module(), *optimizer_, options_.optimizer, step_, *timer_,
+                               LrFactors(), levels_.Frozen(step_), LogDue(options_, step_ + 1));
   } else {
+    grad_norm_ = torch::Tensor();
     SkipStep(synchronizer_, *optimizer_);
   }
 }
@@ -259,7 +271,8 @@ void TrainingLoop::Report(StepLosses& losses) {
   if (losses.diagnostics) parts.merge(losses.diagnostics());
   parts["loss"] = losses.value;
   parts["lr"] = LearningRate(options_.optimizer, step_ - 1);
-  parts["epoch"] = static_cast<double>(stage_.epoch());
+  parts["epoch"] = stage_.epoch_progress();
+  if (grad_norm_.defined()) parts["grad_norm"] = grad_norm_.item<double>();  // before clipping
   const double interval = std::max(1e-9, bar_->seconds() - logged_seconds_);
   parts["docs_per_s"] = static_cast<double>(documents_ - logged_documents_) / interval;
   parts["tokens_per_s"] = static_cast<double>(tokens_ - logged_tokens_) / interval;

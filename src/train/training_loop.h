@@ -92,6 +92,9 @@ class TrainingStage {
   virtual void AfterStep(int64_t /*step*/) {}
   // The epoch of the last batch taken, for the logs.
   virtual int64_t epoch() const = 0;
+  // Epochs done so far, fractional (the logs' epoch, as the Hugging Face
+  // Trainer logs it): where the next batch starts, over the epoch's length.
+  virtual double epoch_progress() const { return static_cast<double>(epoch()); }
 
   // Steps between validations (0: never), and the validation itself: the
   // same values on every rank, "loss" among them (the best model's measure).

@@ -92,6 +92,13 @@ def main():
     # warm-up 2 steps (10% of 20), linear decay to 0 at step 20; step s logs the lr of update s - 1.
     expected = {1: 1e-3 / 2, 2: 1e-3, 11: 1e-3 * 10 / 18, 20: 1e-3 / 18}
     check(all(abs(lrs[s] - v) < 1e-9 for s, v in expected.items()), f"lr {[(s, lrs[s]) for s in expected]}")
+    # The epoch is fractional (2 documents a step over the corpus's), and each
+    # logged step has the gradient norm before clipping.
+    logged = [line for line in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl"))) if "train/lr" in line]
+    documents = json.loads(run("inspect", corpus).stdout)["documents"]
+    check(all(abs(line["train/epoch"] - 2 * line["step"] / documents) < 1e-12 for line in logged) and
+          all(0 < line["train/grad_norm"] < 1e6 for line in logged) and len(logged) == 20,
+          f"epoch and grad norm of {documents} documents: {[(l['step'], l['train/epoch'], l.get('train/grad_norm')) for l in logged]}")
     config = open(os.path.join(run_dir, "config.yaml")).read()
     check(config.startswith("pretrain:\n") and "  steps: 20\n" in config and "  lr: 1e-3\n" in config, config)
 

@@ -57,6 +57,17 @@ def main():
     st = re.search(reader + r": 384-d unit vectors.*largest difference from docmatch encode's vectors (\S+)", out)
     check(st and float(st.group(1)) <= 1e-4, f"the Python reader's line: {st and st.group(0)}")
     check("[quickstart] done in" in out, "no closing line")
+    # The closing lines say where each output is, and every path they name exists.
+    where = out[out.index("[quickstart] where things are"):out.index("[quickstart] next, on your own")]
+    named = {line[2:22].strip(): line[22:].split()[0].rstrip(";") for line in where.splitlines()[1:]}
+    check(sorted(named) == sorted(["corpus", "pages and pairs", "checkpoints", "metrics and curves", "evaluation",
+                                   "exported model"]) and
+          all(os.path.exists(os.path.join(scratch, path)) for path in named.values()) and
+          os.path.isdir(os.path.join(scratch, named["checkpoints"], "tensorboard")) and
+          f"tensorboard --logdir {named['checkpoints'].rstrip('/')}/tensorboard" in where,
+          f"the closing 'where things are' lines:\n{where}\n{named}")
+    check("valid/loss scores each held-out pair against the documents of every validation pair" in out,
+          "the validation lines are not explained")
     config = json.load(open(os.path.join(scratch, "models", export, "config.json")))
     got = (config.get("stage"), config.get("tokenizer"), config.get("model", {}).get("kind"))
     check(got == ("export", "tokenizer.wordpiece", kind), f"the export's config.json (stage, tokenizer, kind): {got}")

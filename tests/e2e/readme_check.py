@@ -207,6 +207,9 @@ def check_products(original, result, work, done):
     if "plot-run.py" in original:
         with open(os.path.join(work, "checkpoints", "smith-tiny-manpages", "curves.png"), "rb") as f:
             check(f.read(8) == b"\x89PNG\r\n\x1a\n", "plot-run.py wrote no PNG")
+        panels = json.loads(result.stdout.strip().splitlines()[-1])
+        check("train/block_top1" in panels["share_panel"] and "train/block_top1" not in panels["loss_panel"] and
+              panels["grad_norm"], f"plot-run puts accuracies on their own axis, beside the gradient norm: {panels}")
         done.add("plot-run")
     if original.startswith("build/src/docmatch inspect models/smith-tiny"):
         summary = json.loads(result.stdout)
