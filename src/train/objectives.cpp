@@ -2,6 +2,7 @@
 // scaled once (Totals) so that ranks x batch equals one big batch (objectives.h).
 #include "train/objectives.h"
 
+#include <limits>
 #include <memory>
 #include <numeric>
 
@@ -66,14 +67,28 @@ enum class RelatedCandidates {
 
 // Both directions of the contrastive objective for the local pairs, whose
 // global positions are `mine` (b,), against the pools of every pair (B, C) and
-// every hard negative (H, C). Returns the summed loss and the count of
-// queries whose best-scored candidate is a positive (a 0-dim tensor: no host
-// sync). The ids (host tensors, or already on the device) meet the vectors'
-// device here.
-std::pair<torch::Tensor, torch::Tensor> ContrastiveSums(const ContrastivePairs& local_pairs, const torch::Tensor& mine,
-                                                        const ContrastivePairs& pool_pairs,
-                                                        const model::Temperature& temperature,
-                                                        const RelatedPairs* related, RelatedCandidates rule) {
+// every hard negative (H, C). Returns the summed loss, the count of queries
+// whose best-scored candidate is a positive, and the sum of each query's
+// reciprocal rank of its best-scored positive among its candidates (ties
+// against it); 0-dim tensors: no host sync. The ids (host tensors, or already
+// on the device) meet the vectors' device here.
+struct ContrastiveTotals {
+  torch::Tensor loss, top1, reciprocal_ranks;
+};
+
+// Per query row of masked logits (excluded candidates at -inf), the sum of
+// 1 / rank of its best positive: 1 + the candidates above it, or equal and
+// not positive.
+torch::Tensor ReciprocalRankSum(const torch::Tensor& scores, const torch::Tensor& positives) {
+  const torch::Tensor best =
+      scores.masked_fill(positives.logical_not(), -std::numeric_limits<float>::infinity()).amax(1, true);
+  const torch::Tensor ahead = scores.gt(best).logical_or(scores.eq(best).logical_and(positives.logical_not()));
+  return (1.0 / (1 + ahead.sum(1).to(torch::kFloat64))).sum();
+}
+
+ContrastiveTotals ContrastiveSums(const ContrastivePairs& local_pairs, const torch::Tensor& mine,
+                                  const ContrastivePairs& pool_pairs, const model::Temperature& temperature,
+                                  const RelatedPairs* related, RelatedCandidates rule) {
   const torch::Device device = local_pairs.sources.device();
   const auto on_device = [&](ContrastivePairs p) {
     for (torch::Tensor* ids : {&p.source_ids, &p.target_ids, &p.negative_ids}) *ids = ToDevice(*ids, device);
@@ -118,7 +133,13 @@ std::pair<torch::Tensor, torch::Tensor> ContrastiveSums(const ContrastivePairs& 
     const auto top1 = [&](const torch::Tensor& scores) {
       return scores.argmax(1).eq(mine.to(device)).sum().to(torch::kFloat64);
     };
-    return {loss, top1(forward_scores) + top1(backward_scores)};
+    const auto own = [&](const torch::Tensor& scores) {  // the one positive: the query's own pair
+      return torch::zeros(scores.sizes(), scores.options().dtype(torch::kBool))
+          .scatter_(1, mine.to(device).unsqueeze(1), true);
+    };
+    return {loss, top1(forward_scores) + top1(backward_scores),
+            ReciprocalRankSum(forward_scores, own(forward_scores)) +
+                ReciprocalRankSum(backward_scores, own(backward_scores))};
   }
   // Multi-positive: the own partner and every related candidate that is not
   // another copy of the query's document or of its partner.
@@ -142,7 +163,9 @@ std::pair<torch::Tensor, torch::Tensor> ContrastiveSums(const ContrastivePairs& 
   const auto top1 = [](const torch::Tensor& scores, const torch::Tensor& positives) {
     return positives.gather(1, scores.argmax(1, /*keepdim=*/true)).sum().to(torch::kFloat64);
   };
-  return {loss, top1(forward_scores, forward_positives) + top1(backward_scores, backward_positives)};
+  return {
+      loss, top1(forward_scores, forward_positives) + top1(backward_scores, backward_positives),
+      ReciprocalRankSum(forward_scores, forward_positives) + ReciprocalRankSum(backward_scores, backward_positives)};
 }
 
 // Every rank's ids (host values, on the control plane), in rank order, as a
@@ -156,10 +179,12 @@ torch::Tensor GatherIds(const torch::Tensor& ids, const std::vector<int64_t>& co
   return torch::tensor(all, torch::kLong);
 }
 
-Objective ContrastiveObjective(const torch::Tensor& loss, const torch::Tensor& top1, int64_t queries, Totals& totals,
+Objective ContrastiveObjective(const ContrastiveTotals& sums, int64_t queries, Totals& totals,
                                const model::Temperature& temperature) {
+  const torch::Tensor& loss = sums.loss;
   const int loss_slot = totals.Add(loss, queries);
-  const int top1_slot = totals.Add(top1, queries);
+  const int top1_slot = totals.Add(sums.top1, queries);
+  const int mrr_slot = totals.Add(sums.reciprocal_ranks, queries);
   // A learned temperature rides in the same copy as the sums: every rank adds
   // the same log-scale once, so their mean is it, and no item() of its own
   // waits for the device each step.
@@ -168,7 +193,7 @@ Objective ContrastiveObjective(const torch::Tensor& loss, const torch::Tensor& t
   Objective objective;
   objective.loss = totals.Scaled(loss, loss_slot);
   objective.value = totals.mean(loss_slot);
-  objective.parts = {{"infonce", objective.value}, {"top1", totals.mean(top1_slot)}};
+  objective.parts = {{"infonce", objective.value}, {"top1", totals.mean(top1_slot)}, {"mrr", totals.mean(mrr_slot)}};
   if (scale_slot >= 0) objective.parts["temperature"] = model::Temperature::OfLogScale(totals.mean(scale_slot));
   return objective;
 }
@@ -224,9 +249,9 @@ Objective GatheredContrastive(const ContrastivePairs& pairs, const model::Temper
   const torch::Tensor mine =
       torch::arange(pairs.sources.size(0), torch::TensorOptions(torch::kLong).device(pairs.sources.device())) +
       sources.offset;
-  const auto [loss, top1] = ContrastiveSums(pairs, mine, pool, temperature, related, rule);
+  const ContrastiveTotals sums = ContrastiveSums(pairs, mine, pool, temperature, related, rule);
   Totals totals(group);
-  return ContrastiveObjective(loss, top1, 2 * pairs.sources.size(0), totals, temperature);
+  return ContrastiveObjective(sums, 2 * pairs.sources.size(0), totals, temperature);
 }
 
 // The same with every pair in this process.
@@ -234,12 +259,14 @@ Objective ContrastiveHere(const ContrastivePairs& pairs, const model::Temperatur
                           const RelatedPairs* related, RelatedCandidates rule) {
   const torch::Tensor mine =
       torch::arange(pairs.sources.size(0), torch::TensorOptions(torch::kLong).device(pairs.sources.device()));
-  const auto [loss, top1] = ContrastiveSums(pairs, mine, pairs, temperature, related, rule);
+  const ContrastiveTotals sums = ContrastiveSums(pairs, mine, pairs, temperature, related, rule);
   const double queries = 2.0 * static_cast<double>(pairs.sources.size(0));
   Objective objective;
-  objective.loss = loss / queries;
+  objective.loss = sums.loss / queries;
   objective.value = objective.loss.item<double>();
-  objective.parts = {{"infonce", objective.value}, {"top1", top1.item<double>() / queries}};
+  objective.parts = {{"infonce", objective.value},
+                     {"top1", sums.top1.item<double>() / queries},
+                     {"mrr", sums.reciprocal_ranks.item<double>() / queries}};
   if (temperature.learned()) objective.parts["temperature"] = temperature.value();
   return objective;
 }

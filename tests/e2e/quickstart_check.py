@@ -66,7 +66,7 @@ def main():
           os.path.isdir(os.path.join(scratch, named["checkpoints"], "tensorboard")) and
           f"tensorboard --logdir {named['checkpoints'].rstrip('/')}/tensorboard" in where,
           f"the closing 'where things are' lines:\n{where}\n{named}")
-    check("valid/loss scores each held-out pair against the documents of every validation pair" in out,
+    check("valid/loss scores each held-out pair against the documents of every validation" in out,
           "the validation lines are not explained")
     config = json.load(open(os.path.join(scratch, "models", export, "config.json")))
     got = (config.get("stage"), config.get("tokenizer"), config.get("model", {}).get("kind"))

@@ -96,7 +96,8 @@ def main():
     # its tokenizer, the embed file names the corpus (titles) and the model.
     mine_unit = a / np.linalg.norm(a, axis=1, keepdims=True)
     for q in (0, 13, 27):
-        proc = subprocess.run([docmatch, "search", "--embeddings", mine, "--id", ids[q], "--format", "jsonl"],
+        proc = subprocess.run([docmatch, "search", "--embeddings", mine, "--id", ids[q], "--format", "jsonl",
+                               "--include-self"],
                               check=True, capture_output=True, text=True)
         hits = json.loads(proc.stdout)["hits"]
         scores = mine_unit @ mine_unit[q]

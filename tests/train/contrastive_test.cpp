@@ -29,6 +29,7 @@ bool LeftOut(int64_t i, int64_t j, int64_t mine, int64_t partner, int64_t candid
 struct Hand {
   torch::Tensor loss;  // mean over both directions
   double top1 = 0;
+  double mrr = 0;  // mean of 1 / (1 + the candidates scored at or above the positive)
 };
 
 // `scale`: 1 / temperature, a float64 scalar (a leaf with a gradient for the
@@ -41,7 +42,7 @@ Hand HandFormulation(const ContrastivePairs& p, const torch::Tensor& scale,
     return torch::dot(a, b) / (torch::sqrt(torch::dot(a, a)) * torch::sqrt(torch::dot(b, b)));
   };
   torch::Tensor total = torch::zeros({}, torch::kFloat64);
-  double top1 = 0;
+  double top1 = 0, mrr = 0;
   for (int direction = 0; direction < 2; ++direction) {
     const bool forward = direction == 0;  // source -> targets and negatives
     const torch::Tensor& queries = forward ? p.sources : p.targets;
@@ -53,23 +54,27 @@ Hand HandFormulation(const ContrastivePairs& p, const torch::Tensor& scale,
       torch::Tensor sum = torch::zeros({}, torch::kFloat64);
       const torch::Tensor positive = cosine(queries[i], candidates[i]) * scale;
       bool best = true;
+      int64_t ahead = 0;
       for (int64_t j = 0; j < B; ++j) {
         if (LeftOut(i, j, mine, partner, id(candidate_ids, j), id(query_ids, j), related)) continue;
         const torch::Tensor s = cosine(queries[i], candidates[j]) * scale;
         sum = sum + torch::exp(s);
         if (j != i && s.item<double>() > positive.item<double>()) best = false;
+        if (j != i && s.item<double>() >= positive.item<double>()) ++ahead;
       }
       for (int64_t n = 0; forward && n < H; ++n) {
         if (LeftOut(i, -1, mine, partner, id(p.negative_ids, n), -1, related)) continue;
         const torch::Tensor s = cosine(queries[i], p.negatives[n]) * scale;
         sum = sum + torch::exp(s);
         if (s.item<double>() > positive.item<double>()) best = false;
+        if (s.item<double>() >= positive.item<double>()) ++ahead;
       }
       total = total + (torch::log(sum) - positive);
       top1 += best ? 1 : 0;
+      mrr += 1.0 / static_cast<double>(1 + ahead);
     }
   }
-  return {total / (2.0 * B), top1 / (2.0 * B)};
+  return {total / (2.0 * B), top1 / (2.0 * B), mrr / (2.0 * B)};
 }
 
 // Six pairs of random float64 vectors (5 dimensions, gradients wanted), from
@@ -100,6 +105,8 @@ TEST(Contrastive, EqualsAHandFormulationWithDuplicatesAndHardNegativesGradientsI
     EXPECT_NEAR(objective.value, hand.loss.item<double>(), 1e-12 * std::abs(hand.loss.item<double>()))
         << "temperature " << temperature;
     EXPECT_DOUBLE_EQ(objective.parts.at("top1"), hand.top1) << "temperature " << temperature;
+    EXPECT_NEAR(objective.parts.at("mrr"), hand.mrr, 1e-12) << "temperature " << temperature;
+    EXPECT_LT(hand.mrr, 1.0);  // some positive is not first: the reciprocal ranks are not all 1
     EXPECT_TRUE(torch::allclose(gs, p.sources.grad(), 1e-10, 1e-12)) << (gs - p.sources.grad()).abs().max();
     EXPECT_TRUE(torch::allclose(gt, p.targets.grad(), 1e-10, 1e-12)) << (gt - p.targets.grad()).abs().max();
     EXPECT_TRUE(torch::allclose(gn, p.negatives.grad(), 1e-10, 1e-12)) << (gn - p.negatives.grad()).abs().max();
