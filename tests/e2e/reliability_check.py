@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What a hostile user does to a run, on the tiny real corpus (tiny_manpages.py),
-through the real commands; each case asserts what the README's reliability
+through the real commands; each case asserts what docs/RELIABILITY.md's
 table promises:
 
   * a second run on a run folder in use is refused at once, naming the
