@@ -25,18 +25,28 @@ data::PrepareReport PrepareAndReport(const data::PrepareOptions& options, const 
   return report;
 }
 
+// `output` without a trailing separator, so that a sibling's name can be made from it.
+std::string WithoutTrailingSlash(std::string output) {
+  while (output.size() > 1 && output.back() == '/') output.pop_back();
+  return output;
+}
+
 // A BEIR folder: the corpus (titles in the text) into --output, the queries
 // with the same tokenizer into <output>-queries; the qrels stay where they are.
+
 int PrepareBeir(data::PrepareOptions options, const std::string& report_json) {
   const fs::path folder(options.input);
+  options.output = WithoutTrailingSlash(options.output);
+  const bool has_queries = fs::is_regular_file(folder / "queries.jsonl");
   const std::string queries_output = options.output + "-queries";
   RefuseProtectedOutput("prepare", queries_output, {options.input, options.tokenizer_model});
   options.input = (folder / "corpus.jsonl").string();
   options.title_in_text = true;
   std::cout << "[data] " << folder.string() << " is a BEIR dataset: its corpus into " << options.output
-            << ", its queries into " << queries_output << std::endl;
+            << (has_queries ? ", its queries into " + queries_output : std::string(", and it has no queries.jsonl"))
+            << std::endl;
   PrepareAndReport(options, report_json);
-  if (!fs::is_regular_file(folder / "queries.jsonl")) return 0;
+  if (!has_queries) return 0;
   data::PrepareOptions queries = options;
   queries.input = (folder / "queries.jsonl").string();
   queries.output = queries_output;
@@ -50,13 +60,23 @@ int PrepareBeir(data::PrepareOptions options, const std::string& report_json) {
   }
   std::sort(qrels.begin(), qrels.end());
   for (const std::string& file : qrels) std::cout << "[data] relevance judgements: " << file << "\n";
+  // The split to evaluate on: test, else dev, else any but train.
+  std::string evaluated = "QRELS.tsv";
+  for (const char* split : {"test.tsv", "dev.tsv"}) {
+    if (evaluated == "QRELS.tsv" && fs::is_regular_file(folder / "qrels" / split))
+      evaluated = (folder / "qrels" / split).string();
+  }
+  for (const std::string& file : qrels) {
+    if (evaluated == "QRELS.tsv" && fs::path(file).filename() != "train.tsv") evaluated = file;
+  }
   std::cout << "[data] next: docmatch eval --model MODEL --corpus " << options.output << " --queries " << queries_output
-            << " --relevance " << (qrels.empty() ? "QRELS.tsv" : qrels.back()) << " --output runs/eval" << std::endl;
+            << " --relevance " << evaluated << " --output runs/eval" << std::endl;
   return 0;
 }
 
 // Text pairs: every distinct text a document, the pairs in <output>/pairs.jsonl.
 int PrepareTextPairs(data::PrepareOptions options, const std::string& report_json) {
+  options.output = WithoutTrailingSlash(options.output);
   const std::string staged = options.output + ".pairs-import";
   fs::remove_all(staged);
   fs::create_directories(staged);

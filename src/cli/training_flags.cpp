@@ -322,7 +322,7 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
                    << (replaced.size() > 1 ? " and " + replaced.back() : "")
                    << "; type --warmup-steps / --decay-steps to set them";
     }
-    if (FirstRankOrAlone() && o->optimizer.warmup_steps >= o->steps) {
+    if (FirstRankOrAlone() && o->optimizer.warmup_steps > o->steps) {
       LOG(WARNING) << "[config] the learning rate warms up over " << o->optimizer.warmup_steps << " steps of a run of "
                    << o->steps << ": it never reaches --lr (" << schedule << ")";
     } else if (FirstRankOrAlone() && o->optimizer.total_steps > o->steps) {

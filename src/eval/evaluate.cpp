@@ -333,7 +333,12 @@ void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores, const
   }
   fs::create_directories(output);
   files::ReplaceFile(output + "/rankings.jsonl", text);
-  if (run_written) files::ReplaceFile(output + "/run.trec", run);
+  if (run_written) {
+    files::ReplaceFile(output + "/run.trec", run);
+  } else {
+    std::error_code ignored;
+    fs::remove(output + "/run.trec", ignored);  // an earlier eval's, which no longer matches rankings.jsonl
+  }
 }
 
 // The candidates of every query: every document but the query itself, or
@@ -554,7 +559,6 @@ nlohmann::json Score(const Scorer& given, const EvalOptions& options, const data
     double weight = 0;
     metrics["lexical_weight"] =
         ChooseLexicalWeight(scorer, *relevance, choose, scorer.vectors.size(0), options, control, &weight);
-    metrics["lexical_weight"]["reported_on_queries"] = ranked.size();
     scorer.lexical_weight = weight;
     metrics["score"] = scorer.HybridName();
   }
@@ -582,6 +586,8 @@ nlohmann::json Score(const Scorer& given, const EvalOptions& options, const data
   if (relevance) {
     metrics["ranking"] = Ranking(scorer, *relevance, ranked, scorer.vectors.size(0), options, corpus,
                                  queries ? *queries : corpus, control);
+    // The queries the ranking counts (those with a relevant document), as the choice counts them.
+    if (options.lexical_weight_auto) metrics["lexical_weight"]["reported_on_queries"] = metrics["ranking"]["queries"];
   }
   if (control.rank() == 0) {
     fs::create_directories(options.output);

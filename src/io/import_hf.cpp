@@ -242,6 +242,7 @@ std::string Snapshot(const fs::path& repository) {
 }  // namespace
 
 std::string ResolveHuggingFaceFolder(const std::string& given, std::string* said) {
+  if (given.empty()) throw Error("import", "no model folder given");
   if (fs::is_directory(given)) {
     const std::string snapshot = Snapshot(given);
     if (snapshot.empty()) return given;
@@ -253,11 +254,17 @@ std::string ResolveHuggingFaceFolder(const std::string& given, std::string* said
   const bool hub_id = given.find("..") == std::string::npos && given.front() != '/' && given.front() != '.' &&
                       std::count(given.begin(), given.end(), '/') <= 1;
   if (!hub_id) throw Error("import", "model folder '" + given + "' does not exist");
+  // huggingface_hub's order: HF_HUB_CACHE, the older HUGGINGFACE_HUB_CACHE, HF_HOME/hub,
+  // XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub.
   fs::path cache;
   if (const char* hub = std::getenv("HF_HUB_CACHE")) {
     cache = hub;
+  } else if (const char* legacy = std::getenv("HUGGINGFACE_HUB_CACHE")) {
+    cache = legacy;
   } else if (const char* home = std::getenv("HF_HOME")) {
     cache = fs::path(home) / "hub";
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME")) {
+    cache = fs::path(xdg) / "huggingface" / "hub";
   } else if (const char* user = std::getenv("HOME")) {
     cache = fs::path(user) / ".cache" / "huggingface" / "hub";
   }

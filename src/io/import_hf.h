@@ -78,7 +78,8 @@ ImportReport ImportHuggingFace(const ImportOptions& options);
 // The folder a Hugging Face model `given` names: the folder itself; a hub
 // cache's repository folder (models--org--name) as the snapshot its
 // refs/main names (or its only snapshot); or a hub id (org/name) found in
-// the local hub cache ($HF_HUB_CACHE, else $HF_HOME/hub, else
+// the local hub cache (where huggingface_hub looks: $HF_HUB_CACHE,
+// $HUGGINGFACE_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub,
 // ~/.cache/huggingface/hub). When that is not `given` itself, `said` gets
 // one line for the user. docmatch downloads nothing: a hub id not in the
 // cache is an Error saying how to fetch it.

@@ -73,9 +73,12 @@ def main():
         f.write("query-id\tcorpus-id\tscore\n")
         for q in range(5):  # q5 has no judgement: not ranked
             f.write(f"q{q}\tdoc{q}\t2\nq{q}\tdoc{q + 10}\t1\n")
+    with open(os.path.join(beir, "qrels", "train.tsv"), "w") as f:  # the hint must name test.tsv, not this
+        f.write("query-id\tcorpus-id\tscore\nq5\tdoc5\t1\n")
     corpus = os.path.join(scratch, "scifact")
-    said = run(docmatch, "prepare", "--input", beir, "--output", corpus, "--vocab-size", "120", "--no-progress").stdout
-    check("is a BEIR dataset" in said and os.path.join(beir, "qrels", "test.tsv") in said and
+    said = run(docmatch, "prepare", "--input", beir, "--output", corpus + "/", "--vocab-size", "120",
+               "--no-progress").stdout  # a trailing slash: the queries still go beside the corpus
+    check("is a BEIR dataset" in said and f"--relevance {os.path.join(beir, 'qrels', 'test.tsv')} " in said and
           f"--queries {corpus}-queries" in said, f"prepare of a BEIR folder says what it made:\n{said}")
     inspected = json.loads(run(docmatch, "inspect", corpus).stdout)
     queries_inspected = json.loads(run(docmatch, "inspect", corpus + "-queries").stdout)

@@ -157,9 +157,15 @@ Relevance ReadRelevance(const std::string& path, const Corpus& queries, const Co
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     where = path + ":" + std::to_string(number);
     if (line[line.find_first_not_of(" \t")] != '{') {  // BEIR or TREC qrels
-      std::istringstream fields(line);
+      // BEIR's columns are tab-separated (an id may hold a space); TREC's by any whitespace.
       std::vector<std::string> parts;
-      for (std::string part; fields >> part;) parts.push_back(part);
+      std::istringstream fields(line);
+      if (line.find('\t') != std::string::npos) {
+        for (std::string part; std::getline(fields, part, '\t');) parts.push_back(part);
+        while (!parts.empty() && parts.back().empty()) parts.pop_back();
+      } else {
+        for (std::string part; fields >> part;) parts.push_back(part);
+      }
       const bool header = qrels_header_allowed && parts.size() == 3 && parts[2] == "score";
       qrels_header_allowed = false;
       if (header) continue;
