@@ -142,6 +142,11 @@ def main():
     err = run(docmatch, "prepare", "--input", os.path.join(scratch, "bad-pairs.jsonl"), "--output",
               os.path.join(scratch, "bad"), fail=True).stderr
     check("bad-pairs.jsonl:2: a pair line needs string \"anchor\" and \"positive\"" in err, err)
+    with open(os.path.join(scratch, "empty-pairs.jsonl"), "w") as f:
+        f.write(json.dumps({"anchor": "a", "positive": "b"}) + "\n" + json.dumps({"anchor": "c", "positive": " "}) + "\n")
+    err = run(docmatch, "prepare", "--input", os.path.join(scratch, "empty-pairs.jsonl"), "--output",
+              os.path.join(scratch, "empty"), fail=True).stderr
+    check("empty-pairs.jsonl:2: \"positive\" is empty" in err, err)
     half = os.path.join(scratch, "half-beir")
     os.makedirs(half)
     shutil.copy(os.path.join(beir, "queries.jsonl"), half)

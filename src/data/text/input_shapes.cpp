@@ -69,6 +69,13 @@ TextPairsImport ImportTextPairs(const std::string& pairs, const std::string& doc
     if (record.contains("negative") && !record["negative"].is_string()) {
       throw InputError(where + ": \"negative\" must be a text");
     }
+    // prepare skips an empty document, which would leave its pairs naming nothing.
+    for (const char* field : {"anchor", "positive", "negative"}) {
+      if (record.contains(field) &&
+          record[field].get<std::string>().find_first_not_of(" \t\r\n") == std::string::npos) {
+        throw InputError(where + ": \"" + field + "\" is empty: a pair needs two texts to relate");
+      }
+    }
     ++report.lines;
     const std::string anchor = id(record["anchor"].get<std::string>());
     pairs_out << nlohmann::json{{"source", anchor}, {"target", id(record["positive"].get<std::string>())}, {"label", 1}}
