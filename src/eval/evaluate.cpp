@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iomanip>
 #include <iterator>
-#include <limits>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -27,6 +26,7 @@
 #include "eval/sdr_scoring.h"
 #include "files/file_writer.h"
 #include "io/model_folder.h"
+#include "model/losses.h"
 
 namespace docmatch::eval {
 namespace fs = std::filesystem;
@@ -506,11 +506,7 @@ nlohmann::json ChooseLexicalWeight(const Scorer& scorer, const data::Relevance& 
     for (size_t w = 0; w < kWeights; ++w) {
       const double weight = kLexicalWeights[w];
       const torch::Tensor fused = (1 - weight) * d + weight * l;
-      const torch::Tensor best =
-          fused.masked_fill(relevant.logical_not(), -std::numeric_limits<double>::infinity()).amax(1, true);
-      const torch::Tensor ahead = fused.gt(best).logical_or(fused.eq(best).logical_and(relevant.logical_not()));
-      const torch::Tensor reciprocal = 1.0 / (1 + ahead.sum(1).to(torch::kFloat64));
-      sums[w] += reciprocal.masked_select(any).sum().item<double>();
+      sums[w] += model::ReciprocalRanks(fused, relevant).masked_select(any).sum().item<double>();
     }
     bar.Add(static_cast<int64_t>(block_queries.size()), static_cast<int64_t>(block_queries.size()));
     console::StopIfInterrupted();

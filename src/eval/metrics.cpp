@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -77,24 +78,22 @@ nlohmann::json RankingMetrics::ToJson() const {
 
 std::vector<double> RankingMetrics::Sums() const {
   const double n = static_cast<double>(queries);
-  std::vector<double> sums = {
-      n,      static_cast<double>(skipped), p_at_1 * n, p_at_10 * n, mrr * n, mrr_at_10 * n, map * n, ndcg_at_10 * n,
-      mpr * n};
+  std::vector<double> sums = {n, static_cast<double>(skipped)};
+  for (double RankingMetrics::*mean : kRankingMeans) sums.push_back(this->*mean * n);
   for (const auto& [k, v] : recall) sums.push_back(v * n);
   return sums;
 }
 
 RankingMetrics RankingMetrics::FromSums(const std::vector<double>& sums, const std::vector<int>& ks) {
-  constexpr size_t kMeans = 9;
-  DOCMATCH_CHECK(sums.size() == kMeans + ks.size(), "eval", "ranking sums of ", sums.size(), " values for ", ks.size(),
-                 " cut-offs");
+  constexpr size_t kCounts = 2, kFirstRecall = kCounts + std::size(kRankingMeans);
+  DOCMATCH_CHECK(sums.size() == kFirstRecall + ks.size(), "eval", "ranking sums of ", sums.size(), " values for ",
+                 ks.size(), " cut-offs");
   RankingMetrics m;
   m.queries = static_cast<int64_t>(sums[0]);
   m.skipped = static_cast<int64_t>(sums[1]);
   const double n = std::max(1.0, sums[0]);
-  double* means[] = {&m.p_at_1, &m.p_at_10, &m.mrr, &m.mrr_at_10, &m.map, &m.ndcg_at_10, &m.mpr};
-  for (size_t i = 0; i < 7; ++i) *means[i] = sums[2 + i] / n;
-  for (size_t k = 0; k < ks.size(); ++k) m.recall[ks[k]] = sums[kMeans + k] / n;
+  for (size_t i = 0; i < std::size(kRankingMeans); ++i) m.*kRankingMeans[i] = sums[kCounts + i] / n;
+  for (size_t k = 0; k < ks.size(); ++k) m.recall[ks[k]] = sums[kFirstRecall + k] / n;
   return m;
 }
 
@@ -152,7 +151,7 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
   }
   if (m.queries > 0) {
     const double n = static_cast<double>(m.queries);
-    for (double* mean : {&m.p_at_1, &m.p_at_10, &m.mrr, &m.mrr_at_10, &m.map, &m.ndcg_at_10, &m.mpr}) *mean /= n;
+    for (double RankingMetrics::*mean : kRankingMeans) m.*mean /= n;
     for (auto& [k, v] : m.recall) v /= n;
   }
   return m;

@@ -76,6 +76,11 @@ struct RankingMetrics {
   static RankingMetrics FromSums(const std::vector<double>& sums, const std::vector<int>& ks);
 };
 
+// RankingMetrics' means, in the order Sums keeps them.
+inline constexpr double RankingMetrics::*kRankingMeans[] = {
+    &RankingMetrics::p_at_1, &RankingMetrics::p_at_10,    &RankingMetrics::mrr, &RankingMetrics::mrr_at_10,
+    &RankingMetrics::map,    &RankingMetrics::ndcg_at_10, &RankingMetrics::mpr};
+
 RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const std::vector<int>& ks = {1, 10, 100});
 
 // One line of a TREC run file, `query Q0 document rank score docmatch` and a

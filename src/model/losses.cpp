@@ -161,4 +161,11 @@ torch::Tensor SdrContrastiveLoss(const torch::Tensor& anchors, const torch::Tens
   return sum ? losses.sum() : losses.mean();
 }
 
+torch::Tensor ReciprocalRanks(const torch::Tensor& scores, const torch::Tensor& positives) {
+  const torch::Tensor others = positives.logical_not();
+  const torch::Tensor best = scores.masked_fill(others, -std::numeric_limits<double>::infinity()).amax(1, true);
+  const torch::Tensor ahead = scores.gt(best).logical_or(scores.eq(best).logical_and(others));
+  return 1.0 / (1 + ahead.sum(1).to(torch::kFloat64));
+}
+
 }  // namespace docmatch::model

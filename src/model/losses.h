@@ -99,4 +99,11 @@ torch::Tensor SdrContrastiveLoss(const torch::Tensor& anchors, const torch::Tens
                                  const torch::Tensor& pair, const torch::Tensor& labels, double margin,
                                  bool sum = false);
 
+// Per row of `scores` (Q, N), 1 / the rank of its best-scored positive
+// (`positives`, a bool mask of the same shape): 1 + the candidates scored
+// above it, or equal to it and not positive (ties count against it). A row
+// without a positive gets 1 / (1 + its candidates above -inf); callers mask
+// those out. (Q,) float64; excluded candidates are expected at -inf.
+torch::Tensor ReciprocalRanks(const torch::Tensor& scores, const torch::Tensor& positives);
+
 }  // namespace docmatch::model

@@ -2,7 +2,6 @@
 // scaled once (Totals) so that ranks x batch equals one big batch (objectives.h).
 #include "train/objectives.h"
 
-#include <limits>
 #include <memory>
 #include <numeric>
 
@@ -76,16 +75,6 @@ struct ContrastiveTotals {
   torch::Tensor loss, top1, reciprocal_ranks;
 };
 
-// Per query row of masked logits (excluded candidates at -inf), the sum of
-// 1 / rank of its best positive: 1 + the candidates above it, or equal and
-// not positive.
-torch::Tensor ReciprocalRankSum(const torch::Tensor& scores, const torch::Tensor& positives) {
-  const torch::Tensor best =
-      scores.masked_fill(positives.logical_not(), -std::numeric_limits<float>::infinity()).amax(1, true);
-  const torch::Tensor ahead = scores.gt(best).logical_or(scores.eq(best).logical_and(positives.logical_not()));
-  return (1.0 / (1 + ahead.sum(1).to(torch::kFloat64))).sum();
-}
-
 ContrastiveTotals ContrastiveSums(const ContrastivePairs& local_pairs, const torch::Tensor& mine,
                                   const ContrastivePairs& pool_pairs, const model::Temperature& temperature,
                                   const RelatedPairs* related, RelatedCandidates rule) {
@@ -138,8 +127,8 @@ ContrastiveTotals ContrastiveSums(const ContrastivePairs& local_pairs, const tor
           .scatter_(1, mine.to(device).unsqueeze(1), true);
     };
     return {loss, top1(forward_scores) + top1(backward_scores),
-            ReciprocalRankSum(forward_scores, own(forward_scores)) +
-                ReciprocalRankSum(backward_scores, own(backward_scores))};
+            model::ReciprocalRanks(forward_scores, own(forward_scores)).sum() +
+                model::ReciprocalRanks(backward_scores, own(backward_scores)).sum()};
   }
   // Multi-positive: the own partner and every related candidate that is not
   // another copy of the query's document or of its partner.
@@ -163,9 +152,9 @@ ContrastiveTotals ContrastiveSums(const ContrastivePairs& local_pairs, const tor
   const auto top1 = [](const torch::Tensor& scores, const torch::Tensor& positives) {
     return positives.gather(1, scores.argmax(1, /*keepdim=*/true)).sum().to(torch::kFloat64);
   };
-  return {
-      loss, top1(forward_scores, forward_positives) + top1(backward_scores, backward_positives),
-      ReciprocalRankSum(forward_scores, forward_positives) + ReciprocalRankSum(backward_scores, backward_positives)};
+  return {loss, top1(forward_scores, forward_positives) + top1(backward_scores, backward_positives),
+          model::ReciprocalRanks(forward_scores, forward_positives).sum() +
+              model::ReciprocalRanks(backward_scores, backward_positives).sum()};
 }
 
 // Every rank's ids (host values, on the control plane), in rank order, as a

@@ -20,8 +20,10 @@ import shutil
 import subprocess
 import sys
 
-import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "baselines"))
+from docmatch_vectors import write_embeddings  # noqa: E402  (the format's one writer in Python)
 
 
 def check(condition, message):
@@ -38,15 +40,8 @@ def run(docmatch, *args, fail=False):
     return result
 
 
-def write_vectors(path, ids, rng):
-    with h5py.File(path, "w") as f:
-        f["document_ids"] = np.array(ids, dtype="S16")
-        f["vectors"] = rng.standard_normal((len(ids), 8)).astype(np.float32)
-        f.attrs["docmatch_format"] = "docmatch-embeddings"
-        f.attrs["format_version"] = 1
-        f.attrs["dimension"] = 8
-        f.attrs["kind"] = np.bytes_("match_bert")
-        f.attrs["model"] = "elsewhere"
+def random_vectors(path, ids, rng):
+    write_embeddings(path, ids, rng.standard_normal((len(ids), 8)), "match_bert", "elsewhere")
 
 
 def main():
@@ -88,8 +83,8 @@ def main():
     first = shown[shown.index("  ¶1") + 1].strip()  # the first paragraph's one sentence, decoded
     check(first == "[0] " + titles["doc3"] and shown[shown.index("  ¶1") + 2].strip() == "",
           f"doc3's first paragraph is its title '{titles['doc3']}':\n" + "\n".join(shown))
-    write_vectors(os.path.join(scratch, "docs.h5"), [f"doc{d}" for d in range(24)], rng)
-    write_vectors(os.path.join(scratch, "queries.h5"), [f"q{q}" for q in range(6)], rng)
+    random_vectors(os.path.join(scratch, "docs.h5"), [f"doc{d}" for d in range(24)], rng)
+    random_vectors(os.path.join(scratch, "queries.h5"), [f"q{q}" for q in range(6)], rng)
     out = os.path.join(scratch, "eval")
     run(docmatch, "eval", "--embeddings", os.path.join(scratch, "docs.h5"), "--corpus", corpus, "--queries",
         corpus + "-queries", "--query-embeddings", os.path.join(scratch, "queries.h5"), "--relevance",
@@ -128,7 +123,7 @@ def main():
           "--hard-negatives 1" in said,
           f"one document per distinct text ({len(ids)}):\n{said}")
     check(not os.path.exists(pairs_corpus + ".pairs-import"), "the staged texts were left behind")
-    write_vectors(os.path.join(scratch, "texts.h5"), [f"t{i + 1}" for i in range(len(ids))], rng)
+    random_vectors(os.path.join(scratch, "texts.h5"), [f"t{i + 1}" for i in range(len(ids))], rng)
     run(docmatch, "eval", "--embeddings", os.path.join(scratch, "texts.h5"), "--corpus", pairs_corpus,
         "--test-pairs", os.path.join(pairs_corpus, "pairs.jsonl"), "--output", os.path.join(scratch, "eval-pairs"),
         "--no-progress")

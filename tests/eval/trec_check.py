@@ -23,8 +23,10 @@ import shutil
 import subprocess
 import sys
 
-import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "baselines"))
+from docmatch_vectors import write_embeddings  # noqa: E402  (the format's one writer in Python)
 import pytrec_eval
 
 TOPICS, CANDIDATES, QUERIES, DIM = 8, 80, 24, 16
@@ -44,17 +46,6 @@ def run(docmatch, *args):
     if result.returncode != 0:
         sys.exit(f"FAILED: docmatch {' '.join(args)}\n{result.stdout}\n{result.stderr[-3000:]}")
     return result
-
-
-def write_vectors(path, ids, vectors):
-    with h5py.File(path, "w") as f:
-        f["document_ids"] = np.array(ids, dtype="S16")
-        f["vectors"] = vectors.astype(np.float32)
-        f.attrs["docmatch_format"] = "docmatch-embeddings"
-        f.attrs["format_version"] = 1
-        f.attrs["dimension"] = vectors.shape[1]
-        f.attrs["kind"] = np.bytes_("match_bert")
-        f.attrs["model"] = "elsewhere"
 
 
 def read_run(path):
@@ -148,8 +139,8 @@ def main():
     centres = rng.standard_normal((TOPICS, DIM))
     doc_vectors = centres[doc_topic] + 1.5 * rng.standard_normal((CANDIDATES, DIM))
     query_vectors = centres[query_topic] + 1.5 * rng.standard_normal((QUERIES, DIM))
-    write_vectors(os.path.join(scratch, "docs.h5"), doc_ids, doc_vectors)
-    write_vectors(os.path.join(scratch, "queries.h5"), query_ids, query_vectors)
+    write_embeddings(os.path.join(scratch, "docs.h5"), doc_ids, doc_vectors, "match_bert", "elsewhere")
+    write_embeddings(os.path.join(scratch, "queries.h5"), query_ids, query_vectors, "match_bert", "elsewhere")
     base = ["eval", "--embeddings", os.path.join(scratch, "docs.h5"), "--corpus", corpus, "--queries", queries,
             "--query-embeddings", os.path.join(scratch, "queries.h5"), "--relevance", qrels_path,
             "--write-rankings", str(CANDIDATES), "--no-progress"]

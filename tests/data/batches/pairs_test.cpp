@@ -3,18 +3,25 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "../test_corpus.h"
 
 namespace docmatch::data {
 namespace {
 
-std::string ErrorOf(const std::string& path, const Corpus& corpus) {
+// What `read` throws, or "" when it does not.
+std::string Thrown(const std::function<void()>& read) {
   try {
-    ReadPairs(path, corpus);
+    read();
   } catch (const std::exception& e) {
     return e.what();
   }
   return "";
+}
+
+std::string ErrorOf(const std::string& path, const Corpus& corpus) {
+  return Thrown([&] { ReadPairs(path, corpus); });
 }
 
 // A 10-document corpus (doc-0 ... doc-9) to name pairs in.
@@ -94,12 +101,7 @@ TEST_F(Pairs, RefusesAPairWithTwoLabelsAndAFileOfSelfPairs) {
 }
 
 std::string RelevanceErrorOf(const std::string& path, const Corpus& corpus) {
-  try {
-    ReadRelevance(path, corpus);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
+  return Thrown([&] { ReadRelevance(path, corpus); });
 }
 
 TEST_F(Pairs, RelevanceFromJsonlBeirAndTrecQrelsWithGrades) {
