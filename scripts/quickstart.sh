@@ -61,7 +61,9 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 if [ "${DOCMATCH_QUICKSTART_SETUP:-1}" != 0 ]; then
   scripts/install-deps.sh
-  scripts/build.sh
+  # The docmatch binary alone: the tests and benchmarks are scripts/test.sh's
+  # (on 2 cores without a compiler cache, about 60% of the whole build's work).
+  DOCMATCH_BUILD_TARGETS="${DOCMATCH_BUILD_TARGETS:-docmatch}" scripts/build.sh
 fi
 build_dir=${DOCMATCH_BUILD_DIR:-build}
 docmatch=$(cd "$build_dir/src" && pwd)/docmatch
@@ -190,5 +192,9 @@ cat <<NEXT
   $docmatch search --embeddings runs/mine.h5 --text 'what I am looking for' --top 10
   and with related pairs of your own ({"source", "target"} ids, or sentence-transformers text pairs):
   $docmatch finetune --init $export_dir --corpus corpora/mine --train-pairs pairs.jsonl --loss contrastive --run checkpoints/mine
+  which way of reading your documents finds their related ones best, measured on those pairs (every
+  reader and fusion with its interval, and the commands of the best; docs/RESULTS.md has its tables):
+  $docmatch import-hf $models/all-minilm-l6-v2 --output models/minilm
+  $docmatch choose --model models/minilm --corpus corpora/mine --relevance pairs.jsonl --output runs/choose
 NEXT
 echo "[quickstart] done in $((elapsed / 60)) min $((elapsed % 60)) s"

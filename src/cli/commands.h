@@ -27,5 +27,6 @@ Command AddTokenizeCommand(CLI::App* app);
 Command AddSearchCommand(CLI::App* app);
 Command AddIndexCommand(CLI::App* app);
 Command AddEncodeCommand(CLI::App* app);
+Command AddChooseCommand(CLI::App* app);
 
 }  // namespace docmatch::cli

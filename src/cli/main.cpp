@@ -149,6 +149,7 @@ class CommandList : public CLI::Formatter {
         {"search", "the documents nearest a document or a text"},
         {"index", "an approximate (HNSW) index for search --ann on large files"},
         {"fuse", "several models' vectors -> one file (their weighted mean cosine)"},
+        {"choose", "which way of reading your corpus finds its links best: measured, with intervals"},
     };
     const auto found = kSummaries.find(command->get_name());
     const std::string& description = command->get_description();
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
   // import-hf, info) keep the default: Ctrl-C ends them at once.
   const std::string word = CommandWord(argc, argv);
   for (const char* checks :
-       {"prepare", "inspect", "pretrain", "finetune", "embed", "encode", "eval", "index", "search"}) {
+       {"prepare", "inspect", "pretrain", "finetune", "embed", "encode", "eval", "index", "search", "choose"}) {
     if (word == checks) docmatch::console::InstallInterruptHandlers();
   }
   try {
@@ -223,6 +224,7 @@ int main(int argc, char** argv) {
       docmatch::cli::AddImportCommand(&app),   docmatch::cli::AddTokenizeCommand(&app),
       docmatch::cli::AddEncodeCommand(&app),   docmatch::cli::AddSearchCommand(&app),
       docmatch::cli::AddIndexCommand(&app),    docmatch::cli::AddFuseCommand(&app),
+      docmatch::cli::AddChooseCommand(&app),
   };
   for (const auto& command : commands) {
     command.app->fallthrough();

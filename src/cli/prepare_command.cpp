@@ -1,4 +1,6 @@
 // `docmatch prepare`: raw documents into tokenized HDF5 shards (data/text/prepare.h).
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -25,14 +27,81 @@ data::PrepareReport PrepareAndReport(const data::PrepareOptions& options, const 
   return report;
 }
 
+// A staging folder, removed however the scope ends.
+struct RemovedOnExit {
+  std::string path;
+  ~RemovedOnExit() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
 // `output` without a trailing separator, so that a sibling's name can be made from it.
 std::string WithoutTrailingSlash(std::string output) {
   while (output.size() > 1 && output.back() == '/') output.pop_back();
   return output;
 }
 
+// A BEIR folder's training split (qrels/train.tsv, and dev.tsv unless eval
+// uses it) as fine-tuning pairs in a corpus of their own, <output>-train:
+// the judged queries and documents, with the corpus's tokenizer. Returns the
+// finetune command, or "" when the folder has no training split.
+std::string PrepareBeirTraining(const data::PrepareOptions& corpus, const std::string& evaluated) {
+  const fs::path qrels = fs::path(corpus.input).parent_path() / "qrels";
+  if (!fs::is_regular_file(qrels / "train.tsv")) return "";
+  const std::string output = corpus.output + "-train", staged = corpus.output + "-train.beir-import";
+  RefuseProtectedOutput("prepare", output, {corpus.input, corpus.tokenizer_model});
+  std::vector<data::QrelsSplit> splits = {{(qrels / "train.tsv").string(), staged + "/pairs.train.jsonl"}};
+  if (fs::is_regular_file(qrels / "dev.tsv") && fs::path(evaluated).filename() != "dev.tsv") {
+    splits.push_back({(qrels / "dev.tsv").string(), staged + "/pairs.valid.jsonl", /*validation=*/true});
+  }
+  fs::remove_all(staged);
+  fs::create_directories(staged);
+  const RemovedOnExit cleanup{staged};
+  const data::BeirTrainingImport imported =
+      data::ImportBeirTraining(fs::path(corpus.input).parent_path().string(), splits, staged + "/texts.jsonl");
+  if (imported.left_out > 0) {
+    LOG(WARNING) << "[data] " << imported.left_out
+                 << " judgements name an empty query or document and are left out of the pairs";
+  }
+  if (imported.queries == 0) {
+    LOG(WARNING) << "[data] " << qrels.string() << "/train.tsv judges no query with a text: no training corpus";
+    return "";
+  }
+  data::PrepareOptions training = corpus;
+  training.input = staged + "/texts.jsonl";
+  training.output = output;
+  training.title_in_text = true;
+  training.tokenizer_model = io::TokenizerFileOf(corpus.output);
+  std::cout << "[data] training pairs: " << imported.queries << " queries and " << imported.documents
+            << " documents they judge into " << output << " (query ids as query:<id>)" << std::endl;
+  PrepareAndReport(training, "");
+  // A text prepare still skipped (it tokenized to nothing) leaves its pairs out.
+  const data::Corpus prepared(output);
+  std::string command = "docmatch finetune --init MODEL --corpus " + output;
+  bool negatives = false;
+  for (const data::QrelsSplit& split : imported.splits) {
+    const std::string kept = output + "/" + fs::path(split.pairs).filename().string();
+    const data::PairsKept counts = data::KeepPairsOfCorpus(split.pairs, prepared, kept);
+    std::cout << "[data] " << split.qrels << ": " << counts.positives << " relevant and " << counts.negatives
+              << " unrelated pairs -> " << kept << "\n";
+    if (counts.left_out > 0) {
+      LOG(WARNING) << "[data] " << counts.left_out << " pairs of " << split.qrels
+                   << " name a text prepare skipped (" << output << "/" << data::kSkippedFile << ") and are left out";
+    }
+    if (counts.positives == 0) {
+      if (!split.validation) throw data::InputError(split.qrels + " leaves no related pair to train on");
+      continue;
+    }
+    command += (split.validation ? " --valid-pairs " : " --train-pairs ") + kept;
+    negatives = negatives || (!split.validation && counts.negatives > 0);
+  }
+  return command + " --loss contrastive" + (negatives ? " --hard-negatives 1" : "") + " --run runs/beir";
+}
+
 // A BEIR folder: the corpus (titles in the text) into --output, the queries
-// with the same tokenizer into <output>-queries; the qrels stay where they are.
+// with the same tokenizer into <output>-queries; the qrels stay where they
+// are; a training split becomes pairs in <output>-train.
 
 int PrepareBeir(data::PrepareOptions options, const std::string& report_json) {
   const fs::path folder(options.input);
@@ -69,8 +138,11 @@ int PrepareBeir(data::PrepareOptions options, const std::string& report_json) {
   for (const std::string& file : qrels) {
     if (evaluated == "QRELS.tsv" && fs::path(file).filename() != "train.tsv") evaluated = file;
   }
-  std::cout << "[data] next: docmatch eval --model MODEL --corpus " << options.output << " --queries " << queries_output
-            << " --relevance " << evaluated << " --output runs/eval" << std::endl;
+  const std::string train_command = PrepareBeirTraining(options, evaluated);
+  if (!train_command.empty()) std::cout << "[data] next: " << train_command << "\n";
+  std::cout << "[data] " << (train_command.empty() ? "next" : "then") << ": docmatch eval --model "
+            << (train_command.empty() ? "MODEL" : "runs/beir/latest") << " --corpus " << options.output << " --queries "
+            << queries_output << " --relevance " << evaluated << " --output runs/eval" << std::endl;
   return 0;
 }
 
@@ -80,13 +152,7 @@ int PrepareTextPairs(data::PrepareOptions options, const std::string& report_jso
   const std::string staged = options.output + ".pairs-import";
   fs::remove_all(staged);
   fs::create_directories(staged);
-  struct Cleanup {
-    std::string path;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(path, ignored);
-    }
-  } cleanup{staged};
+  const RemovedOnExit cleanup{staged};
   const std::string texts = staged + "/texts.jsonl", pairs = staged + "/pairs.jsonl";
   const data::TextPairsImport imported = data::ImportTextPairs(options.input, texts, pairs);
   std::cout << "[data] " << options.input << " holds text pairs: " << imported.lines << " lines, " << imported.positives
@@ -117,7 +183,8 @@ Command AddPrepareCommand(CLI::App* app) {
       "and a report of what was skipped and why.\n"
       "Also as they come: a BEIR dataset folder (corpus.jsonl, queries.jsonl, qrels/)\n"
       "prepares the corpus (titles as first paragraphs) into --output and the queries\n"
-      "into <output>-queries, for eval --queries with the qrels; sentence-transformers\n"
+      "into <output>-queries, for eval --queries with the qrels, and qrels/train.tsv\n"
+      "(dev.tsv for validation) as finetune pairs in <output>-train; sentence-transformers\n"
       "pairs ({\"anchor\", \"positive\", optional \"negative\"} lines) prepare each distinct\n"
       "text as a document and write <output>/pairs.jsonl for finetune --train-pairs.\n"
       "  docmatch prepare --input articles.jsonl --output corpora/wiki\n"

@@ -285,20 +285,11 @@ std::vector<int> Labels(const std::vector<data::LabelledPair>& pairs) {
 // <output>/rankings.jsonl from every rank's top lists: rows (query, rank of its
 // first relevant candidate or 0 for none, k documents; -1 past the candidates)
 // and their scores, in query order.
-std::vector<std::string> Ids(const data::Corpus& corpus) {
-  std::vector<std::string> ids;
-  for (int s = 0; s < corpus.num_shards(); ++s) {
-    const std::vector<std::string> shard = corpus.shard(s).ReadIds();
-    ids.insert(ids.end(), shard.begin(), shard.end());
-  }
-  return ids;
-}
-
 // `queries`: the corpus the query indices point into (the candidates' own,
 // or eval --queries').
 void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores, const data::Relevance& relevance,
                    const data::Corpus& corpus, const data::Corpus& queries, const std::string& output) {
-  const std::vector<std::string> ids = Ids(corpus), query_ids = &queries == &corpus ? ids : Ids(queries);
+  const std::vector<std::string> ids = corpus.Ids(), query_ids = &queries == &corpus ? ids : queries.Ids();
   const int64_t k = scores.size(1);
   std::vector<int64_t> order(hits.size(0));
   std::iota(order.begin(), order.end(), 0);
@@ -321,7 +312,10 @@ void WriteRankings(const torch::Tensor& hits, const torch::Tensor& scores, const
       if (doc < 0) break;
       const bool is_relevant = std::find(relevant.begin(), relevant.end(), doc) != relevant.end();
       line["hits"].push_back({{"id", ids[doc]}, {"score", sc[row * k + i]}, {"relevant", is_relevant}});
-      if (!run_written) continue;
+      // The run holds the queries eval averages: one with no relevant
+      // candidate (every relevant document one prepare skipped) is left out
+      // of both, where trec_eval would average in its zeros.
+      if (!run_written || first == 0) continue;
       try {
         run += TrecRunLine(query_ids[query], ids[doc], i + 1, sc[row * k + i]);
       } catch (const Error& e) {
@@ -374,6 +368,10 @@ RankingQuery Judged(const data::Judgements& judgements, int64_t query, const Can
   r.grades.assign(candidates.count, 0.0);
   for (const auto& [target, grade] : judgements) {
     if (grade < 1 || (!candidates.separate && target == query)) continue;
+    if (target < 0) {  // a document prepare skipped (data::ReadRelevance)
+      r.absent.push_back(static_cast<double>(grade));
+      continue;
+    }
     const int64_t column = candidates.Column(query, target);
     r.relevant[column] = true;
     r.grades[column] = static_cast<double>(grade);
@@ -394,9 +392,6 @@ std::vector<int64_t> RankingQueries(const data::Relevance& relevance, const Eval
   }
   return queries;
 }
-
-// Queries per block: the block's (queries x N) scores stay near 4M numbers.
-int64_t QueriesPerBlock(int64_t N) { return std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N)); }
 
 nlohmann::json Ranking(const Scorer& scorer, const data::Relevance& relevance, const std::vector<int64_t>& queries,
                        int64_t N, const EvalOptions& options, const data::Corpus& corpus,
@@ -465,12 +460,11 @@ nlohmann::json Ranking(const Scorer& scorer, const data::Relevance& relevance, c
   return json;
 }
 
-// --lexical-weight auto: the weight of kLexicalWeights whose fused ranking
+// --lexical-weight auto: the weight of kFusionWeights whose fused ranking
 // has the highest MRR over `queries` (the lowest weight among equals).
 // Each query's dense and lexical rows are scored once; every weight's
 // reciprocal rank is then a count over the fused row, ties broken against
 // the relevant candidates as EvaluateRanking breaks them.
-constexpr double kLexicalWeights[] = {0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1};
 
 nlohmann::json ChooseLexicalWeight(const Scorer& scorer, const data::Relevance& relevance,
                                    const std::vector<int64_t>& queries, int64_t N, const EvalOptions& options,
@@ -481,7 +475,7 @@ nlohmann::json ChooseLexicalWeight(const Scorer& scorer, const data::Relevance& 
   dense.bm25 = nullptr;
   lexical.lexical_weight = 1;
   const Candidates candidates = CandidatesOf(scorer, N);
-  constexpr size_t kWeights = std::size(kLexicalWeights);
+  constexpr size_t kWeights = std::size(kFusionWeights);
   std::vector<double> sums(kWeights + 1, 0.0);  // reciprocal ranks per weight, then the queries counted
   std::vector<int64_t> mine;
   for (size_t i = control.rank(); i < queries.size(); i += control.size()) mine.push_back(queries[i]);
@@ -504,7 +498,7 @@ nlohmann::json ChooseLexicalWeight(const Scorer& scorer, const data::Relevance& 
     const torch::Tensor any = relevant.any(1);
     sums[kWeights] += any.sum().item<double>();
     for (size_t w = 0; w < kWeights; ++w) {
-      const double weight = kLexicalWeights[w];
+      const double weight = kFusionWeights[w];
       const torch::Tensor fused = (1 - weight) * d + weight * l;
       sums[w] += model::ReciprocalRanks(fused, relevant).masked_select(any).sum().item<double>();
     }
@@ -514,15 +508,14 @@ nlohmann::json ChooseLexicalWeight(const Scorer& scorer, const data::Relevance& 
   bar.Finish();
   control.Sum(sums);
   const double counted = std::max(1.0, sums[kWeights]);
-  size_t best = 0;
+  const size_t best = FirstBest(std::vector<double>(sums.begin(), sums.begin() + kWeights));
   nlohmann::json by_weight = nlohmann::json::object();
   for (size_t w = 0; w < kWeights; ++w) {
-    if (sums[w] > sums[best]) best = w;
     std::ostringstream key;
-    key << kLexicalWeights[w];
+    key << kFusionWeights[w];
     by_weight[key.str()] = sums[w] / counted;
   }
-  *chosen = kLexicalWeights[best];
+  *chosen = kFusionWeights[best];
   return {{"chosen", *chosen},
           {"by", "mrr"},
           {"chosen_on_queries", static_cast<int64_t>(sums[kWeights])},

@@ -105,8 +105,9 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
       throw Error("eval", "a query's scores and labels differ");
     }
     const auto grade = [&q](size_t i) { return q.grades.empty() ? 1.0 : q.grades[i]; };
-    const int64_t relevant_count = std::count(q.relevant.begin(), q.relevant.end(), true);
-    if (relevant_count == 0) {
+    const int64_t candidates_relevant = std::count(q.relevant.begin(), q.relevant.end(), true);
+    const int64_t relevant_count = candidates_relevant + static_cast<int64_t>(q.absent.size());
+    if (candidates_relevant == 0) {
       ++m.skipped;
       m.first_relevant_rank.push_back(0);
       continue;
@@ -136,6 +137,7 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
       if (rank <= 10) dcg += grade(order[position]) / std::log2(rank + 1);
       gains.push_back(grade(order[position]));
     }
+    gains.insert(gains.end(), q.absent.begin(), q.absent.end());
     std::sort(gains.rbegin(), gains.rend());
     double ideal = 0;
     for (size_t i = 0; i < gains.size() && i < 10; ++i) ideal += gains[i] / std::log2(static_cast<double>(i) + 2);
@@ -146,7 +148,7 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
     m.mrr_at_10 += first <= 10 ? 1.0 / first : 0.0;
     m.map += precision_sum / relevant_count;
     m.ndcg_at_10 += ideal > 0 ? dcg / ideal : 0.0;
-    m.mpr += percentile_sum / relevant_count;
+    m.mpr += percentile_sum / static_cast<double>(found);  // of the relevant documents ranked
     for (int k : ks) m.recall[k] += static_cast<double>(in_top[k]) / relevant_count;
   }
   if (m.queries > 0) {
@@ -155,6 +157,17 @@ RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const s
     for (auto& [k, v] : m.recall) v /= n;
   }
   return m;
+}
+
+size_t FirstBest(const std::vector<double>& values) {
+  size_t best = 0;
+  for (size_t i = 1; i < values.size(); ++i)
+    if (values[i] > values[best]) best = i;
+  return best;
+}
+
+int64_t QueriesPerBlock(int64_t N, int64_t matrices) {
+  return std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, N * std::max<int64_t>(1, matrices)));
 }
 
 std::string TrecRunLine(const std::string& query, const std::string& document, int64_t rank, double score) {

@@ -57,6 +57,10 @@ struct RankingQuery {
   std::vector<bool> relevant;  // same length
   // The relevant candidates' grades (nDCG's gains), same length; empty: 1 each.
   std::vector<double> grades;
+  // Grades of relevant documents that are not candidates (prepare skipped
+  // them): never found, they still count in recall's, MAP's and nDCG's
+  // denominators, as trec_eval counts a relevant document missing from a run.
+  std::vector<double> absent;
 };
 
 struct RankingMetrics {
@@ -82,6 +86,15 @@ inline constexpr double RankingMetrics::*kRankingMeans[] = {
     &RankingMetrics::map,    &RankingMetrics::ndcg_at_10, &RankingMetrics::mpr};
 
 RankingMetrics EvaluateRanking(const std::vector<RankingQuery>& queries, const std::vector<int>& ks = {1, 10, 100});
+
+// The weights a fused ranking's share is chosen from (eval --lexical-weight
+// auto, choose), and the rule: the first best, so the smaller weight on a tie.
+inline constexpr double kFusionWeights[] = {0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1};
+size_t FirstBest(const std::vector<double>& values);
+
+// Queries ranked at a time against N documents, so that each of `matrices`
+// (Q, N) score matrices stays near 4M numbers.
+int64_t QueriesPerBlock(int64_t N, int64_t matrices = 1);
 
 // One line of a TREC run file, `query Q0 document rank score docmatch` and a
 // newline, as trec_eval, ranx and ir-measures read it; the score keeps every

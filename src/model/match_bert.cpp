@@ -53,28 +53,32 @@ torch::Tensor FlatEncoderImpl::Pool(const torch::Tensor& states, const torch::Te
 
 torch::Tensor FlatEncoderImpl::forward(const torch::Tensor& tokens) { return Pool(Encode(tokens), tokens); }
 
+torch::Tensor PoolRowsByDocument(const torch::Tensor& rows, const torch::Tensor& owner, int64_t documents,
+                                 const std::string& pooling) {
+  namespace F = torch::nn::functional;
+  const int64_t C = rows.size(1);
+  const torch::Tensor zeros = torch::zeros({documents, C}, rows.options());
+  const torch::Tensor pooled =
+      pooling == "max" ? zeros.scatter_reduce(0, owner.unsqueeze(1).expand({-1, C}), rows, "amax", /*include_self=*/false)
+                       : zeros.index_add(0, owner, rows);  // the mean, up to scale
+  return F::normalize(pooled, F::NormalizeFuncOptions().dim(-1));
+}
+
 torch::Tensor FlatEncoderImpl::PoolWindows(const torch::Tensor& rows, const data::FlatBatch& batch) {
   namespace F = torch::nn::functional;
   if (batch.B == batch.documents) return rows;
-  const int64_t C = rows.size(1);
   const torch::Tensor owner =
       HostToDevice(batch.row_document.data(), {batch.B}, torch::kInt64, rows.device(), torch::kLong);  // (B,)
-  const torch::Tensor zeros = torch::zeros({batch.documents, C}, rows.options());
-  torch::Tensor pooled;
-  if (config_.window_pooling == "max") {
-    pooled = zeros.scatter_reduce(0, owner.unsqueeze(1).expand({-1, C}), rows, "amax", /*include_self=*/false);
-  } else if (config_.window_pooling == "attention") {
-    // A softmax over each document's windows: exp(score - the document's
-    // largest score), summed per document.
-    const torch::Tensor scores = (torch::tanh(window_projection_(rows)) * window_context_).sum(1);  // (B,)
-    const torch::Tensor largest = torch::full({batch.documents}, -1e30, scores.options())
-                                      .scatter_reduce(0, owner, scores.detach(), "amax", /*include_self=*/true);
-    const torch::Tensor weights = torch::exp(scores - largest.index_select(0, owner));  // (B,)
-    const torch::Tensor totals = torch::zeros({batch.documents}, scores.options()).index_add(0, owner, weights);
-    pooled = zeros.index_add(0, owner, rows * (weights / totals.index_select(0, owner)).unsqueeze(1));
-  } else {
-    pooled = zeros.index_add(0, owner, rows);  // the mean, up to scale (mean, and maxsim's one vector)
-  }
+  if (config_.window_pooling != "attention") return PoolRowsByDocument(rows, owner, batch.documents, config_.window_pooling);
+  // A softmax over each document's windows: exp(score - the document's
+  // largest score), summed per document.
+  const torch::Tensor scores = (torch::tanh(window_projection_(rows)) * window_context_).sum(1);  // (B,)
+  const torch::Tensor largest = torch::full({batch.documents}, -1e30, scores.options())
+                                    .scatter_reduce(0, owner, scores.detach(), "amax", /*include_self=*/true);
+  const torch::Tensor weights = torch::exp(scores - largest.index_select(0, owner));  // (B,)
+  const torch::Tensor totals = torch::zeros({batch.documents}, scores.options()).index_add(0, owner, weights);
+  const torch::Tensor pooled = torch::zeros({batch.documents, rows.size(1)}, rows.options())
+                                   .index_add(0, owner, rows * (weights / totals.index_select(0, owner)).unsqueeze(1));
   return F::normalize(pooled, F::NormalizeFuncOptions().dim(-1));
 }
 

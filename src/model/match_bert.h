@@ -50,6 +50,14 @@ struct MatchBertConfig {
 // tokens (B, T) int64 on `device`.
 torch::Tensor ToTensor(const data::FlatBatch& batch, const torch::Device& device);
 
+// Unit window vectors `rows` (B, C), row b of document owner[b] (B,) int64,
+// pooled per document into unit vectors (documents, C): their elementwise
+// max for "max", else their mean ("mean", and maxsim's one vector). What a
+// model's window_pooling computes, and what choose (eval/choose.h) reads its
+// windows with.
+torch::Tensor PoolRowsByDocument(const torch::Tensor& rows, const torch::Tensor& owner, int64_t documents,
+                                 const std::string& pooling);
+
 class FlatEncoderImpl : public torch::nn::Module {
  public:
   explicit FlatEncoderImpl(const MatchBertConfig& config);

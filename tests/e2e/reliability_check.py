@@ -801,7 +801,7 @@ def empty_inputs(c):
           f"a misspelt command: exit {result.returncode}, {result.stderr}")
     # Every command's --help teaches the config file (a parent option CLI11 leaves out).
     for command in ("prepare", "inspect", "pretrain", "finetune", "embed", "eval", "export", "import-hf",
-                    "tokenize", "encode", "search"):
+                    "tokenize", "encode", "search", "choose"):
         text = subprocess.run([c.docmatch, command, "--help"], capture_output=True, text=True).stdout
         check(f"`{command}:` section" in text and "--dump-config" in text, f"{command} --help:\n{text[-600:]}")
     # docmatch --help fits a screen: every command on one line of its own.
@@ -809,7 +809,7 @@ def empty_inputs(c):
     lines = text.splitlines()
     listed = [line.split()[0] for line in lines[lines.index("Subcommands:") + 1:] if line.strip()]
     commands = ["prepare", "inspect", "info", "pretrain", "finetune", "embed", "eval", "export", "import-hf",
-                "tokenize", "encode", "search", "index", "fuse"]
+                "tokenize", "encode", "search", "index", "fuse", "choose"]
     check(len(lines) <= 45 and listed == commands and all(len(line) <= 120 for line in lines),
           f"docmatch --help: {len(lines)} lines, commands {listed}:\n{text}")
 

@@ -20,27 +20,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def claim(scratch):
-    """The fixture folder belongs to one ctest run at a time (the parent of
-    this script): a second run in the same build tree stops here instead of
-    deleting the corpus the first one's tests are reading."""
-    owner_file = scratch.rstrip("/") + ".owner"
-    ours = os.getppid()
-    try:
-        other = int(open(owner_file).read().split()[0])
-        command = open(f"/proc/{other}/cmdline", "rb").read().split(b"\0")[0]
-    except (OSError, ValueError, IndexError):
-        other, command = None, b""
-    if other not in (None, ours) and os.path.basename(command) == b"ctest":
-        sys.exit(f"FAILED: another ctest run (pid {other}) is using {scratch}; wait for it to end, or test in "
-                 "another build tree (DOCMATCH_BUILD_DIR)")
-    with open(owner_file, "w") as f:
-        f.write(f"{ours}\n")
-
-
 def main():
     docmatch, scratch = sys.argv[1], sys.argv[2]
-    claim(scratch)
     shutil.rmtree(scratch, ignore_errors=True)
     os.makedirs(scratch)
     raw = os.path.join(scratch, "raw")

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "console/error.h"
+#include "eval/bootstrap.h"
 
 namespace docmatch::eval {
 namespace {
@@ -172,11 +173,85 @@ TEST(Ranking, GradedNdcgPrecisionAtTenAndMrrAtTenByHand) {
   EXPECT_THROW(RankingMetrics::FromSums(sums, {1}), docmatch::Error);
 }
 
+TEST(Ranking, RelevantDocumentsPrepareSkippedCountAsNeverFound) {
+  // 5 candidates, scores descending with the index; relevant: index 0 (grade
+  // 1, rank 1) and index 3 (grade 2, rank 4), and one absent document of
+  // grade 3 (prepare skipped it): three relevant, two found.
+  RankingQuery q;
+  for (int i = 0; i < 5; ++i) q.scores.push_back(1.0 - 0.1 * i);
+  q.relevant = {true, false, false, true, false};
+  q.grades = {1, 0, 0, 2, 0};
+  q.absent = {3};
+  // A query whose only relevant document is absent has no relevant candidate: skipped.
+  RankingQuery unreachable;
+  unreachable.scores = {0.5, 0.4};
+  unreachable.relevant = {false, false};
+  unreachable.absent = {1};
+  const RankingMetrics m = EvaluateRanking({q, unreachable}, {1, 10});
+  EXPECT_EQ(m.queries, 1);
+  EXPECT_EQ(m.skipped, 1);
+  EXPECT_DOUBLE_EQ(m.mrr, 1.0);
+  EXPECT_DOUBLE_EQ(m.map, (1.0 / 1 + 2.0 / 4) / 3);  // precision at each found one, over all three
+  EXPECT_DOUBLE_EQ(m.recall.at(10), 2.0 / 3);
+  EXPECT_DOUBLE_EQ(m.recall.at(1), 1.0 / 3);
+  // The ideal ranking puts the absent grade-3 document first.
+  const double dcg = 1 / std::log2(2.0) + 2 / std::log2(5.0);
+  const double ideal = 3 / std::log2(2.0) + 2 / std::log2(3.0) + 1 / std::log2(4.0);
+  EXPECT_NEAR(m.ndcg_at_10, dcg / ideal, 1e-15);
+  EXPECT_DOUBLE_EQ(m.mpr, (0.0 / 4 + 3.0 / 4) / 2);  // over the two ranked
+}
+
 TEST(TrecRun, LinesCarryEveryDigitAndRefuseIdsWithWhitespace) {
   EXPECT_EQ(TrecRunLine("q1", "doc-7", 3, 0.1), "q1 Q0 doc-7 3 0.10000000000000001 docmatch\n");
   EXPECT_EQ(std::stod("0.10000000000000001"), 0.1);
   EXPECT_THROW(TrecRunLine("q 1", "doc-7", 1, 0.5), docmatch::Error);
   EXPECT_THROW(TrecRunLine("q1", "", 1, 0.5), docmatch::Error);
+}
+
+TEST(Bootstrap, PercentilesAsNumpyAndPairedDifferencesByHand) {
+  // numpy.percentile([4, 1, 3, 2], 2.5) = 1.075; 97.5 -> 3.925; 50 -> 2.5.
+  EXPECT_NEAR(Percentile({4, 1, 3, 2}, 2.5), 1.075, 1e-15);
+  EXPECT_NEAR(Percentile({4, 1, 3, 2}, 97.5), 3.925, 1e-15);
+  EXPECT_DOUBLE_EQ(Percentile({4, 1, 3, 2}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(Percentile({7}, 2.5), 7);
+  // Two rankings of three queries, three resamples given by their counts.
+  const std::vector<std::vector<double>> scores = {{1, 0, 0.5}, {0, 0, 1}};
+  const std::vector<std::vector<uint32_t>> counts = {{3, 0, 0}, {0, 1, 2}, {1, 1, 1}};
+  const Resampler given = [&](int64_t draw, std::vector<uint32_t>* out) { *out = counts[draw]; };
+  const PairedBootstrap b = Bootstrap(scores, 0, 3, given);
+  // Resampled means: A 1, 1/3, 1/2; B 0, 2/3, 1/3; B - A -1, 1/3, -1/6.
+  EXPECT_DOUBLE_EQ(b.rows[0].mean, 0.5);
+  EXPECT_DOUBLE_EQ(b.rows[1].mean, 1.0 / 3);
+  EXPECT_NEAR(b.rows[0].low, Percentile({1, 1.0 / 3, 0.5}, 2.5), 1e-15);
+  EXPECT_NEAR(b.rows[1].high, Percentile({0, 2.0 / 3, 1.0 / 3}, 97.5), 1e-15);
+  EXPECT_NEAR(b.minus_reference[1].mean, 1.0 / 3 - 0.5, 1e-15);
+  EXPECT_NEAR(b.minus_reference[1].low, Percentile({-1, 1.0 / 3, -1.0 / 6}, 2.5), 1e-15);
+  EXPECT_NEAR(b.minus_reference[1].high, Percentile({-1, 1.0 / 3, -1.0 / 6}, 97.5), 1e-15);
+  EXPECT_DOUBLE_EQ(b.minus_reference[1].share_above_zero, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(b.minus_reference[0].low, 0);  // the reference minus itself
+  EXPECT_THROW(Bootstrap({{1, 2}, {1}}, 0, 1, SeededResampler(2, 1)), docmatch::Error);
+  EXPECT_THROW(Bootstrap(scores, 0, 0, given), docmatch::Error);
+}
+
+TEST(Bootstrap, ResamplesDrawEveryQueryCountAndRepeatWithTheSeed) {
+  const auto draws = [](uint64_t seed) {
+    const Resampler draw = SeededResampler(50, seed);
+    std::vector<std::vector<uint32_t>> all(200);
+    for (int64_t b = 0; b < 200; ++b) draw(b, &all[b]);
+    return all;
+  };
+  const auto a = draws(7), again = draws(7), other = draws(8);
+  ASSERT_EQ(a.size(), 200u);
+  double drawn = 0;
+  for (const auto& draw : a) {
+    uint32_t sum = 0;
+    for (uint32_t c : draw) sum += c;
+    EXPECT_EQ(sum, 50u);
+    drawn += draw[0];
+  }
+  EXPECT_NEAR(drawn / 200, 1.0, 0.25);  // each query is drawn once a resample on average
+  EXPECT_EQ(a, again);
+  EXPECT_NE(a, other);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -115,7 +116,7 @@ Relevance ReadRelevance(const std::string& path, const Corpus& corpus) { return 
 std::vector<int64_t> RelevantDocuments(const Judgements& judgements) {
   std::vector<int64_t> relevant;
   for (const auto& [document, grade] : judgements)
-    if (grade >= 1) relevant.push_back(document);
+    if (grade >= 1 && document >= 0) relevant.push_back(document);
   return relevant;
 }
 
@@ -126,9 +127,27 @@ Relevance ReadRelevance(const std::string& path, const Corpus& queries, const Co
   std::map<std::pair<int64_t, int64_t>, int64_t> line_of;  // where each judgement was read
   int64_t number = 0;
   std::string where;
-  const auto judge = [&](int64_t query, int64_t document, int64_t grade) {
-    const auto [entry, added] = relevance[query].emplace(document, grade);
-    const auto [line, first] = line_of.emplace(std::make_pair(query, document), number);
+  // Documents prepare skipped (kSkippedFile) are judged under indices -1,
+  // -2, ...: relevant, and never among the candidates.
+  std::map<std::string, int64_t> absent;
+  int64_t skipped_query_lines = 0;
+  const auto query_index = [&](const char* field, const std::string& id) -> std::optional<int64_t> {
+    if (!queries.IndexOf(id) && queries.SkippedByPrepare(id)) {
+      ++skipped_query_lines;
+      return std::nullopt;
+    }
+    return IndexOf(field, id, queries, where);
+  };
+  const auto document_index = [&](const char* field, const std::string& id) {
+    if (!candidates.IndexOf(id) && candidates.SkippedByPrepare(id)) {
+      return absent.emplace(id, -1 - static_cast<int64_t>(absent.size())).first->second;
+    }
+    return IndexOf(field, id, candidates, where);
+  };
+  const auto judge = [&](std::optional<int64_t> query, int64_t document, int64_t grade) {
+    if (!query) return;
+    const auto [entry, added] = relevance[*query].emplace(document, grade);
+    const auto [line, first] = line_of.emplace(std::make_pair(*query, document), number);
     if (!added && entry->second != grade) {
       throw InputError(where + ": this query and document are judged " + std::to_string(grade) + " here and " +
                        std::to_string(entry->second) + " at " + path + ":" + std::to_string(line->second) +
@@ -175,8 +194,8 @@ Relevance ReadRelevance(const std::string& path, const Corpus& queries, const Co
                          "`query iteration document grade`, not " +
                          std::to_string(parts.size()) + " fields");
       }
-      judge(IndexOf("query", parts[0], queries, where), IndexOf("document", parts[parts.size() - 2], candidates, where),
-            grade_of(parts.back()));
+      const std::optional<int64_t> query = query_index("query", parts[0]);
+      if (query) judge(query, document_index("document", parts[parts.size() - 2]), grade_of(parts.back()));
       continue;
     }
     qrels_header_allowed = false;
@@ -188,29 +207,40 @@ Relevance ReadRelevance(const std::string& path, const Corpus& queries, const Co
     }
     if (record.contains("query") && record.contains("relevant") && record["query"].is_string() &&
         (record["relevant"].is_array() || record["relevant"].is_object())) {
-      const int64_t query = IndexOf("query", record["query"].get<std::string>(), queries, where);
-      relevance[query];  // listed even when nothing in it is relevant
+      const std::optional<int64_t> query = query_index("query", record["query"].get<std::string>());
+      if (!query) continue;
+      relevance[*query];  // listed even when nothing in it is relevant
       if (record["relevant"].is_object()) {
         for (const auto& [id, grade] : record["relevant"].items()) {
           if (!grade.is_number_integer()) throw InputError(where + ": the grade of \"" + id + "\" is not an integer");
-          judge(query, IndexOf("relevant", id, candidates, where), grade.get<int64_t>());
+          judge(query, document_index("relevant", id), grade.get<int64_t>());
         }
         continue;
       }
       for (const auto& target : record["relevant"]) {
         if (!target.is_string()) throw InputError(where + ": \"relevant\" must list document ids");
-        judge(query, IndexOf("relevant", target.get<std::string>(), candidates, where), 1);
+        judge(query, document_index("relevant", target.get<std::string>()), 1);
       }
     } else if (record.contains("source") && record.contains("target") && record["source"].is_string() &&
                record["target"].is_string()) {
       if (record.contains("label") && record["label"] == 0) continue;
-      judge(IndexOf("source", record["source"].get<std::string>(), queries, where),
-            IndexOf("target", record["target"].get<std::string>(), candidates, where), 1);
+      const std::optional<int64_t> query = query_index("source", record["source"].get<std::string>());
+      if (query) judge(query, document_index("target", record["target"].get<std::string>()), 1);
     } else {
       throw InputError(where +
                        ": expected {\"query\": id, \"relevant\": [ids] or {id: grade}}, {\"source\": id, \"target\": "
                        "id}, or a qrels line");
     }
+  }
+  if (!absent.empty()) {
+    LOG(WARNING) << "[eval] " << path << " judges " << absent.size()
+                 << (absent.size() == 1 ? " document" : " documents") << " that prepare skipped (listed in "
+                 << candidates.directory() << "/" << kSkippedFile
+                 << "): relevant ones count as not found, as trec_eval counts a relevant document missing from a run";
+  }
+  if (skipped_query_lines > 0) {
+    LOG(WARNING) << "[eval] " << path << ": " << skipped_query_lines << " lines name queries that prepare skipped ("
+                 << queries.directory() << "/" << kSkippedFile << "); they are left out";
   }
   const bool any = std::any_of(relevance.begin(), relevance.end(),
                                [](const auto& q) { return !RelevantDocuments(q.second).empty(); });

@@ -37,7 +37,13 @@ std::vector<LabelledPair> ReadPairs(const std::string& path, const Corpus& corpu
 //    the columns is skipped);
 //  * TREC qrels, `query iteration document grade` (whitespace-separated).
 // Unknown ids, a grade that is not an integer and a document judged twice
-// with different grades are errors naming the file and line.
+// with different grades are errors naming the file and line. A document
+// prepare skipped (Corpus::SkippedByPrepare) is judged under a negative
+// index, -1, -2, ...: relevant and never found, as trec_eval counts a
+// relevant document missing from a run; a line whose query prepare skipped
+// is left out. Both are warned of once. A query whose every relevant
+// document prepare skipped has no relevant candidate: eval leaves it out
+// of its means and of run.trec alike.
 using Judgements = std::map<int64_t, int64_t>;
 using Relevance = std::map<int64_t, Judgements>;
 Relevance ReadRelevance(const std::string& path, const Corpus& corpus);
@@ -45,8 +51,8 @@ Relevance ReadRelevance(const std::string& path, const Corpus& corpus);
 // (or source) is looked up in `queries`, a relevant id (or target) in
 // `candidates`.
 Relevance ReadRelevance(const std::string& path, const Corpus& queries, const Corpus& candidates);
-// The documents of one query's judgements that are relevant (grade >= 1), in
-// index order.
+// The documents of one query's judgements that are relevant (grade >= 1)
+// and in the corpus (index >= 0), in index order.
 std::vector<int64_t> RelevantDocuments(const Judgements& judgements);
 
 }  // namespace docmatch::data

@@ -138,4 +138,31 @@ std::optional<int64_t> Corpus::IndexOf(const std::string& id) const {
   return it->second;
 }
 
+std::vector<std::string> Corpus::Ids() const {
+  std::vector<std::string> ids;
+  ids.reserve(num_documents());
+  for (const auto& reader : readers_) {
+    const std::vector<std::string> shard = reader->ReadIds();
+    ids.insert(ids.end(), shard.begin(), shard.end());
+  }
+  return ids;
+}
+
+std::optional<std::string> Corpus::SkippedByPrepare(const std::string& id) const {
+  std::call_once(skipped_once_, [this] {
+    const fs::path path = fs::path(directory_) / kSkippedFile;
+    std::ifstream in(path);
+    std::string line;
+    while (in && std::getline(in, line)) {
+      const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (record.is_object() && record.contains("id") && record["id"].is_string()) {
+        skipped_.emplace(record["id"].get<std::string>(), record.value("reason", std::string("skipped")));
+      }
+    }
+  });
+  const auto it = skipped_.find(id);
+  if (it == skipped_.end()) return std::nullopt;
+  return it->second;
+}
+
 }  // namespace docmatch::data

@@ -24,6 +24,9 @@
 namespace docmatch::data {
 
 constexpr const char* kManifestFile = "manifest.json";
+// Every document prepare read but did not write, {"id", "reason"} a line;
+// absent when it skipped none.
+constexpr const char* kSkippedFile = "skipped.jsonl";
 constexpr const char* kTokenizerFile = "tokenizer.model";
 constexpr int kManifestVersion = 1;
 
@@ -66,6 +69,11 @@ class Corpus {
   Document Get(int64_t index) const;
   // Index of the document with this id; builds the id index on first use.
   std::optional<int64_t> IndexOf(const std::string& id) const;
+  // Every document's id, in index order (read from the shards now).
+  std::vector<std::string> Ids() const;
+  // Why prepare left the document with this id out ("empty", "invalid_utf8";
+  // kSkippedFile), or nothing when it did not.
+  std::optional<std::string> SkippedByPrepare(const std::string& id) const;
 
  private:
   std::string directory_;
@@ -74,6 +82,8 @@ class Corpus {
   std::vector<int64_t> shard_begins_;  // (shards + 1,)
   mutable std::once_flag id_index_once_;
   mutable std::unordered_map<std::string, int64_t> id_index_;
+  mutable std::once_flag skipped_once_;
+  mutable std::unordered_map<std::string, std::string> skipped_;  // id -> reason
 };
 
 }  // namespace docmatch::data

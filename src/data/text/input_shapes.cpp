@@ -2,10 +2,14 @@
 // into what prepare and finetune read (input_shapes.h).
 #include "data/text/input_shapes.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <unordered_map>
+#include <vector>
 
 #include "data/text/corpus_reader.h"
 #include "data/text/text.h"
@@ -97,6 +101,155 @@ TextPairsImport ImportTextPairs(const std::string& pairs, const std::string& doc
   if (!texts_out || !pairs_out) throw InputError("could not finish writing '" + documents + "' or '" + pair_file + "'");
   report.texts = static_cast<int64_t>(id_of.size());
   return report;
+}
+
+namespace {
+
+bool Blank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+// A BEIR record's id: "_id" (or "id"), a string or an integer.
+std::optional<std::string> RecordId(const nlohmann::json& record) {
+  if (!record.is_object()) return std::nullopt;
+  for (const char* field : {"_id", "id"}) {
+    const auto id = record.find(field);
+    if (id == record.end()) continue;
+    if (id->is_string()) return id->get<std::string>();
+    if (id->is_number_integer()) return std::to_string(id->get<int64_t>());
+  }
+  return std::nullopt;
+}
+
+std::string StringField(const nlohmann::json& record, const char* field) {
+  const auto value = record.find(field);
+  return value != record.end() && value->is_string() ? value->get<std::string>() : std::string();
+}
+
+// Calls `each(record, where)` for every JSON line of `path` whose id is in `wanted`.
+template <typename Each>
+void ForWantedRecords(const std::string& path, const std::unordered_map<std::string, bool>& wanted, Each each) {
+  std::ifstream in(path);
+  if (!in) throw InputError("cannot open '" + path + "'");
+  std::string line;
+  int64_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (Blank(line)) continue;
+    const nlohmann::json record = nlohmann::json::parse(RepairUtf8(line), nullptr, /*allow_exceptions=*/false);
+    const std::optional<std::string> id = RecordId(record);
+    if (!id) throw InputError(path + ":" + std::to_string(number) + ": not a JSON object with a string \"_id\"");
+    if (wanted.count(*id)) each(*id, record);
+  }
+}
+
+}  // namespace
+
+BeirTrainingImport ImportBeirTraining(const std::string& folder, std::vector<QrelsSplit> splits,
+                                      const std::string& documents) {
+  struct Judgement {
+    std::string query, document, where;
+    int64_t grade = 0;
+    size_t split = 0;
+  };
+  std::vector<Judgement> judgements;
+  std::unordered_map<std::string, bool> queries_wanted, documents_wanted;
+  for (size_t s = 0; s < splits.size(); ++s) {
+    std::ifstream in(splits[s].qrels);
+    if (!in) throw InputError("cannot open '" + splits[s].qrels + "'");
+    std::string line;
+    int64_t number = 0;
+    while (std::getline(in, line)) {
+      ++number;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (Blank(line)) continue;
+      std::vector<std::string> parts;
+      std::istringstream fields(line);
+      for (std::string part; std::getline(fields, part, '\t');) parts.push_back(part);
+      if (number == 1 && parts.size() == 3 && parts[2] == "score") continue;  // the header
+      const std::string where = splits[s].qrels + ":" + std::to_string(number);
+      Judgement j{parts.size() == 3 ? parts[0] : "", parts.size() == 3 ? parts[1] : "", where, 0, s};
+      size_t used = 0;
+      try {
+        if (parts.size() == 3) j.grade = std::stoll(parts[2], &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (parts.size() != 3 || used == 0 || used != parts[2].size()) {
+        throw InputError(where + ": expected BEIR's `query-id<TAB>corpus-id<TAB>score` with an integer score");
+      }
+      queries_wanted[j.query] = false;
+      documents_wanted[j.document] = false;
+      judgements.push_back(std::move(j));
+    }
+  }
+  const fs::path beir(folder);
+  std::unordered_map<std::string, std::string> query_text;
+  std::unordered_map<std::string, std::pair<std::string, std::string>> document_text;  // title, text
+  ForWantedRecords((beir / "queries.jsonl").string(), queries_wanted, [&](const std::string& id, const auto& record) {
+    query_text[id] = StringField(record, "text");
+  });
+  ForWantedRecords((beir / "corpus.jsonl").string(), documents_wanted, [&](const std::string& id, const auto& record) {
+    document_text[id] = {StringField(record, "title"), StringField(record, "text")};
+  });
+  std::ofstream texts_out(documents, std::ios::binary);
+  std::vector<std::ofstream> pairs_out;
+  for (const QrelsSplit& split : splits) pairs_out.emplace_back(split.pairs, std::ios::binary);
+  BeirTrainingImport report;
+  for (const Judgement& j : judgements) {
+    const auto query = query_text.find(j.query);
+    const auto document = document_text.find(j.document);
+    if (query == query_text.end()) throw InputError(j.where + ": query \"" + j.query + "\" is not in queries.jsonl");
+    if (document == document_text.end()) {
+      throw InputError(j.where + ": document \"" + j.document + "\" is not in corpus.jsonl");
+    }
+    if (Blank(query->second) || (Blank(document->second.first) && Blank(document->second.second))) {
+      ++report.left_out;
+      continue;
+    }
+    const std::string source = "query:" + j.query;
+    if (!queries_wanted[j.query]) {
+      queries_wanted[j.query] = true;
+      texts_out << nlohmann::json{{"id", source}, {"text", query->second}}.dump() << "\n";
+      ++report.queries;
+    }
+    if (!documents_wanted[j.document]) {
+      documents_wanted[j.document] = true;
+      texts_out << nlohmann::json{{"id", j.document}, {"title", document->second.first}, {"text", document->second.second}}
+                       .dump()
+                << "\n";
+      ++report.documents;
+    }
+    pairs_out[j.split] << nlohmann::json{{"source", source}, {"target", j.document}, {"label", j.grade >= 1 ? 1 : 0}}
+                              .dump()
+                       << "\n";
+  }
+  texts_out.close();
+  for (auto& out : pairs_out) out.close();
+  if (!texts_out || std::any_of(pairs_out.begin(), pairs_out.end(), [](const auto& out) { return !out; })) {
+    throw InputError("could not write '" + documents + "' or the pair files beside it");
+  }
+  report.splits = std::move(splits);
+  return report;
+}
+
+PairsKept KeepPairsOfCorpus(const std::string& pairs, const Corpus& corpus, const std::string& kept) {
+  std::ifstream in(pairs);
+  std::ofstream out(kept, std::ios::binary);
+  if (!in || !out) throw InputError("cannot read '" + pairs + "' or write '" + kept + "'");
+  PairsKept counts;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (Blank(line)) continue;
+    const nlohmann::json pair = nlohmann::json::parse(line);
+    if (!corpus.IndexOf(pair.at("source").get<std::string>()) || !corpus.IndexOf(pair.at("target").get<std::string>())) {
+      ++counts.left_out;
+      continue;
+    }
+    out << line << "\n";
+    ++(pair.at("label").get<int>() == 1 ? counts.positives : counts.negatives);
+  }
+  out.close();
+  if (!out) throw InputError("could not write '" + kept + "'");
+  return counts;
 }
 
 }  // namespace docmatch::data

@@ -16,6 +16,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "data/corpus/corpus.h"
 
 namespace docmatch::data {
 
@@ -35,5 +38,38 @@ struct TextPairsImport {
 // to `pair_file`. A line without string "anchor" and "positive" (or with a
 // "negative" that is not a string) is an InputError naming the file and line.
 TextPairsImport ImportTextPairs(const std::string& pairs, const std::string& documents, const std::string& pair_file);
+
+// A BEIR split's qrels (query-id, corpus-id, score) as finetune's pairs:
+// {"source": "query:<query-id>", "target": <corpus-id>, "label"}, label 1
+// at score 1 or more, 0 below.
+struct QrelsSplit {
+  std::string qrels, pairs;  // read, written
+  bool validation = false;   // finetune's --valid-pairs (dev.tsv), else its --train-pairs
+};
+
+struct BeirTrainingImport {
+  std::vector<QrelsSplit> splits;
+  int64_t queries = 0, documents = 0;  // written to the documents file
+  int64_t left_out = 0;                // judgements naming an empty query or document
+};
+
+// The training side of a BEIR folder: fine-tuning pairs lie in one corpus, so
+// the queries and documents that `splits`' qrels judge are written to
+// `documents` ({"id", "title", "text"} lines, query ids prefixed "query:"
+// so that they cannot meet a document's) for prepare --title-in-text, and
+// each split's pairs to its pairs file. An id missing from queries.jsonl or
+// corpus.jsonl is an InputError naming the qrels line; a judgement of an
+// empty text (prepare would skip it) is left out and counted.
+BeirTrainingImport ImportBeirTraining(const std::string& folder, std::vector<QrelsSplit> splits,
+                                      const std::string& documents);
+
+struct PairsKept {
+  int64_t positives = 0, negatives = 0;
+  int64_t left_out = 0;  // naming a document `corpus` lacks (one prepare skipped)
+};
+
+// The pairs of `pairs` ({"source", "target", "label"} lines) whose two
+// documents are in `corpus`, written to `kept`.
+PairsKept KeepPairsOfCorpus(const std::string& pairs, const Corpus& corpus, const std::string& kept);
 
 }  // namespace docmatch::data

@@ -168,6 +168,7 @@ std::string StartOutput(const PrepareOptions& options) {
 // half-replaced folder must not look complete), the new manifest comes last.
 void InstallStaged(const std::string& staging, const std::string& output) {
   fs::remove(fs::path(output) / kManifestFile);
+  fs::remove(fs::path(output) / kSkippedFile);  // an earlier corpus's
   for (const auto& entry : fs::directory_iterator(output)) {
     if (entry.path().filename().string().rfind("shard-", 0) == 0) fs::remove(entry.path());
   }
@@ -340,17 +341,22 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
     writer.reset();
   };
   console::ProgressBar bar("[data] encode", total_documents, "docs", "tokens", options.progress);
+  std::string skipped_ids;  // kSkippedFile's lines: eval counts judgements of these documents as not found
+  const auto skip = [&](const char* reason, const std::string& id) {
+    report.Count(reason, id);
+    skipped_ids += nlohmann::json{{"id", id}, {"reason", reason}}.dump() + "\n";
+  };
   auto write = [&](std::vector<Encoded> batch) {
     int64_t tokens = 0;
     for (Encoded& e : batch) {
       ++report.input_documents;
       if (e.skipped_invalid) {
-        report.Count("invalid_utf8", e.document.id);
+        skip("invalid_utf8", e.document.id);
         continue;
       }
       if (e.invalid_utf8 > 0) report.Count("repaired_utf8", e.document.id);
       if (e.document.num_tokens() == 0) {
-        report.Count("empty", e.document.id);
+        skip("empty", e.document.id);
         continue;
       }
       if (e.truncated) report.Count("truncated", e.document.id);
@@ -410,6 +416,11 @@ PrepareReport PrepareInto(const PrepareOptions& options) {
     for (const auto& [reason, tally] : report.tallies) skipped += ", " + std::to_string(tally.count) + " " + reason;
     throw InputError("'" + options.input + "' gave no document to write (" + std::to_string(report.input_documents) +
                      " read" + skipped + "): no corpus written, and an existing one is left as it was");
+  }
+  if (!skipped_ids.empty()) {
+    std::ofstream out(fs::path(options.output) / kSkippedFile, std::ios::binary);
+    out << skipped_ids;
+    if (!out.flush()) throw Error("data", "cannot write " + (fs::path(options.output) / kSkippedFile).string());
   }
   manifest.totals = report.totals;
   manifest.report = report.ToJson();
