@@ -60,12 +60,8 @@ std::string PrepareBeirTraining(const data::PrepareOptions& corpus, const std::s
   const RemovedOnExit cleanup{staged};
   const data::BeirTrainingImport imported =
       data::ImportBeirTraining(fs::path(corpus.input).parent_path().string(), splits, staged + "/texts.jsonl");
-  if (imported.left_out > 0) {
-    LOG(WARNING) << "[data] " << imported.left_out
-                 << " judgements name an empty query or document and are left out of the pairs";
-  }
   if (imported.queries == 0) {
-    LOG(WARNING) << "[data] " << qrels.string() << "/train.tsv judges no query with a text: no training corpus";
+    LOG(WARNING) << "[data] " << qrels.string() << "/train.tsv judges no query: no training corpus";
     return "";
   }
   data::PrepareOptions training = corpus;
@@ -76,7 +72,7 @@ std::string PrepareBeirTraining(const data::PrepareOptions& corpus, const std::s
   std::cout << "[data] training pairs: " << imported.queries << " queries and " << imported.documents
             << " documents they judge into " << output << " (query ids as query:<id>)" << std::endl;
   PrepareAndReport(training, "");
-  // A text prepare still skipped (it tokenized to nothing) leaves its pairs out.
+  // A text prepare skipped (empty, or tokenized to nothing) leaves its pairs out.
   const data::Corpus prepared(output);
   std::string command = "docmatch finetune --init MODEL --corpus " + output;
   bool negatives = false;

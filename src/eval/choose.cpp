@@ -230,8 +230,10 @@ void ChooseWeights(std::vector<Row>* rows, const std::vector<size_t>& which, con
 // The label-free proxy's MRR per dense reader: each sampled document with two
 // windows or more is cut into its first and second half of windows; its
 // first half, read by the reader, must find its own second half among the
-// second halves of every such document.
-nlohmann::json Proxy(const Readers& readers, const ChooseOptions& options) {
+// second halves of every such document. `pick` receives the reader of the
+// highest MRR (-1 when there are too few documents to match).
+nlohmann::json Proxy(const Readers& readers, const ChooseOptions& options, int* pick) {
+  *pick = -1;
   std::vector<int64_t> long_documents;
   for (int64_t d = 0; d < readers.N; ++d)
     if (readers.windows[d].vectors.size(0) >= 2) long_documents.push_back(d);
@@ -293,7 +295,7 @@ nlohmann::json Proxy(const Readers& readers, const ChooseOptions& options) {
   out["matched_documents"] = S;
   out["readers"] = by_reader;
   out["pick"] = kBaseInfo[best].slug;
-  out["pick_base"] = best;
+  *pick = best;
   return out;
 }
 
@@ -469,7 +471,8 @@ nlohmann::json RowsJson(const std::vector<Row>& rows, const std::vector<std::vec
 }
 
 // Whether the proxy's pick is the labelled best dense reader, or within its interval.
-void CompareProxy(nlohmann::json* proxy, const std::vector<std::vector<double>>& rr, const ChooseOptions& options) {
+void CompareProxy(nlohmann::json* proxy, int pick, const std::vector<std::vector<double>>& rr,
+                  const ChooseOptions& options) {
   std::vector<std::vector<double>> dense;  // the dense readers alone, in kDense's order
   std::vector<double> mrr;
   for (int b : kDense) {
@@ -477,7 +480,7 @@ void CompareProxy(nlohmann::json* proxy, const std::vector<std::vector<double>>&
     mrr.push_back(Mean(rr[b]));
   }
   const size_t labelled = FirstBest(mrr);
-  const size_t picked = (*proxy)["pick_base"].get<int>();  // kDense[i] == i
+  const size_t picked = static_cast<size_t>(pick);  // kDense[i] == i
   const PairedBootstrap b = Bootstrap(dense, labelled, options.resamples,
                                       SeededResampler(static_cast<int64_t>(rr[0].size()), options.seed));
   (*proxy)["labelled_pick"] = kBaseInfo[kDense[labelled]].slug;
@@ -587,8 +590,9 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
 
   // Beside the labels, the proxy that needs none.
   if (within_budget()) {
-    nlohmann::json proxy = Proxy(readers, options);
-    if (proxy.contains("pick")) CompareProxy(&proxy, rr, options);
+    int pick = -1;
+    nlohmann::json proxy = Proxy(readers, options, &pick);
+    if (pick >= 0) CompareProxy(&proxy, pick, rr, options);
     choice["proxy"] = proxy;
   } else {
     not_run.push_back("the label-free proxy");

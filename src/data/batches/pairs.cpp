@@ -9,11 +9,11 @@
 #include <map>
 #include <optional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
 
 #include "data/text/corpus_reader.h"
+#include "data/text/input_shapes.h"
 
 namespace docmatch::data {
 namespace {
@@ -144,29 +144,14 @@ Relevance ReadRelevance(const std::string& path, const Corpus& queries, const Co
     }
     return IndexOf(field, id, candidates, where);
   };
-  const auto judge = [&](std::optional<int64_t> query, int64_t document, int64_t grade) {
-    if (!query) return;
-    const auto [entry, added] = relevance[*query].emplace(document, grade);
-    const auto [line, first] = line_of.emplace(std::make_pair(*query, document), number);
+  const auto judge = [&](int64_t query, int64_t document, int64_t grade) {
+    const auto [entry, added] = relevance[query].emplace(document, grade);
+    const auto [line, first] = line_of.emplace(std::make_pair(query, document), number);
     if (!added && entry->second != grade) {
       throw InputError(where + ": this query and document are judged " + std::to_string(grade) + " here and " +
                        std::to_string(entry->second) + " at " + path + ":" + std::to_string(line->second) +
                        "; a judgement has one grade");
     }
-  };
-  const auto grade_of = [&](const std::string& text) {
-    size_t used = 0;
-    int64_t grade = 0;
-    try {
-      grade = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size()) {
-      throw InputError(where + ": the grade \"" + text +
-                       "\" is not an integer (qrels grade 0 not relevant, 1 or more relevant)");
-    }
-    return grade;
   };
   std::string line;
   bool qrels_header_allowed = true;
@@ -176,26 +161,11 @@ Relevance ReadRelevance(const std::string& path, const Corpus& queries, const Co
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     where = path + ":" + std::to_string(number);
     if (line[line.find_first_not_of(" \t")] != '{') {  // BEIR or TREC qrels
-      // BEIR's columns are tab-separated (an id may hold a space); TREC's by any whitespace.
-      std::vector<std::string> parts;
-      std::istringstream fields(line);
-      if (line.find('\t') != std::string::npos) {
-        for (std::string part; std::getline(fields, part, '\t');) parts.push_back(part);
-        while (!parts.empty() && parts.back().empty()) parts.pop_back();
-      } else {
-        for (std::string part; fields >> part;) parts.push_back(part);
-      }
-      const bool header = qrels_header_allowed && parts.size() == 3 && parts[2] == "score";
+      const std::optional<QrelsLine> judged = ParseQrelsLine(line, where, qrels_header_allowed);
       qrels_header_allowed = false;
-      if (header) continue;
-      if (parts.size() != 3 && parts.size() != 4) {
-        throw InputError(where +
-                         ": expected a JSON object, BEIR's `query-id<TAB>corpus-id<TAB>score` or TREC's "
-                         "`query iteration document grade`, not " +
-                         std::to_string(parts.size()) + " fields");
-      }
-      const std::optional<int64_t> query = query_index("query", parts[0]);
-      if (query) judge(query, document_index("document", parts[parts.size() - 2]), grade_of(parts.back()));
+      if (!judged) continue;
+      const std::optional<int64_t> query = query_index("query", judged->query);
+      if (query) judge(*query, document_index("document", judged->document), judged->grade);
       continue;
     }
     qrels_header_allowed = false;
@@ -213,19 +183,19 @@ Relevance ReadRelevance(const std::string& path, const Corpus& queries, const Co
       if (record["relevant"].is_object()) {
         for (const auto& [id, grade] : record["relevant"].items()) {
           if (!grade.is_number_integer()) throw InputError(where + ": the grade of \"" + id + "\" is not an integer");
-          judge(query, document_index("relevant", id), grade.get<int64_t>());
+          judge(*query, document_index("relevant", id), grade.get<int64_t>());
         }
         continue;
       }
       for (const auto& target : record["relevant"]) {
         if (!target.is_string()) throw InputError(where + ": \"relevant\" must list document ids");
-        judge(query, document_index("relevant", target.get<std::string>()), 1);
+        judge(*query, document_index("relevant", target.get<std::string>()), 1);
       }
     } else if (record.contains("source") && record.contains("target") && record["source"].is_string() &&
                record["target"].is_string()) {
       if (record.contains("label") && record["label"] == 0) continue;
       const std::optional<int64_t> query = query_index("source", record["source"].get<std::string>());
-      if (query) judge(query, document_index("target", record["target"].get<std::string>()), 1);
+      if (query) judge(*query, document_index("target", record["target"].get<std::string>()), 1);
     } else {
       throw InputError(where +
                        ": expected {\"query\": id, \"relevant\": [ids] or {id: grade}}, {\"source\": id, \"target\": "

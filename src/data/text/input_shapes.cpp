@@ -103,42 +103,47 @@ TextPairsImport ImportTextPairs(const std::string& pairs, const std::string& doc
   return report;
 }
 
+std::optional<QrelsLine> ParseQrelsLine(std::string line, const std::string& where, bool header_allowed) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::vector<std::string> parts;
+  std::istringstream fields(line);
+  if (line.find('\t') != std::string::npos) {
+    for (std::string part; std::getline(fields, part, '\t');) parts.push_back(part);
+    while (!parts.empty() && parts.back().empty()) parts.pop_back();
+  } else {
+    for (std::string part; fields >> part;) parts.push_back(part);
+  }
+  if (header_allowed && parts.size() == 3 && parts[2] == "score") return std::nullopt;
+  if (parts.size() != 3 && parts.size() != 4) {
+    throw InputError(where + ": expected BEIR's `query-id<TAB>corpus-id<TAB>score` or TREC's `query iteration "
+                             "document grade`, not " +
+                     std::to_string(parts.size()) + " fields");
+  }
+  size_t used = 0;
+  int64_t grade = 0;
+  try {
+    grade = std::stoll(parts.back(), &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != parts.back().size()) {
+    throw InputError(where + ": the grade \"" + parts.back() +
+                     "\" is not an integer (qrels grade 0 not relevant, 1 or more relevant)");
+  }
+  return QrelsLine{parts[0], parts[parts.size() - 2], grade};
+}
+
 namespace {
 
 bool Blank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
 
-// A BEIR record's id: "_id" (or "id"), a string or an integer.
-std::optional<std::string> RecordId(const nlohmann::json& record) {
-  if (!record.is_object()) return std::nullopt;
-  for (const char* field : {"_id", "id"}) {
-    const auto id = record.find(field);
-    if (id == record.end()) continue;
-    if (id->is_string()) return id->get<std::string>();
-    if (id->is_number_integer()) return std::to_string(id->get<int64_t>());
-  }
-  return std::nullopt;
-}
-
-std::string StringField(const nlohmann::json& record, const char* field) {
-  const auto value = record.find(field);
-  return value != record.end() && value->is_string() ? value->get<std::string>() : std::string();
-}
-
-// Calls `each(record, where)` for every JSON line of `path` whose id is in `wanted`.
+// Calls `each(document)` for every document of the JSONL `path` whose id is a key of `wanted`.
 template <typename Each>
-void ForWantedRecords(const std::string& path, const std::unordered_map<std::string, bool>& wanted, Each each) {
-  std::ifstream in(path);
-  if (!in) throw InputError("cannot open '" + path + "'");
-  std::string line;
-  int64_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (Blank(line)) continue;
-    const nlohmann::json record = nlohmann::json::parse(RepairUtf8(line), nullptr, /*allow_exceptions=*/false);
-    const std::optional<std::string> id = RecordId(record);
-    if (!id) throw InputError(path + ":" + std::to_string(number) + ": not a JSON object with a string \"_id\"");
-    if (wanted.count(*id)) each(*id, record);
-  }
+void ForWantedDocuments(const std::string& path, const std::unordered_map<std::string, bool>& wanted, Each each) {
+  RawDocumentReader reader(path);
+  RawDocument document;
+  while (reader.Next(&document))
+    if (wanted.count(document.id)) each(document);
 }
 
 }  // namespace
@@ -146,79 +151,67 @@ void ForWantedRecords(const std::string& path, const std::unordered_map<std::str
 BeirTrainingImport ImportBeirTraining(const std::string& folder, std::vector<QrelsSplit> splits,
                                       const std::string& documents) {
   struct Judgement {
-    std::string query, document, where;
-    int64_t grade = 0;
+    QrelsLine judged;
+    std::string where;
     size_t split = 0;
   };
   std::vector<Judgement> judgements;
-  std::unordered_map<std::string, bool> queries_wanted, documents_wanted;
+  std::unordered_map<std::string, bool> queries_wanted, documents_wanted;  // id -> written yet
   for (size_t s = 0; s < splits.size(); ++s) {
     std::ifstream in(splits[s].qrels);
     if (!in) throw InputError("cannot open '" + splits[s].qrels + "'");
     std::string line;
     int64_t number = 0;
+    bool first = true;
     while (std::getline(in, line)) {
       ++number;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
       if (Blank(line)) continue;
-      std::vector<std::string> parts;
-      std::istringstream fields(line);
-      for (std::string part; std::getline(fields, part, '\t');) parts.push_back(part);
-      if (number == 1 && parts.size() == 3 && parts[2] == "score") continue;  // the header
       const std::string where = splits[s].qrels + ":" + std::to_string(number);
-      Judgement j{parts.size() == 3 ? parts[0] : "", parts.size() == 3 ? parts[1] : "", where, 0, s};
-      size_t used = 0;
-      try {
-        if (parts.size() == 3) j.grade = std::stoll(parts[2], &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (parts.size() != 3 || used == 0 || used != parts[2].size()) {
-        throw InputError(where + ": expected BEIR's `query-id<TAB>corpus-id<TAB>score` with an integer score");
-      }
-      queries_wanted[j.query] = false;
-      documents_wanted[j.document] = false;
-      judgements.push_back(std::move(j));
+      const std::optional<QrelsLine> judged = ParseQrelsLine(line, where, first);
+      first = false;
+      if (!judged) continue;
+      queries_wanted[judged->query] = false;
+      documents_wanted[judged->document] = false;
+      judgements.push_back({*judged, where, s});
     }
   }
   const fs::path beir(folder);
-  std::unordered_map<std::string, std::string> query_text;
-  std::unordered_map<std::string, std::pair<std::string, std::string>> document_text;  // title, text
-  ForWantedRecords((beir / "queries.jsonl").string(), queries_wanted, [&](const std::string& id, const auto& record) {
-    query_text[id] = StringField(record, "text");
-  });
-  ForWantedRecords((beir / "corpus.jsonl").string(), documents_wanted, [&](const std::string& id, const auto& record) {
-    document_text[id] = {StringField(record, "title"), StringField(record, "text")};
-  });
+  std::unordered_map<std::string, RawDocument> query_text, document_text;
+  ForWantedDocuments((beir / "queries.jsonl").string(), queries_wanted,
+                     [&](const RawDocument& query) { query_text[query.id] = query; });
+  ForWantedDocuments((beir / "corpus.jsonl").string(), documents_wanted,
+                     [&](const RawDocument& document) { document_text[document.id] = document; });
   std::ofstream texts_out(documents, std::ios::binary);
   std::vector<std::ofstream> pairs_out;
   for (const QrelsSplit& split : splits) pairs_out.emplace_back(split.pairs, std::ios::binary);
   BeirTrainingImport report;
   for (const Judgement& j : judgements) {
-    const auto query = query_text.find(j.query);
-    const auto document = document_text.find(j.document);
-    if (query == query_text.end()) throw InputError(j.where + ": query \"" + j.query + "\" is not in queries.jsonl");
+    const auto query = query_text.find(j.judged.query);
+    const auto document = document_text.find(j.judged.document);
+    if (query == query_text.end()) {
+      throw InputError(j.where + ": query \"" + j.judged.query + "\" is not in queries.jsonl");
+    }
     if (document == document_text.end()) {
-      throw InputError(j.where + ": document \"" + j.document + "\" is not in corpus.jsonl");
+      throw InputError(j.where + ": document \"" + j.judged.document + "\" is not in corpus.jsonl");
     }
-    if (Blank(query->second) || (Blank(document->second.first) && Blank(document->second.second))) {
-      ++report.left_out;
-      continue;
-    }
-    const std::string source = "query:" + j.query;
-    if (!queries_wanted[j.query]) {
-      queries_wanted[j.query] = true;
-      texts_out << nlohmann::json{{"id", source}, {"text", query->second}}.dump() << "\n";
+    const std::string source = "query:" + j.judged.query;
+    if (!queries_wanted[j.judged.query]) {
+      queries_wanted[j.judged.query] = true;
+      texts_out << nlohmann::json{{"id", source}, {"text", query->second.text}}.dump() << "\n";
       ++report.queries;
     }
-    if (!documents_wanted[j.document]) {
-      documents_wanted[j.document] = true;
-      texts_out << nlohmann::json{{"id", j.document}, {"title", document->second.first}, {"text", document->second.second}}
+    if (!documents_wanted[j.judged.document]) {
+      documents_wanted[j.judged.document] = true;
+      texts_out << nlohmann::json{{"id", j.judged.document},
+                                  {"title", document->second.title},
+                                  {"text", document->second.text}}
                        .dump()
                 << "\n";
       ++report.documents;
     }
-    pairs_out[j.split] << nlohmann::json{{"source", source}, {"target", j.document}, {"label", j.grade >= 1 ? 1 : 0}}
+    pairs_out[j.split] << nlohmann::json{{"source", source},
+                                         {"target", j.judged.document},
+                                         {"label", j.judged.grade >= 1 ? 1 : 0}}
                               .dump()
                        << "\n";
   }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,20 @@ struct TextPairsImport {
 // "negative" that is not a string) is an InputError naming the file and line.
 TextPairsImport ImportTextPairs(const std::string& pairs, const std::string& documents, const std::string& pair_file);
 
+// One judgement of a qrels file: BEIR's `query-id<TAB>corpus-id<TAB>score`
+// (an id may hold a space) or TREC's `query iteration document grade`
+// (whitespace-separated).
+struct QrelsLine {
+  std::string query, document;
+  int64_t grade = 0;
+};
+
+// The judgement on `line` (a trailing \r dropped), or nothing for BEIR's
+// header line (its third column "score") when `header_allowed`. Another
+// number of fields, or a grade that is not an integer, is an InputError
+// naming `where` ("file:line").
+std::optional<QrelsLine> ParseQrelsLine(std::string line, const std::string& where, bool header_allowed);
+
 // A BEIR split's qrels (query-id, corpus-id, score) as finetune's pairs:
 // {"source": "query:<query-id>", "target": <corpus-id>, "label"}, label 1
 // at score 1 or more, 0 below.
@@ -50,7 +65,6 @@ struct QrelsSplit {
 struct BeirTrainingImport {
   std::vector<QrelsSplit> splits;
   int64_t queries = 0, documents = 0;  // written to the documents file
-  int64_t left_out = 0;                // judgements naming an empty query or document
 };
 
 // The training side of a BEIR folder: fine-tuning pairs lie in one corpus, so
@@ -58,8 +72,9 @@ struct BeirTrainingImport {
 // `documents` ({"id", "title", "text"} lines, query ids prefixed "query:"
 // so that they cannot meet a document's) for prepare --title-in-text, and
 // each split's pairs to its pairs file. An id missing from queries.jsonl or
-// corpus.jsonl is an InputError naming the qrels line; a judgement of an
-// empty text (prepare would skip it) is left out and counted.
+// corpus.jsonl is an InputError naming the qrels line. An empty text is
+// written too: prepare skips it, and KeepPairsOfCorpus then leaves out its
+// pairs.
 BeirTrainingImport ImportBeirTraining(const std::string& folder, std::vector<QrelsSplit> splits,
                                       const std::string& documents);
 

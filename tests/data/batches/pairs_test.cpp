@@ -146,7 +146,7 @@ TEST_F(Pairs, RelevanceFromJsonlBeirAndTrecQrelsWithGrades) {
       std::string::npos)
       << RelevanceErrorOf(dir.File("unknown.tsv"), corpus);
   testing::WriteFile(dir.File("fields.tsv"), "doc-1 doc-2\n");
-  EXPECT_NE(RelevanceErrorOf(dir.File("fields.tsv"), corpus).find("fields.tsv:1: expected a JSON object"),
+  EXPECT_NE(RelevanceErrorOf(dir.File("fields.tsv"), corpus).find("fields.tsv:1: expected BEIR's `query-id<TAB>corpus-id<TAB>score` or TREC's"),
             std::string::npos);
   testing::WriteFile(dir.File("nothing.tsv"), "query-id\tcorpus-id\tscore\ndoc-1\tdoc-2\t0\n");
   EXPECT_NE(RelevanceErrorOf(dir.File("nothing.tsv"), corpus).find("holds no query with a relevant document"),
