@@ -11,6 +11,9 @@
 //   smith_step --model configs/models/smith-tiny.yaml --corpus corpora/wikispeedia
 //       --batch 8 --steps 10 --dump /tmp/step [--device cuda --precision bf16]
 //
+// --attention ab alternates steps between attention without padding and
+// the padded grid (model::PackedAttention), both timed in one run.
+//
 // Prints one JSON line: step time, docs/s, real tokens/s, the host's time to
 // make the step's input tensors (to_tensors_ms, outside the step), the losses; on
 // CUDA with --sync-debug also the host synchronisations one more step makes,
@@ -32,10 +35,12 @@
 
 #include "data/batches/blocks.h"
 #include "data/corpus/corpus.h"
+#include "data/text/tokenizer.h"
 #include "dist/runtime.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/smith.h"
+#include "model/transformer.h"
 #include "train/autocast.h"
 #include "train/optimizer.h"
 #include "train/step_profiling.h"
@@ -70,7 +75,7 @@ int main(int argc, char** argv) {
   const std::string host_allocator = dist::ConfigureHostAllocator();
   dist::QuietProfilerWithoutGpuDriver();
   CLI::App app{"SMITH pre-training step, docmatch's side of bench/peers (JSON on stdout)"};
-  std::string model_path, corpus_dir, dump, profile, device_name = "cpu", precision = "fp32";
+  std::string model_path, corpus_dir, dump, profile, device_name = "cpu", precision = "fp32", attention = "auto";
   bool sync_debug = false;
   int64_t batch_size = 8, steps = 10, warmup = 2;
   app.add_option("--model", model_path, "model YAML (configs/models/)")->required()->check(CLI::ExistingFile);
@@ -80,6 +85,11 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
   app.add_option("--device", device_name, "cpu or cuda")->capture_default_str();
   app.add_option("--precision", precision, "fp32, or bf16 (forward under autocast)")->capture_default_str();
+  app.add_option("--attention", attention,
+                 "auto, unpadded, padded (how the sentence blocks attend: model/transformer.h), or ab: "
+                 "alternate steps between unpadded and padded and time each (step_ms_unpadded, step_ms_padded)")
+      ->check(CLI::IsMember({"auto", "unpadded", "padded", "ab"}))
+      ->capture_default_str();
   app.add_option("--profile", profile,
                  "after the timed steps, profile one more (Kineto: operators, and on CUDA kernels and "
                  "runtime calls) and write its Chrome trace here (bench/profile_table.py sums it)");
@@ -153,12 +163,21 @@ int main(int argc, char** argv) {
     return total.item<double>();
   };
   std::vector<double> losses;
-  double seconds = 0;
-  for (int64_t step = 0; step < warmup + steps; ++step) {
+  double seconds = 0, seconds_by_layout[2] = {0, 0};  // [padded]
+  const int64_t sides = attention == "ab" ? 2 : 1;
+  for (int64_t step = 0; step < sides * (warmup + steps); ++step) {
+    const bool padded = attention == "ab" && step % 2 == 1;
+    model::UsePackedAttention(*model, model::ParsePackedAttention(
+                                          attention != "ab" ? attention : padded ? "padded" : "unpadded"));
     const auto start = std::chrono::steady_clock::now();
     losses.push_back(train_step());
-    if (step >= warmup) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (step >= sides * warmup) {
+      seconds += took;
+      seconds_by_layout[padded] += took;
+    }
   }
+  if (attention == "ab") model::UsePackedAttention(*model, model::PackedAttention::kAuto);
   nlohmann::json host_syncs = nullptr;
 #ifdef DOCMATCH_HAS_CUDA
   if (sync_debug && device.is_cuda()) {
@@ -176,7 +195,25 @@ int main(int argc, char** argv) {
     train_step();
     profiler.End(1);
   }
-  const double step_s = seconds / static_cast<double>(steps);
+  const double step_s = seconds / static_cast<double>(sides * steps);
+  nlohmann::json step_ms_unpadded = nullptr, step_ms_padded = nullptr;
+  if (sides == 2) {
+    step_ms_unpadded = 1e3 * seconds_by_layout[0] / static_cast<double>(steps);
+    step_ms_padded = 1e3 * seconds_by_layout[1] / static_cast<double>(steps);
+  }
+  // The sentence blocks' padding: the share of the (real blocks x T) grid
+  // that is not a real token, and the attention work the grid does (sum of
+  // T^2 over the real blocks) against the real tokens' own (sum of l^2).
+  const int64_t real_blocks = std::count(batch.block_mask.begin(), batch.block_mask.end(), 1);
+  double grid_attention = 0, real_attention = 0, real_rows = 0;
+  for (int64_t block = 0; block < batch.B * batch.S; ++block) {
+    if (!batch.block_mask[block]) continue;
+    int64_t length = 1;  // as the model's layout counts them: position 0 and every non-pad token
+    for (int64_t t = 1; t < batch.T; ++t) length += batch.tokens[block * batch.T + t] != data::kPadId;
+    grid_attention += static_cast<double>(batch.T * batch.T);
+    real_attention += static_cast<double>(length * length);
+    real_rows += static_cast<double>(length);
+  }
   nlohmann::json peak_reserved_gib = nullptr;
   if (device.is_cuda()) peak_reserved_gib = train::PeakDeviceMemoryGiB(device);
   rusage usage{};
@@ -184,8 +221,14 @@ int main(int argc, char** argv) {
   std::cout << nlohmann::json{{"side", "docmatch"},
                               {"model", model_path},
                               {"batch", batch_size},
-                              {"real_blocks", std::count(batch.block_mask.begin(), batch.block_mask.end(), 1)},
+                              {"real_blocks", real_blocks},
+                              {"block_length", batch.T},
+                              {"padding_fraction", 1.0 - real_rows / static_cast<double>(real_blocks * batch.T)},
+                              {"attention_grid_over_real", grid_attention / real_attention},
+                              {"attention", attention},
                               {"step_ms", 1e3 * step_s},
+                              {"step_ms_unpadded", step_ms_unpadded},
+                              {"step_ms_padded", step_ms_padded},
                               {"to_tensors_ms", to_tensors_ms},
                               {"docs_per_s", static_cast<double>(batch_size) / step_s},
                               {"tokens_per_s", static_cast<double>(batch.real_tokens) / step_s},

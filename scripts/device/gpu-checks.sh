@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run ON the lent GPU machine (device tool, carry [".device"]):
-#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune ab profile curve
+#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune ab attention profile curve
 # (default all; a device call runs at most 10 minutes, so the stages can also
 # go a few per call, e.g. `build test train`, then `bench large`.)
 # The build: where scripts/device/pack-build.sh left .device/build.tar.xz
@@ -35,6 +35,11 @@
 #                  benchmark and the peer comparison at that batch
 #   ab.txt         (stage ab) the pre-training step's docs/s, this build against
 #                  .device/base.tar.xz (an earlier pack), interleaved in one call
+#   attention.txt  (stage attention) attention without padding against the
+#                  padded grid (--attention unpadded / padded), in one call: smith_step
+#                  alternating the two step by step (paper config, bf16 and
+#                  fp32, batch 32, 128, 256; attention.jsonl), then the
+#                  trainer's docs/s both ways at batch 32 and 128, A B A B
 #   profile.txt    (stage profile) this build's trainer profiled over steps 31-33
 #                  at batch 32 and 256 (each step's GPU busy time, its operators;
 #                  trainer-profile-B.json.gz: the traces) and smith_step's host
@@ -52,8 +57,8 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 [ "${stages[*]}" = all ] && stages=(build test train bench large finetune)
 for stage in "${stages[@]}"; do
-  case "$stage" in build|test|train|bench|large|finetune|ab|profile|curve) ;;
-    *) echo "usage: $0 [all | build|test|train|bench|large|finetune|ab|profile|curve ...]" >&2; exit 2 ;; esac
+  case "$stage" in build|test|train|bench|large|finetune|ab|attention|profile|curve) ;;
+    *) echo "usage: $0 [all | build|test|train|bench|large|finetune|ab|attention|profile|curve ...]" >&2; exit 2 ;; esac
 done
 OUT="${OUT:-/tmp/gpu-checks}"
 mkdir -p "$OUT"
@@ -323,6 +328,42 @@ print(sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step", rows[-1][
   rm -rf /tmp/gpu-ab
 }
 
+attention() {
+  # The sentence blocks' attention without padding (the variable-length
+  # kernels) against the padded grid, in this one build: smith_step alternates
+  # them step by step (step_ms_unpadded / step_ms_padded, padding_fraction),
+  # then the trainer runs both ways, interleaved A B A B; docs/s of steps 31-40.
+  local batch precision round side
+  for precision in bf16 fp32; do
+    for batch in 32 128 256; do
+      $DOCMATCH_BUILD_DIR/bench/smith_step --model configs/models/smith-paper.yaml --corpus $corpus --batch $batch \
+        --steps 20 --warmup 3 --device cuda --precision $precision --attention ab > /tmp/gpu-attention.json 2>&1
+      tail -n 1 /tmp/gpu-attention.json >> "$OUT/attention.jsonl"
+      python3 -c 'import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print("smith_step", r["precision"], "batch", r["batch"], "padding %.3f" % r["padding_fraction"],
+      "step ms unpadded %.2f padded %.2f" % (r["step_ms_unpadded"], r["step_ms_padded"]),
+      "ratio %.3f" % (r["step_ms_padded"] / r["step_ms_unpadded"]))' /tmp/gpu-attention.json 2>&1 |
+        tee -a "$OUT/attention.txt"
+    done
+  done
+  for batch in 32 128; do
+    for round in 1 2; do
+      for side in unpadded padded; do
+        "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml --device cuda \
+          --backend nccl --precision bf16 --steps 40 --batch-size $batch --checkpoint-every 1000 --attention $side \
+          --run /tmp/gpu-attention > "$OUT/attention-$side-$batch-$round.log" 2>&1
+        python3 -c 'import json, sys
+rows = [json.loads(l) for l in open("/tmp/gpu-attention/metrics.jsonl") if "train/docs_per_s" in l]
+print("trainer", sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step", rows[-1]["step"],
+      "docs/s %.1f" % rows[-1]["train/docs_per_s"], "loss %.4f" % rows[-1]["train/loss"])' \
+          $side $batch $round 2>&1 | tee -a "$OUT/attention.txt"
+      done
+    done
+  done
+  rm -rf /tmp/gpu-attention /tmp/gpu-attention.json
+}
+
 profile() {
   # Where this build's trainer step goes: steps 31-33 of 40 under the profiler
   # (not the last, which checkpoints; step 30 logs: 31-33 do not; each step's
@@ -437,7 +478,7 @@ print({k.split("/")[-1]: round(v, 2) for k, v in m.items() if "time/" in k or k 
 # archive, the short summaries beside it. Packed on any exit, so that a call
 # stopped at its limit (timeout -k 10 N bash gpu-checks.sh ...) still returns them.
 pack_logs() {
-  (cd "$OUT" && logs=$(ls | grep -vE '^(epoch|large|backends|syncs|finetune|ab|profile)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
+  (cd "$OUT" && logs=$(ls | grep -vE '^(epoch|large|backends|syncs|finetune|ab|attention|profile)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
     [ -n "$logs" ] && tar -czf "logs-$(IFS=-; echo "${stages[*]}").tar.gz" $logs && rm -f $logs)
   ls "$OUT"
 }
@@ -453,6 +494,7 @@ for stage in "${stages[@]}"; do
     large) large ;;
     finetune) finetune ;;
     ab) ab ;;
+    attention) attention ;;
     profile) profile ;;
     curve) curve ;;
   esac

@@ -362,6 +362,12 @@ void AddLoopFlags(CLI::App* app, train::LoopOptions* o, const std::string& item)
   app->add_flag("--deterministic", o->deterministic,
                 "torch's deterministic algorithms, so that a GPU run repeats (and resumes) bit for bit; an\n"
                 "operation without one then stops the run naming itself. Slower on GPUs; CPU runs repeat anyway");
+  app->add_option("--attention", o->attention,
+                  "how SMITH's sentence blocks attend: unpadded (each block's real tokens, CUDA's variable-\n"
+                  "length kernels), padded (the blocks x block-length grid under a key mask), or auto:\n"
+                  "unpadded on GPUs, padded on CPUs, where it is faster. The same outputs; for A/B runs")
+      ->check(CLI::IsMember({"auto", "unpadded", "padded"}))
+      ->capture_default_str();
   app->add_flag("--bf16-gradients", o->bf16_gradients,
                 "all-reduce gradients in bfloat16: half the bytes, bf16 rounding of the averaged gradient");
   app->add_option_function<std::string>(

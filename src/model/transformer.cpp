@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "console/error.h"
 #include "data/text/tokenizer.h"
@@ -44,8 +45,37 @@ torch::Tensor EncodeRowsWithoutGraph(const int32_t* tokens, int64_t rows, int64_
 }
 
 PackedLayout PackedLayout::FromIndex(const torch::Tensor& index, int64_t B, int64_t T) {
-  const torch::Tensor key_mask = torch::zeros({B * T}, index.options().dtype(torch::kBool)).index_fill_(0, index, true);
-  return {key_mask.view({B, T}), index};
+  PackedLayout layout;
+  layout.index = index;
+  layout.key_mask =
+      torch::zeros({B * T}, index.options().dtype(torch::kBool)).index_fill_(0, index, true).view({B, T});
+  const torch::Tensor lengths = layout.key_mask.sum(1);  // (B,) int64
+  layout.cumulative = torch::cat({torch::zeros({1}, lengths.options()), lengths.cumsum(0)}).to(torch::kInt32);
+  if (!index.is_cpu()) return layout;
+  // On the host, where reading the lengths waits for no device: sequences
+  // sorted by length (stable), their rows in that order, and the runs of
+  // equal length.
+  const torch::Tensor host = lengths.to(torch::kCPU).contiguous();
+  const int64_t* length = host.data_ptr<int64_t>();
+  std::vector<int64_t> start(B + 1, 0), order(B);
+  for (int64_t b = 0; b < B; ++b) start[b + 1] = start[b] + length[b];
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return length[a] < length[b]; });
+  std::vector<int64_t> rows;
+  rows.reserve(start[B]);
+  for (const int64_t b : order) {
+    for (int64_t row = start[b]; row < start[b + 1]; ++row) rows.push_back(row);
+    if (layout.runs.empty() || layout.runs.back().first != length[b]) layout.runs.emplace_back(length[b], 0);
+    ++layout.runs.back().second;
+  }
+  std::vector<int64_t> inverse(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) inverse[rows[i]] = static_cast<int64_t>(i);
+  const auto on_device = [&](const std::vector<int64_t>& v) {
+    return HostToDevice(v.data(), {static_cast<int64_t>(v.size())}, torch::kLong, index.device(), torch::kLong);
+  };
+  layout.by_length = on_device(rows);
+  layout.from_length = on_device(inverse);
+  return layout;
 }
 
 torch::Tensor PackedLayout::Unpack(const torch::Tensor& packed) const {
@@ -75,12 +105,55 @@ torch::Tensor MultiHeadAttentionImpl::ProjectQueryKeyValue(const torch::Tensor& 
 torch::Tensor MultiHeadAttentionImpl::Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const torch::Tensor& key_mask) {
   const int64_t B = q.size(0), T = q.size(2), D = q.size(3);
-  const torch::Tensor mask = key_mask.view({B, 1, 1, T});  // broadcast over heads and queries
+  const torch::Tensor mask = key_mask.defined() ? key_mask.view({B, 1, 1, T}) : key_mask;  // over heads and queries
   const double p = is_training() ? dropout_ : 0.0;
-  if (kernel == AttentionKernel::kFused) return at::scaled_dot_product_attention(q, k, v, mask, p);
+  if (kernel == AttentionKernel::kFused) {
+    return key_mask.defined() ? at::scaled_dot_product_attention(q, k, v, mask, p)
+                              : at::scaled_dot_product_attention(q, k, v, std::nullopt, p);
+  }
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(D));
-  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  if (key_mask.defined()) scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
   return torch::matmul(torch::dropout(torch::softmax(scores, -1), p, is_training()), v);
+}
+
+torch::Tensor MultiHeadAttentionImpl::AttendUnpadded(const torch::Tensor& qkv, const PackedLayout& layout) {
+  const int64_t N = qkv.size(0), C = qkv.size(1) / 3, D = C / heads_, T = layout.key_mask.size(1);
+  const double p = is_training() ? dropout_ : 0.0;
+  if (qkv.is_cuda()) {
+    const std::vector<torch::Tensor> q_k_v = qkv.view({N, 3, heads_, D}).unbind(1);  // (N, H, D) each
+    const bool half = qkv.scalar_type() == torch::kHalf || qkv.scalar_type() == torch::kBFloat16;
+    torch::Tensor context;  // (N, H, D)
+    if (half) {
+      context = std::get<0>(at::_flash_attention_forward(q_k_v[0], q_k_v[1], q_k_v[2], layout.cumulative,
+                                                         layout.cumulative, T, T, p, /*is_causal=*/false,
+                                                         /*return_debug_mask=*/false));
+    } else {
+      // (1, N, H, D): one batch of packed sequences, cut by the cumulative lengths
+      const bool backward = torch::GradMode::is_enabled() && qkv.requires_grad();
+      context = std::get<0>(at::_efficient_attention_forward(
+                                q_k_v[0].unsqueeze(0), q_k_v[1].unsqueeze(0), q_k_v[2].unsqueeze(0), std::nullopt,
+                                layout.cumulative, layout.cumulative, T, T, p, /*custom_mask_type=*/0, backward))
+                    .squeeze(0);
+    }
+    return context.reshape({N, C});
+  }
+  DOCMATCH_CHECK(layout.by_length.defined(), "model", "a packed layout made on ", layout.index.device(),
+                 " used on ", qkv.device());
+  // One dense pass per sequence length, no mask: each run's sequences are
+  // consecutive in by_length's order.
+  const torch::Tensor grouped = qkv.index_select(0, layout.by_length);
+  std::vector<torch::Tensor> contexts;
+  int64_t at = 0;
+  for (const auto& [length, sequences] : layout.runs) {
+    const std::vector<torch::Tensor> q_k_v = grouped.narrow(0, at, sequences * length)
+                                                 .view({sequences, length, 3, heads_, D})
+                                                 .permute({2, 0, 3, 1, 4})
+                                                 .unbind(0);  // (sequences, H, length, D) each
+    const torch::Tensor context = Attend(q_k_v[0], q_k_v[1], q_k_v[2], torch::Tensor());
+    contexts.push_back(context.transpose(1, 2).reshape({sequences * length, C}));
+    at += sequences * length;
+  }
+  return torch::cat(contexts).index_select(0, layout.from_length);
 }
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
@@ -94,6 +167,14 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
 
 torch::Tensor MultiHeadAttentionImpl::ForwardPacked(const torch::Tensor& x, const PackedLayout& layout) {
   const int64_t B = layout.key_mask.size(0), T = layout.key_mask.size(1), C = x.size(1), D = C / heads_;
+  // CUDA's variable-length kernels take head sizes that are multiples of 8 up
+  // to 256; other heads, the plain kernel and other devices attend in the
+  // padded grid.
+  const bool varlen = x.is_cuda() && kernel == AttentionKernel::kFused && D % 8 == 0 && D <= 256;
+  if ((packed == PackedAttention::kAuto && varlen) ||
+      (packed == PackedAttention::kUnpadded && (varlen || x.is_cpu()))) {
+    return output_(AttendUnpadded(ProjectQueryKeyValue(x), layout));
+  }
   // Only attention needs the (B, T) layout: scatter the real rows' q, k, v
   // into it (zeros at padding, which the key mask hides) and gather back.
   const std::vector<torch::Tensor> qkv =
@@ -159,6 +240,19 @@ torch::Tensor EmbeddingsImpl::forward(const torch::Tensor& ids) {
 
 torch::Tensor EmbeddingsImpl::ForwardPacked(const torch::Tensor& ids, const torch::Tensor& positions) {
   return dropout_(norm_(tokens(ids) + positions_(positions)));
+}
+
+PackedAttention ParsePackedAttention(const std::string& name) {
+  if (name == "auto") return PackedAttention::kAuto;
+  if (name == "unpadded") return PackedAttention::kUnpadded;
+  DOCMATCH_CHECK(name == "padded", "model", "unknown attention layout '", name, "' (auto, unpadded, padded)");
+  return PackedAttention::kPadded;
+}
+
+void UsePackedAttention(torch::nn::Module& model, PackedAttention how) {
+  for (const auto& module : model.modules(/*include_self=*/true)) {
+    if (auto* attention = module->as<MultiHeadAttentionImpl>()) attention->packed = how;
+  }
 }
 
 void InitializeBertStyle(torch::nn::Module& module) {

@@ -8,16 +8,28 @@
 // sequence has at least one real key, so no softmax row is empty.
 //
 // The packed path (ForwardPacked) computes real tokens only: activations are
-// (N, C) rows of the real tokens, and only attention, which mixes positions,
-// lays them out as (B, T) again. Every other layer works per token, so on
-// SMITH's sentence blocks (83-86% real on Wikispeedia) it skips the padding's
-// share of nearly all FLOPs (bench/NOTES.md). Without a graph, rows of like
+// (N, C) rows of the real tokens. Every layer but attention works per token;
+// attention mixes positions, and attends either
+//   - without padding (AttendUnpadded): each sequence's real rows where they
+//     are, on CUDA in one variable-length kernel over the sequences'
+//     cumulative lengths (flash attention for half types, the memory-
+//     efficient kernel for fp32), on the CPU in one dense pass per length;
+//   - or in the padded grid: q, k, v scattered into (B, T), attended under
+//     the key mask, gathered back.
+// PackedAttention::kAuto takes the first on CUDA, where it saves two copies
+// and the padding's share of attention per layer (83-86% of SMITH's
+// sentence-block positions are real on Wikispeedia), and the grid on the
+// CPU, where attention is 2% of a layer's FLOPs and a pass per length costs
+// more than the padding (bench/NOTES.md). Without a graph, rows of like
 // length go through together in bounded passes (EncodeRowsWithoutGraph).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace docmatch::model {
 
@@ -31,15 +43,29 @@ torch::Tensor EncodeRowsWithoutGraph(const int32_t* tokens, int64_t rows, int64_
                                      int64_t rows_per_pass,
                                      const std::function<torch::Tensor(const torch::Tensor&)>& encode);
 
+// How the packed path attends (above); --attention auto|unpadded|padded.
+enum class PackedAttention { kAuto, kUnpadded, kPadded };
+PackedAttention ParsePackedAttention(const std::string& name);  // auto, unpadded, padded
+
 enum class AttentionKernel {
   kFused,  // at::scaled_dot_product_attention (flash / memory-efficient / math)
   kPlain,  // softmax(QK^T / sqrt(d) + mask) V, written out: the test reference
 };
 
-// Where the N real tokens of a (B, T) padded batch sit.
+// Where the N real tokens of a (B, T) padded batch sit. Every sequence has
+// at least one real token.
 struct PackedLayout {
   torch::Tensor key_mask;  // (B, T) bool, true = a real token
   torch::Tensor index;     // (N,) int64 flat positions in B*T of the real tokens, ascending
+  // For attention without padding, made by FromIndex: the sequences' packed
+  // rows begin at cumulative[b] and end before cumulative[b + 1] ((B + 1,)
+  // int32 on the device, as variable-length kernels take them; no host
+  // read). On the host, the rows grouped by their sequence's length: `by_length`
+  // (N,) int64 lists the rows of the sequences of each length together
+  // (runs: (length, sequences) in that order), `from_length` undoes it.
+  torch::Tensor cumulative;
+  torch::Tensor by_length, from_length;
+  std::vector<std::pair<int64_t, int64_t>> runs;
 
   // index (N,) made by the caller, e.g. on the host from a batch's host
   // arrays (smith.h BlockLayout): a nonzero() of a device mask would read
@@ -67,11 +93,15 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor ForwardPacked(const torch::Tensor& x, const PackedLayout& layout);
 
   AttentionKernel kernel = AttentionKernel::kFused;
+  PackedAttention packed = PackedAttention::kAuto;
 
  private:
-  // q, k, v (B, H, T, D), key_mask (B, T) -> context (B, H, T, D)
+  // q, k, v (B, H, T, D), key_mask (B, T) or undefined (all real) -> context (B, H, T, D)
   torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& key_mask);
+  // qkv (N, 3C) packed rows -> context (N, C), each sequence's rows attending
+  // among themselves (the header's comment)
+  torch::Tensor AttendUnpadded(const torch::Tensor& qkv, const PackedLayout& layout);
   // x (..., C) -> (..., 3C): query, key and value in one matrix product
   torch::Tensor ProjectQueryKeyValue(const torch::Tensor& x);
 
@@ -131,6 +161,9 @@ class EmbeddingsImpl : public torch::nn::Module {
   torch::nn::Dropout dropout_{nullptr};
 };
 TORCH_MODULE(Embeddings);
+
+// Every MultiHeadAttention under `model` attends its packed rows so.
+void UsePackedAttention(torch::nn::Module& model, PackedAttention how);
 
 // BERT's initialisation: N(0, 0.02) weights, zero biases, unit LayerNorms.
 void InitializeBertStyle(torch::nn::Module& module);

@@ -25,6 +25,7 @@
 #include "model/document_model.h"
 #include "model/host_to_device.h"
 #include "model/smith.h"
+#include "model/transformer.h"
 #include "train/finetune_batches.h"
 #include "train/finetuning_losses.h"
 #include "train/grad_cache.h"
@@ -198,6 +199,7 @@ StartingModel LoadStartingModel(const FinetuneOptions& options, const FinetuneLo
     if (rank == 0) LOG(INFO) << "[finetune] encoder from " << options.init << " (" << info.stage << ")";
   }
   start.model->module().to(device);
+  model::UsePackedAttention(start.model->module(), model::ParsePackedAttention(options.attention));
   start.pretrained = info.stage;
   info.prefix = "";
   info.weights = "model.pt";

@@ -55,6 +55,7 @@ struct LoopOptions {
   double bucket_mb = 25;        // MB of fp32 gradient per all-reduce bucket
   bool bf16_gradients = false;  // all-reduce gradients in bf16 (half the bytes)
   bool deterministic = false;   // torch's deterministic algorithms (UseDeterministicAlgorithms)
+  std::string attention = "auto";  // how packed encoders attend: auto, unpadded, padded (model::PackedAttention)
   // SMITH's two levels (train/sentence_level.h, SentenceLevel): the
   // sentence-block encoder (embeddings and sentence transformer) at this
   // multiple of the scheduled lr, and not updated at all for the first

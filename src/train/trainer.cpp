@@ -22,6 +22,7 @@
 #include "model/match_bert.h"
 #include "model/sdr.h"
 #include "model/smith.h"
+#include "model/transformer.h"
 #include "train/objectives.h"
 #include "train/pretraining_objectives.h"
 #include "train/training_loop.h"
@@ -335,6 +336,7 @@ LoopResult PretrainSmith(PretrainSetup& s) {
   model::SmithPretraining model(model::SmithEncoder(config.smith), config.smith);
   LoadInit(s.init, s.init_info, *model, *model->encoder, s.group.rank());
   model->to(device);
+  model::UsePackedAttention(*model, model::ParsePackedAttention(s.options.attention));
   s.info.prefix = "encoder.";
   const data::BlockOptions blocks = config.smith.Blocks();
   const PretrainObjective objective = s.objective.id;

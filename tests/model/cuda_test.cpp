@@ -14,6 +14,7 @@
 #include "model/sdr.h"
 #include "model/smash.h"
 #include "model/smith.h"
+#include "model/transformer.h"
 
 namespace docmatch::model {
 namespace {
@@ -72,6 +73,55 @@ TEST_F(CudaTest, SmithPretrainingLossAndVectorsMatchCpu) {
     EXPECT_TRUE(std::isfinite(loss.item<double>()));
     EXPECT_NEAR(loss.item<double>(), cpu_loss.item<double>(), 0.1 * std::abs(cpu_loss.item<double>()));
   }
+}
+
+// Attention without padding on CUDA (the variable-length kernels: the
+// memory-efficient one in fp32, flash attention in bf16) against the padded
+// grid on the same device: the packed outputs at real tokens and, in fp32,
+// every parameter's gradient. Rows of one length, a row with holes and a
+// single-token row, as the CPU test in smith_test.cpp has them.
+TEST_F(CudaTest, UnpaddedAttentionEqualsThePaddedGrid) {
+  torch::manual_seed(3);
+  TransformerConfig config{/*hidden=*/64, /*heads=*/4, /*intermediate=*/128, /*layers=*/2, /*dropout=*/0.0};
+  TransformerEncoder encoder(config);
+  InitializeBertStyle(*encoder);
+  encoder->to(cuda_);
+  torch::Tensor mask = torch::rand({24, 32}).lt(0.7);
+  mask.index_put_({torch::indexing::Slice(), 0}, true);     // every row has a real token
+  mask.index_put_({2, torch::indexing::Slice(1)}, false);  // one real token
+  mask.index_put_({3}, mask[4]);                            // rows 3 and 4 of one length
+  const PackedLayout layout = PackedLayout::FromIndex(mask.reshape({-1}).nonzero().squeeze(1).to(cuda_), 24, 32);
+  const int64_t N = layout.index.size(0);
+  const torch::Tensor x = torch::randn({N, 64}, torch::TensorOptions().device(cuda_));
+  const torch::Tensor weights = torch::randn({N, 64}, torch::TensorOptions().device(cuda_));
+  const auto run = [&](bool grid) {
+    UsePackedAttention(*encoder, grid ? PackedAttention::kPadded : PackedAttention::kUnpadded);
+    const torch::Tensor out = encoder->ForwardPacked(x, layout);
+    (out * weights).sum().backward();
+    std::vector<torch::Tensor> result = {out.detach()};
+    for (auto& p : encoder->parameters()) {
+      result.push_back(p.grad().clone());
+      p.mutable_grad().zero_();
+    }
+    return result;
+  };
+  const std::vector<torch::Tensor> unpadded = run(false), grid = run(true);
+  EXPECT_TRUE(torch::allclose(unpadded[0], grid[0], 1e-4, 1e-5)) << (unpadded[0] - grid[0]).abs().max();
+  for (size_t i = 1; i < grid.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(unpadded[i], grid[i], 1e-3, 1e-5)) << "parameter " << i;
+  }
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  torch::Tensor bf16[2];
+  for (const bool padded : {false, true}) {
+    UsePackedAttention(*encoder, padded ? PackedAttention::kPadded : PackedAttention::kUnpadded);
+    torch::NoGradGuard no_grad;
+    bf16[padded] = encoder->ForwardPacked(x, layout).to(torch::kFloat32);
+  }
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  at::autocast::clear_cache();
+  EXPECT_LT((bf16[0] - bf16[1]).abs().max().item<double>(), 0.1);
+  EXPECT_LT((bf16[0] - grid[0]).abs().max().item<double>(), 0.1);
 }
 
 #ifdef DOCMATCH_HAS_CUDA

@@ -101,19 +101,46 @@ TEST(Attention, FusedKernelEqualsPlainFormulationWithAndWithoutPadding) {
   EXPECT_TRUE(torch::allclose(fused, attention(x64, mask), 1e-12, 1e-12));
 }
 
+TEST(Transformer, PackedLayoutCutsRowsBySequenceAndGroupsThemByLength) {
+  // Lengths 5, 5 (with holes), 1, 7, 2, counted by hand.
+  const torch::Tensor mask = torch::tensor({1, 1, 1, 1, 1, 0, 0,  //
+                                            1, 1, 0, 1, 1, 0, 1,  //
+                                            1, 0, 0, 0, 0, 0, 0,  //
+                                            1, 1, 1, 1, 1, 1, 1,  //
+                                            1, 1, 0, 0, 0, 0, 0},
+                                           torch::kBool)
+                               .view({5, 7});
+  const PackedLayout layout = PackedLayout::FromIndex(mask.reshape({-1}).nonzero().squeeze(1), 5, 7);
+  EXPECT_TRUE(torch::equal(layout.cumulative, torch::tensor({0, 5, 10, 11, 18, 20}, torch::kInt32)));
+  // Shortest first, ties in sequence order: row 10 (length 1), 18-19 (2),
+  // 0-4 and 5-9 (5), 11-17 (7).
+  const std::vector<int64_t> expected = {10, 18, 19, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17};
+  EXPECT_TRUE(torch::equal(layout.by_length, torch::tensor(expected)));
+  EXPECT_TRUE(torch::equal(layout.by_length.index_select(0, layout.from_length), torch::arange(20)));
+  const std::vector<std::pair<int64_t, int64_t>> runs = {{1, 1}, {2, 1}, {5, 2}, {7, 1}};
+  EXPECT_EQ(layout.runs, runs);
+}
+
 TEST(Transformer, PackedPathEqualsPaddedPathAtRealTokensWithGradients) {
-  // The packed path (real tokens only) against the padded one in float64:
-  // outputs at real tokens and every parameter's gradient. Row 1 has holes
-  // inside it, row 2 a single real token, so nothing relies on suffix padding.
+  // The packed path (real tokens only), attending without padding and in
+  // the padded grid, against the padded forward in float64: outputs at real
+  // tokens and every parameter's gradient, with the fused and the plain
+  // kernel. Row 1 has holes inside it, row 2 a single real token, rows 0 and
+  // 1 one length, so nothing relies on suffix padding or one row a length.
   torch::manual_seed(3);
   TransformerConfig config{/*hidden=*/16, /*heads=*/2, /*intermediate=*/32, /*layers=*/2, /*dropout=*/0.0};
   TransformerEncoder encoder(config);
   InitializeBertStyle(*encoder);
   encoder->to(torch::kFloat64);
-  const torch::Tensor x = torch::randn({3, 7, 16}, torch::kFloat64);
-  const torch::Tensor mask =
-      torch::tensor({1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0}, torch::kBool).view({3, 7});
-  const torch::Tensor weights = torch::randn({3, 7, 16}, torch::kFloat64);  // a loss that reads every real output
+  const torch::Tensor x = torch::randn({5, 7, 16}, torch::kFloat64);
+  const torch::Tensor mask = torch::tensor({1, 1, 1, 1, 1, 0, 0,  //
+                                            1, 1, 0, 1, 1, 0, 1,  //
+                                            1, 0, 0, 0, 0, 0, 0,  //
+                                            1, 1, 1, 1, 1, 1, 1,  //
+                                            1, 1, 0, 0, 0, 0, 0},
+                                           torch::kBool)
+                                 .view({5, 7});
+  const torch::Tensor weights = torch::randn({5, 7, 16}, torch::kFloat64);  // a loss that reads every real output
 
   auto gradients = [&] {
     std::vector<torch::Tensor> grads;
@@ -123,24 +150,32 @@ TEST(Transformer, PackedPathEqualsPaddedPathAtRealTokensWithGradients) {
     }
     return grads;
   };
-  const torch::Tensor padded = encoder(x, mask);  // (3, 7, 16)
+  const torch::Tensor padded = encoder(x, mask);  // (5, 7, 16)
   (padded * weights * mask.unsqueeze(-1)).sum().backward();
   const std::vector<torch::Tensor> padded_grads = gradients();
 
-  const PackedLayout layout = PackedLayout::FromIndex(mask.reshape({-1}).nonzero().squeeze(1), 3, 7);
+  const PackedLayout layout = PackedLayout::FromIndex(mask.reshape({-1}).nonzero().squeeze(1), 5, 7);
   ASSERT_TRUE(torch::equal(layout.key_mask, mask));
   ASSERT_EQ(layout.index.size(0), mask.sum().item<int64_t>());
-  const torch::Tensor packed = encoder->ForwardPacked(x.reshape({21, 16}).index_select(0, layout.index), layout);
-  (packed * weights.reshape({21, 16}).index_select(0, layout.index)).sum().backward();
-  const std::vector<torch::Tensor> packed_grads = gradients();
+  for (const AttentionKernel kernel : {AttentionKernel::kFused, AttentionKernel::kPlain}) {
+    encoder->set_kernel(kernel);
+    for (const bool grid : {false, true}) {
+      UsePackedAttention(*encoder, grid ? PackedAttention::kPadded : PackedAttention::kUnpadded);
+      const torch::Tensor packed = encoder->ForwardPacked(x.reshape({35, 16}).index_select(0, layout.index), layout);
+      (packed * weights.reshape({35, 16}).index_select(0, layout.index)).sum().backward();
+      const std::vector<torch::Tensor> packed_grads = gradients();
 
-  const torch::Tensor unpacked = layout.Unpack(packed);  // (3, 7, 16), zeros at padding
-  EXPECT_TRUE(torch::allclose(unpacked, padded * mask.unsqueeze(-1), 1e-12, 1e-12));
-  EXPECT_EQ(unpacked.masked_select(mask.logical_not().unsqueeze(-1)).abs().sum().item<double>(), 0.0);
-  ASSERT_EQ(padded_grads.size(), packed_grads.size());
-  for (size_t i = 0; i < padded_grads.size(); ++i) {
-    EXPECT_GT(padded_grads[i].abs().sum().item<double>(), 0.0) << "parameter " << i;
-    EXPECT_TRUE(torch::allclose(packed_grads[i], padded_grads[i], 1e-10, 1e-12)) << "parameter " << i;
+      const std::string where = std::string(grid ? "padded grid" : "unpadded") +
+                                (kernel == AttentionKernel::kFused ? ", fused kernel" : ", plain kernel");
+      const torch::Tensor unpacked = layout.Unpack(packed);  // (5, 7, 16), zeros at padding
+      EXPECT_TRUE(torch::allclose(unpacked, padded * mask.unsqueeze(-1), 1e-12, 1e-12)) << where;
+      EXPECT_EQ(unpacked.masked_select(mask.logical_not().unsqueeze(-1)).abs().sum().item<double>(), 0.0) << where;
+      ASSERT_EQ(padded_grads.size(), packed_grads.size());
+      for (size_t i = 0; i < padded_grads.size(); ++i) {
+        EXPECT_GT(padded_grads[i].abs().sum().item<double>(), 0.0) << "parameter " << i;
+        EXPECT_TRUE(torch::allclose(packed_grads[i], padded_grads[i], 1e-10, 1e-12)) << "parameter " << i << ", " << where;
+      }
+    }
   }
 }
 
