@@ -25,14 +25,14 @@ usage: scripts/make-perldoc.py --output data/perldoc [--deb perl-doc_*.deb | --p
 """
 import argparse
 import glob
-import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
+
+from linked_corpus import write_linked_corpus
 
 # L<...> in its forms: L<name>, L<name/"section">, L<text|name>, L<text|name/section>,
 # and the multi-bracket L<< ... >>. The target is the part after | up to / or ".
@@ -109,28 +109,7 @@ def main():
             related.extend({"source": name, "target": t} for t in targets)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    kept = {a["id"] for a in articles}
-    related = [r for r in related if r["source"] in kept and r["target"] in kept]
-    relevance = {}
-    for r in related:
-        relevance.setdefault(r["source"], []).append(r["target"])
-    os.makedirs(args.output, exist_ok=True)
-    with open(os.path.join(args.output, "articles.jsonl"), "w") as f:
-        for a in articles:
-            f.write(json.dumps(a, ensure_ascii=False) + "\n")
-    with open(os.path.join(args.output, "related.jsonl"), "w") as f:
-        for r in related:
-            f.write(json.dumps(r) + "\n")
-    with open(os.path.join(args.output, "relevance.jsonl"), "w") as f:
-        for query, targets in relevance.items():
-            f.write(json.dumps({"query": query, "relevant": targets}) + "\n")
-    words = [len(a["text"].split()) for a in articles]
-    stats = {"documents": len(articles), "links": len(related), "queries": len(relevance),
-             "words_median": statistics.median(words) if words else 0,
-             "words_p95": sorted(words)[int(0.95 * (len(words) - 1))] if words else 0}
-    with open(os.path.join(args.output, "stats.json"), "w") as f:
-        json.dump(stats, f, indent=1)
-    print(json.dumps(stats))
+    write_linked_corpus(args.output, articles, related)
 
 
 if __name__ == "__main__":
