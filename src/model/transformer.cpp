@@ -117,22 +117,28 @@ torch::Tensor MultiHeadAttentionImpl::Attend(const torch::Tensor& q, const torch
 }
 
 torch::Tensor MultiHeadAttentionImpl::AttendUnpadded(const torch::Tensor& qkv, const PackedLayout& layout) {
-  const int64_t N = qkv.size(0), C = qkv.size(1) / 3, D = C / heads_, T = layout.key_mask.size(1);
+  const int64_t N = qkv.size(0), C = qkv.size(1) / 3, D = C / heads_;
   const double p = is_training() ? dropout_ : 0.0;
   if (qkv.is_cuda()) {
+    // Every sequence's length is at most T and at most N; the memory-
+    // efficient backward refuses a bound above N (its key's length).
+    const int64_t longest = std::min(layout.key_mask.size(1), N);
     const std::vector<torch::Tensor> q_k_v = qkv.view({N, 3, heads_, D}).unbind(1);  // (N, H, D) each
     const bool half = qkv.scalar_type() == torch::kHalf || qkv.scalar_type() == torch::kBFloat16;
     torch::Tensor context;  // (N, H, D)
     if (half) {
       context = std::get<0>(at::_flash_attention_forward(q_k_v[0], q_k_v[1], q_k_v[2], layout.cumulative,
-                                                         layout.cumulative, T, T, p, /*is_causal=*/false,
+                                                         layout.cumulative, longest, longest, p,
+                                                         /*is_causal=*/false,
                                                          /*return_debug_mask=*/false));
     } else {
+      DOCMATCH_CHECK(p == 0, "model", "fp32 attention with dropout goes through the padded grid (ForwardPacked)");
       // (1, N, H, D): one batch of packed sequences, cut by the cumulative lengths
       const bool backward = torch::GradMode::is_enabled() && qkv.requires_grad();
       context = std::get<0>(at::_efficient_attention_forward(
                                 q_k_v[0].unsqueeze(0), q_k_v[1].unsqueeze(0), q_k_v[2].unsqueeze(0), std::nullopt,
-                                layout.cumulative, layout.cumulative, T, T, p, /*custom_mask_type=*/0, backward))
+                                layout.cumulative, layout.cumulative, longest, longest, p, /*custom_mask_type=*/0,
+                                backward))
                     .squeeze(0);
     }
     return context.reshape({N, C});
@@ -167,19 +173,24 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& x, const torc
 
 torch::Tensor MultiHeadAttentionImpl::ForwardPacked(const torch::Tensor& x, const PackedLayout& layout) {
   const int64_t B = layout.key_mask.size(0), T = layout.key_mask.size(1), C = x.size(1), D = C / heads_;
+  const torch::Tensor qkv = ProjectQueryKeyValue(x);  // (N, 3C), in autocast's dtype under autocast
   // CUDA's variable-length kernels take head sizes that are multiples of 8 up
   // to 256; other heads, the plain kernel and other devices attend in the
-  // padded grid.
-  const bool varlen = x.is_cuda() && kernel == AttentionKernel::kFused && D % 8 == 0 && D <= 256;
+  // padded grid, as does an empty batch. So does fp32 with dropout: PyTorch's variable-length
+  // memory-efficient kernel offsets its dropout draws by one key length in
+  // the forward and by another in the backward, so the two masks differ.
+  const bool dropout = is_training() && dropout_ > 0;
+  const bool varlen = qkv.is_cuda() && kernel == AttentionKernel::kFused && D % 8 == 0 && D <= 256 && B > 0 &&
+                      (qkv.scalar_type() != torch::kFloat || !dropout);
   if ((packed == PackedAttention::kAuto && varlen) ||
-      (packed == PackedAttention::kUnpadded && (varlen || x.is_cpu()))) {
-    return output_(AttendUnpadded(ProjectQueryKeyValue(x), layout));
+      (packed == PackedAttention::kUnpadded && (varlen || qkv.is_cpu()))) {
+    return output_(AttendUnpadded(qkv, layout));
   }
   // Only attention needs the (B, T) layout: scatter the real rows' q, k, v
   // into it (zeros at padding, which the key mask hides) and gather back.
-  const std::vector<torch::Tensor> qkv =
-      layout.Unpack(ProjectQueryKeyValue(x)).view({B, T, 3, heads_, D}).permute({2, 0, 3, 1, 4}).unbind(0);
-  const torch::Tensor context = Attend(qkv[0], qkv[1], qkv[2], layout.key_mask);              // (B, H, T, D)
+  const std::vector<torch::Tensor> q_k_v =
+      layout.Unpack(qkv).view({B, T, 3, heads_, D}).permute({2, 0, 3, 1, 4}).unbind(0);
+  const torch::Tensor context = Attend(q_k_v[0], q_k_v[1], q_k_v[2], layout.key_mask);        // (B, H, T, D)
   return output_(context.transpose(1, 2).reshape({B * T, C}).index_select(0, layout.index));  // (N, C)
 }
 

@@ -122,6 +122,22 @@ TEST_F(CudaTest, UnpaddedAttentionEqualsThePaddedGrid) {
   at::autocast::clear_cache();
   EXPECT_LT((bf16[0] - bf16[1]).abs().max().item<double>(), 0.1);
   EXPECT_LT((bf16[0] - grid[0]).abs().max().item<double>(), 0.1);
+
+  // Fewer real tokens in the batch than the block length (N = 5 < T = 32):
+  // fp32 forward and backward still equal the grid's.
+  const PackedLayout one =
+      PackedLayout::FromIndex(torch::arange(5, torch::TensorOptions(torch::kLong).device(cuda_)), 1, 32);
+  const torch::Tensor short_x = torch::randn({5, 64}, torch::TensorOptions().device(cuda_)).requires_grad_();
+  torch::Tensor short_out[2], short_grad[2];
+  for (const bool padded : {false, true}) {
+    UsePackedAttention(*encoder, padded ? PackedAttention::kPadded : PackedAttention::kUnpadded);
+    short_out[padded] = encoder->ForwardPacked(short_x, one);
+    short_out[padded].sum().backward();
+    short_grad[padded] = short_x.grad().clone();
+    short_x.mutable_grad().zero_();
+  }
+  EXPECT_TRUE(torch::allclose(short_out[0], short_out[1], 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(short_grad[0], short_grad[1], 1e-3, 1e-5));
 }
 
 #ifdef DOCMATCH_HAS_CUDA
