@@ -7,16 +7,23 @@
 //   stream_bench --corpus corpora/wikispeedia [--epochs 3] [--chunk 64] [--window 16]
 //   stream_bench --corpus corpora/wikispeedia --batch-size 32 --block-length 32 --max-blocks 48 [--builders 2]
 //   mpirun -np 2 stream_bench --corpus ...   # each rank its share, one line each
+// --buckets: each batch's step bucket too (data/batches/step_buckets.h): the
+// distinct shapes an epoch needs (a captured step each), the fillers' share
+// of blocks, tokens and predicted words, and the host's time to count,
+// bucket and pad a batch's grid.
 #include <sys/resource.h>
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <set>
+#include <tuple>
 
 #include "data/batches/batch_loader.h"
 #include "data/batches/blocks.h"
 #include "data/batches/docsplit.h"
+#include "data/batches/step_buckets.h"
 #include "data/corpus/shard_stream.h"
 
 int main(int argc, char** argv) {
@@ -25,7 +32,7 @@ int main(int argc, char** argv) {
   int epochs = 3;
   int64_t batch_size = 0;
   int builders = 1;
-  bool docsplit = false;
+  bool docsplit = false, buckets = false;
   docmatch::data::BlockOptions blocks{32, 48};
   docmatch::data::StreamOptions options;
   app.add_option("--corpus", corpus_dir, "prepared corpus folder")->required()->check(CLI::ExistingDirectory);
@@ -38,6 +45,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-blocks", blocks.max_blocks, "S, blocks per document")->capture_default_str();
   app.add_option("--builders", builders, "BatchLoader threads building batches")->capture_default_str();
   app.add_flag("--docsplit", docsplit, "build DocSplit's two-view batches instead of WP+SP's");
+  app.add_flag("--buckets", buckets, "with --batch-size: each batch's step bucket (shapes, fillers, host time)");
   app.add_option("--rank", options.rank, "this rank's share (default: OMPI_COMM_WORLD_RANK under mpirun)");
   app.add_option("--world-size", options.world_size, "ranks sharing the corpus (default: OMPI_COMM_WORLD_SIZE)");
   // Under mpirun each process streams its own share, as a training rank does
@@ -57,6 +65,23 @@ int main(int argc, char** argv) {
     return docsplit ? docmatch::data::BuildDocSplitBatch(docs, blocks, &masks, masks.seed, epoch)
                     : docmatch::data::BuildBlockBatch(docs, blocks, &masks, epoch);
   };
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> shapes;  // (B, R, N, M)
+  double real[3] = {0, 0, 0}, bucketed[3] = {0, 0, 0}, bucket_seconds = 0;  // R, N, M
+  const auto bucket = [&](const docmatch::data::BlockBatch& batch) {
+    const auto begin = std::chrono::steady_clock::now();
+    const docmatch::data::StepCounts c = docmatch::data::CountStep(batch);
+    const docmatch::data::StepShape s =
+        docmatch::data::BucketFor(c, batch.B, batch.K, blocks, docmatch::data::StepBuckets());
+    const docmatch::data::BlockBatch grid = docmatch::data::PadGrid(batch, s.S, s.T);
+    bucket_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    checksum += static_cast<uint64_t>(grid.tokens.back());
+    shapes.emplace(batch.B, s.R, s.N, s.M);
+    const int64_t counted[3] = {c.R, c.N, c.M}, sized[3] = {s.R, s.N, s.M};
+    for (int i = 0; i < 3; ++i) {
+      real[i] += static_cast<double>(counted[i]);
+      bucketed[i] += static_cast<double>(sized[i]);
+    }
+  };
   const auto start = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < epochs; ++epoch) {
     stream->StartEpoch(epoch);
@@ -68,6 +93,7 @@ int main(int argc, char** argv) {
         documents += docsplit ? batch->B / 2 : batch->B;
         tokens += batch->real_tokens;
         checksum += static_cast<uint64_t>(batch->tokens.front());
+        if (buckets) bucket(*batch);
       }
       continue;
     }
@@ -101,6 +127,14 @@ int main(int argc, char** argv) {
                                  {"tokens_per_second", tokens / seconds},
                                  {"peak_rss_mib", usage.ru_maxrss / 1024.0},
                                  {"checksum", checksum}};
-  std::cout << result.dump() << std::endl;
+  nlohmann::json out = result;
+  if (buckets && batches > 0) {
+    out["buckets"] = {{"distinct_shapes", shapes.size()},
+                      {"filler_share_blocks", 1.0 - real[0] / bucketed[0]},
+                      {"filler_share_tokens", 1.0 - real[1] / bucketed[1]},
+                      {"filler_share_predicted", 1.0 - real[2] / bucketed[2]},
+                      {"host_ms_per_batch", 1e3 * bucket_seconds / static_cast<double>(batches)}};
+  }
+  std::cout << out.dump() << std::endl;
   return 0;
 }

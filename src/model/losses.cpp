@@ -38,7 +38,13 @@ using torch::autograd::variable_list;
 
 struct DecoderCrossEntropyFunction : public torch::autograd::Function<DecoderCrossEntropyFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& decoder,
-                               const torch::Tensor& bias, const torch::Tensor& labels, bool sum) {
+                               const torch::Tensor& bias, const torch::Tensor& given_labels, bool sum,
+                               const torch::Tensor& given_valid) {
+    // Rows left out read label 0 and weigh 0; their count divides the mean
+    // on the device (no host read). No rows left out: an empty `given_valid`
+    // (apply takes no undefined tensor).
+    const torch::Tensor valid = given_valid.numel() > 0 ? given_valid : torch::Tensor();
+    const torch::Tensor labels = valid.defined() ? given_labels.masked_fill(valid.logical_not(), 0) : given_labels;
     torch::Tensor log_probs;  // (M, V), fp32 or wider
     torch::ScalarType product_type;
     {
@@ -47,13 +53,19 @@ struct DecoderCrossEntropyFunction : public torch::autograd::Function<DecoderCro
       const bool reduced = product_type == torch::kBFloat16 || product_type == torch::kHalf;
       log_probs = torch::log_softmax(logits, /*dim=*/1, reduced ? torch::kFloat : product_type);
     }
-    const torch::Tensor picked = log_probs.gather(1, labels.unsqueeze(1)).squeeze(1);  // (M,)
-    ctx->save_for_backward({hidden, decoder, log_probs, labels});
+    torch::Tensor picked = log_probs.gather(1, labels.unsqueeze(1)).squeeze(1);  // (M,)
     ctx->saved_data["sum"] = sum;
     ctx->saved_data["product_type"] = static_cast<int64_t>(product_type);
     ctx->saved_data["bias_type"] = static_cast<int64_t>(bias.scalar_type());
     ctx->saved_data["consumed"] = false;
-    return sum ? -picked.sum() : -picked.mean();
+    if (!valid.defined()) {
+      ctx->save_for_backward({hidden, decoder, log_probs, labels});
+      return sum ? -picked.sum() : -picked.mean();
+    }
+    const torch::Tensor weight = valid.to(picked.dtype());                           // (M,) 1 or 0
+    const torch::Tensor per_item = sum ? torch::ones({}, weight.options()) : 1.0 / weight.sum().clamp_min(1.0);
+    ctx->save_for_backward({hidden, decoder, log_probs, labels, weight, per_item});
+    return -(picked * weight).sum() * per_item;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -67,23 +79,30 @@ struct DecoderCrossEntropyFunction : public torch::autograd::Function<DecoderCro
     gradient.scatter_add_(1, labels.unsqueeze(1), torch::full({labels.size(0), 1}, -1.0, gradient.options()));
     // d loss / d logits = scale * gradient; the scale goes on the small (M, C),
     // (V, C) and (V,) results, not on the (M, V) matrix.
-    const int64_t M = labels.size(0);
-    const double per_item = ctx->saved_data["sum"].toBool() || M == 0 ? 1.0 : 1.0 / static_cast<double>(M);
-    const torch::Tensor scale = grads[0] * per_item;
+    torch::Tensor scale;
+    if (saved.size() == 4) {
+      const int64_t M = labels.size(0);
+      const double per_item = ctx->saved_data["sum"].toBool() || M == 0 ? 1.0 : 1.0 / static_cast<double>(M);
+      scale = grads[0] * per_item;
+    } else {  // rows left out: their softmax rows are zeroed, the mean is over the others
+      gradient.mul_(saved[4].to(gradient.dtype()).unsqueeze(1));
+      scale = grads[0] * saved[5];
+    }
     const auto product_type = static_cast<torch::ScalarType>(ctx->saved_data["product_type"].toInt());
     const torch::Tensor g = gradient.to(product_type);
     return {(torch::mm(g, decoder.to(product_type)) * scale).to(hidden.scalar_type()),
             (torch::mm(g.t(), hidden.to(product_type)) * scale).to(decoder.scalar_type()),
             (gradient.sum(0) * scale).to(static_cast<torch::ScalarType>(ctx->saved_data["bias_type"].toInt())),
-            torch::Tensor(), torch::Tensor()};
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
 torch::Tensor DecoderCrossEntropy(const torch::Tensor& hidden, const torch::Tensor& decoder, const torch::Tensor& bias,
-                                  const torch::Tensor& labels, bool sum) {
-  return DecoderCrossEntropyFunction::apply(hidden, decoder, bias, labels, sum);
+                                  const torch::Tensor& labels, bool sum, const torch::Tensor& valid) {
+  const torch::Tensor none = valid.defined() ? valid : torch::empty({0}, labels.options().dtype(torch::kBool));
+  return DecoderCrossEntropyFunction::apply(hidden, decoder, bias, labels, sum, none);
 }
 
 torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& labels, bool sum) {
@@ -91,8 +110,12 @@ torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& lab
 }
 
 torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::Tensor& candidates,
-                                const torch::Tensor& positive, bool sum, torch::Tensor* scores) {
-  const torch::Tensor logits = SimilarityLogits(predictions, candidates, /*unit=*/false);  // (M, N)
+                                const torch::Tensor& positive, bool sum, torch::Tensor* scores,
+                                const torch::Tensor& real) {
+  torch::Tensor logits = SimilarityLogits(predictions, candidates, /*unit=*/false);  // (M, N)
+  if (real.defined()) {
+    logits = logits.masked_fill(real.logical_not().unsqueeze(0), -std::numeric_limits<double>::infinity());
+  }
   if (scores) *scores = logits.detach();
   return torch::nn::functional::cross_entropy(logits, positive, CrossEntropy(sum));
 }

@@ -23,16 +23,22 @@ torch::Tensor MaskedLmLoss(const torch::Tensor& logits, const torch::Tensor& lab
 // writes the dense one-hot gradient that cross_entropy's backward builds: on
 // smith-tiny the vocabulary side was a quarter of the step (bench/NOTES.md).
 // Under autocast the products run in the autocast type, the softmax in fp32.
+// `valid` (M,) bool, if given, leaves the rows where it is false out of the
+// loss and of its mean (their labels may be anything, -100 included).
 torch::Tensor DecoderCrossEntropy(const torch::Tensor& hidden, const torch::Tensor& decoder, const torch::Tensor& bias,
-                                  const torch::Tensor& labels, bool sum = false);
+                                  const torch::Tensor& labels, bool sum = false, const torch::Tensor& valid = {});
 
 // SMITH masked sentence-block prediction (§4.2.2): each prediction (M, C)
 // scores every candidate (N, C) by dot product; softmax cross-entropy with the
 // original block `positive` (M,) as the target, averaged over M. With
 // `scores`, the logits (M, N) are written there, detached, for metrics on the
 // same pass.
+// `real` (N,) bool, if given, leaves the candidates where it is false out of
+// every row's softmax; rows whose `positive` is data::kIgnoreLabel (-100)
+// are left out of the loss and its mean.
 torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::Tensor& candidates,
-                                const torch::Tensor& positive, bool sum = false, torch::Tensor* scores = nullptr);
+                                const torch::Tensor& positive, bool sum = false, torch::Tensor* scores = nullptr,
+                                const torch::Tensor& real = {});
 
 // Siamese pair loss (SMITH §4.3, MatchBERT): sigmoid cross-entropy of
 // amplifier * cos(a, b) against `labels` (B,) in {0, 1}; a, b (B, C).

@@ -17,13 +17,40 @@ namespace {
 
 torch::Tensor Normalize(const torch::Tensor& x) { return F::normalize(x, F::NormalizeFuncOptions().dim(-1)); }
 
+// A bucket's fillers (smith.h, BlockLayout::counts) after the real entries:
+// blocks at B*S, shape.N - N filler tokens spread over them (1 to T each,
+// data::BucketFor leaves room), predicted rows at packed row 0, masked
+// blocks at B*S. Appends the real counts to `counts`.
+void AddFillers(const data::StepShape& shape, int64_t B, int64_t S, int64_t T, std::vector<int32_t>* real,
+                std::vector<int32_t>* tokens, std::vector<int32_t>* predicted, std::vector<int32_t>* masked,
+                std::vector<int32_t>* counts) {
+  const auto size = [](const std::vector<int32_t>* v) { return static_cast<int64_t>(v->size()); };
+  const int64_t R = size(real), N = size(tokens), M = size(predicted), P = size(masked);
+  const int64_t blocks = shape.R - R, filler_tokens = shape.N - N;
+  const bool room = blocks == 0 ? filler_tokens == 0 : blocks <= filler_tokens && filler_tokens <= blocks * T;
+  DOCMATCH_CHECK(room && blocks >= 0 && M <= shape.M && (M == shape.M || shape.N > 0) && P <= shape.P &&
+                     T == shape.T && S == shape.S,
+                 "model", "a batch of ", R, " blocks, ", N, " tokens, ", M, " predicted words and ", P,
+                 " masked blocks does not fit the step bucket (", shape.R, ", ", shape.N, ", ", shape.M, ", ",
+                 shape.P, ") of ", shape.S, " x ", shape.T, " (data::BucketFor makes one that does)");
+  *counts = {static_cast<int32_t>(R), static_cast<int32_t>(N), static_cast<int32_t>(M), static_cast<int32_t>(P)};
+  for (int64_t f = 0; f < blocks; ++f) {
+    const int64_t r = R + f, length = filler_tokens / blocks + (f < filler_tokens % blocks ? 1 : 0);
+    real->push_back(static_cast<int32_t>(B * S));
+    for (int64_t t = 0; t < length; ++t) tokens->push_back(static_cast<int32_t>(r * T + t));
+  }
+  predicted->resize(shape.M, 0);
+  masked->resize(shape.P, static_cast<int32_t>(B * S));
+}
+
 // The batch's layout (smith.h), read off its host arrays in one pass and
-// sent in one copy, then cut into its four parts on the device.
-BlockLayout LayoutOf(const data::BlockBatch& batch, const torch::Device& device) {
+// sent in one copy, then cut into its parts on the device; with `shape`,
+// padded to it with fillers.
+BlockLayout LayoutOf(const data::BlockBatch& batch, const torch::Device& device, const data::StepShape* shape) {
   const int64_t B = batch.B, S = batch.S, T = batch.T, K = batch.K;
   DOCMATCH_CHECK(B * S * T <= std::numeric_limits<int32_t>::max(), "model", "a block batch of ", B, " x ", S, " x ", T,
                  " positions is too large to index in int32");
-  std::vector<int32_t> real, tokens, predicted, masked;  // int32: half an int64's bytes on the way
+  std::vector<int32_t> real, tokens, predicted, masked, counts;  // int32: half an int64's bytes on the way
   for (int64_t block = 0; block < B * S; ++block) {
     if (!batch.block_mask[block]) continue;
     const int64_t r = static_cast<int64_t>(real.size());
@@ -41,9 +68,12 @@ BlockLayout LayoutOf(const data::BlockBatch& batch, const torch::Device& device)
       if (block >= 0) masked.push_back(static_cast<int32_t>(b * S + block));
     }
   }
+  if (shape) AddFillers(*shape, B, S, T, &real, &tokens, &predicted, &masked, &counts);
   std::vector<int32_t> all;
-  all.reserve(real.size() + tokens.size() + predicted.size() + masked.size());
-  for (const auto* part : {&real, &tokens, &predicted, &masked}) all.insert(all.end(), part->begin(), part->end());
+  all.reserve(real.size() + tokens.size() + predicted.size() + masked.size() + counts.size());
+  for (const auto* part : {&real, &tokens, &predicted, &masked, &counts}) {
+    all.insert(all.end(), part->begin(), part->end());
+  }
   const torch::Tensor on_device =
       HostToDevice(all.data(), {static_cast<int64_t>(all.size())}, torch::kInt32, device, torch::kLong);
   int64_t at = 0;
@@ -52,19 +82,23 @@ BlockLayout LayoutOf(const data::BlockBatch& batch, const torch::Device& device)
     at += static_cast<int64_t>(part.size());
     return piece;
   };
-  return {cut(real), cut(tokens), cut(predicted), cut(masked)};  // a braced list runs left to right
+  BlockLayout layout{cut(real), cut(tokens), cut(predicted), cut(masked)};  // a braced list runs left to right
+  if (shape) layout.counts = cut(counts);
+  return layout;
 }
 
 }  // namespace
 
-BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device) {
+BlockTensors ToTensors(const data::BlockBatch& given, const torch::Device& device, const data::StepShape* shape) {
+  const data::BlockBatch padded = shape ? data::PadGrid(given, shape->S, shape->T) : data::BlockBatch();
+  const data::BlockBatch& batch = shape ? padded : given;
   const int64_t B = batch.B, S = batch.S, T = batch.T;
   BlockTensors t;
   // Each is a copy, made before the batch's memory goes away.
   t.tokens = HostToDevice(batch.tokens.data(), {B, S, T}, torch::kInt32, device, torch::kLong);
   t.lm_labels = HostToDevice(batch.lm_labels.data(), {B, S, T}, torch::kInt32, device, torch::kLong);
   t.block_mask = HostToDevice(batch.block_mask.data(), {B, S}, torch::kUInt8, device, torch::kBool);
-  t.layout = LayoutOf(batch, device);
+  t.layout = LayoutOf(batch, device, shape);
   return t;
 }
 
@@ -120,8 +154,10 @@ SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tok
   // The sentence encoder runs on the real tokens only (transformer.h),
   // each real block's [CLS] among them (BlockLayout).
   out.tokens = PackedLayout::FromIndex(layout.tokens, R, T);
+  // A bucket's filler blocks (at B*S) read the grid's last block: any ids will do.
+  const torch::Tensor source = layout.counts.defined() ? out.real.clamp_max(B * S - 1) : out.real;
   const torch::Tensor ids =
-      tokens.reshape({B * S, T}).index_select(0, out.real).reshape({-1}).index_select(0, out.tokens.index);  // (N,)
+      tokens.reshape({B * S, T}).index_select(0, source).reshape({-1}).index_select(0, out.tokens.index);  // (N,)
   const torch::Tensor positions = out.tokens.index.remainder(T);                                             // (N,)
   out.token_states = sentence_encoder_->ForwardPacked(embeddings->ForwardPacked(ids, positions), out.tokens);
   const torch::Tensor lengths = out.tokens.key_mask.sum(1);  // (R,)
@@ -137,7 +173,14 @@ SmithEncoderImpl::Blocks SmithEncoderImpl::EncodeBlocks(const torch::Tensor& tok
     const torch::Tensor cls = out.token_states.index_select(0, lengths.cumsum(0) - lengths);  // (R, C)
     vectors = Normalize(torch::relu(block_dense_(cls)));
   }
-  out.vectors = torch::zeros({B * S, C}, vectors.options()).index_copy(0, out.real, vectors).view({B, S, C});
+  if (layout.counts.defined()) {  // fillers land in a row past the grid, dropped
+    out.vectors = torch::zeros({B * S + 1, C}, vectors.options())
+                      .index_copy(0, out.real, vectors)
+                      .narrow(0, 0, B * S)
+                      .view({B, S, C});
+  } else {
+    out.vectors = torch::zeros({B * S, C}, vectors.options()).index_copy(0, out.real, vectors).view({B, S, C});
+  }
   return out;
 }
 
@@ -209,26 +252,31 @@ SmithPretrainingImpl::SmithPretrainingImpl(SmithEncoder shared, const SmithConfi
   }
 }
 
-std::pair<torch::Tensor, torch::Tensor> SmithPretrainingImpl::LanguageModel(const SmithEncoderImpl::Blocks& blocks,
-                                                                            const torch::Tensor& lm_labels,
-                                                                            const BlockLayout& layout) {
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::LanguageModel(
+    const SmithEncoderImpl::Blocks& blocks, const torch::Tensor& lm_labels, const BlockLayout& layout) {
   // Word LM over the packed real blocks, only where a label exists (BERT's
   // head: dense + GELU + LayerNorm, decoder tied to the token embedding).
   // Labels sit on real tokens only (data::BuildBlockBatch), so the packed
   // states hold every predicted position.
-  const int64_t T = lm_labels.size(2);
-  const torch::Tensor labels = lm_labels.reshape({-1, T})
-                                   .index_select(0, blocks.real)
-                                   .reshape({-1})
-                                   .index_select(0, blocks.tokens.index)
-                                   .index_select(0, layout.predicted);                 // (M,)
+  const int64_t T = lm_labels.size(2), grid = lm_labels.size(0) * lm_labels.size(1);
+  const bool fillers = layout.counts.defined();
+  torch::Tensor labels = lm_labels.reshape({-1, T})
+                             .index_select(0, fillers ? blocks.real.clamp_max(grid - 1) : blocks.real)
+                             .reshape({-1})
+                             .index_select(0, blocks.tokens.index)
+                             .index_select(0, layout.predicted);                       // (M,)
   const torch::Tensor states = blocks.token_states.index_select(0, layout.predicted);  // (M, C)
-  return {lm_norm_(torch::gelu(lm_transform_(states))), labels};
+  torch::Tensor valid;
+  if (fillers) {  // the rows past the real M
+    valid = torch::arange(labels.size(0), labels.options()).lt(layout.counts[2]);
+    labels = labels.masked_fill(valid.logical_not(), data::kIgnoreLabel);
+  }
+  return {lm_norm_(torch::gelu(lm_transform_(states))), labels, valid};
 }
 
 torch::Tensor SmithPretrainingImpl::LanguageModelLoss(const torch::Tensor& lm_hidden, const torch::Tensor& lm_labels,
-                                                      bool sum) {
-  return DecoderCrossEntropy(lm_hidden, encoder->embeddings->tokens->weight, lm_bias_, lm_labels, sum);
+                                                      bool sum, const torch::Tensor& valid) {
+  return DecoderCrossEntropy(lm_hidden, encoder->embeddings->tokens->weight, lm_bias_, lm_labels, sum, valid);
 }
 
 torch::Tensor SmithPretrainingImpl::LanguageModelLogits(const torch::Tensor& lm_hidden) {
@@ -240,21 +288,27 @@ SmithPretrainingImpl::Outputs SmithPretrainingImpl::forward(const BlockTensors& 
   SmithEncoderImpl::Blocks blocks = encoder->EncodeBlocks(batch.tokens, batch.layout);
   Outputs out;
 
-  std::tie(out.lm_hidden, out.lm_labels) = LanguageModel(blocks, batch.lm_labels, batch.layout);
+  std::tie(out.lm_hidden, out.lm_labels, out.lm_valid) = LanguageModel(blocks, batch.lm_labels, batch.layout);
 
   if (sentence_blocks) {
     // Masked sentence-block prediction (§4.2.2): swap the chosen blocks'
     // vectors for the learned mask vector, run the document transformer,
     // project its outputs there with the official code's head (dense + GELU
     // + LayerNorm, as BERT's word LM transform).
-    const torch::Tensor& flat = batch.layout.masked;                                            // (P,)
-    const torch::Tensor originals = blocks.vectors.reshape({B * S, -1}).index_select(0, flat);  // (P, C)
-    const torch::Tensor is_masked = torch::zeros({B * S}, batch.block_mask.options()).index_fill(0, flat, true);
+    // A bucket's filler masked blocks sit at B*S: they mask a row past the
+    // grid and read the grid's last block, and the loss leaves them out.
+    const bool fillers = batch.layout.counts.defined();
+    const torch::Tensor& flat = batch.layout.masked;                              // (P,)
+    const torch::Tensor source = fillers ? flat.clamp_max(B * S - 1) : flat;      // (P,)
+    const torch::Tensor originals = blocks.vectors.reshape({B * S, -1}).index_select(0, source);  // (P, C)
+    const torch::Tensor is_masked = torch::zeros({B * S + (fillers ? 1 : 0)}, batch.block_mask.options())
+                                        .index_fill(0, flat, true)
+                                        .narrow(0, 0, B * S);
     const torch::Tensor inputs =
         torch::where(is_masked.view({B, S, 1}), mask_vector_.view({1, 1, -1}), blocks.vectors);  // (B, S, C)
     const torch::Tensor doc_states = encoder->EncodeDocument(inputs, batch.block_mask);
     out.block_predictions =
-        block_norm_(torch::gelu(block_dense_(doc_states.reshape({B * S, -1}).index_select(0, flat))));
+        block_norm_(torch::gelu(block_dense_(doc_states.reshape({B * S, -1}).index_select(0, source))));
     out.block_originals = originals;
   }
   return out;
@@ -263,10 +317,16 @@ SmithPretrainingImpl::Outputs SmithPretrainingImpl::forward(const BlockTensors& 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::Loss(const BlockTensors& batch,
                                                                                    bool sentence_blocks) {
   const Outputs out = forward(batch, sentence_blocks);
-  const torch::Tensor lm = LanguageModelLoss(out.lm_hidden, out.lm_labels);
+  const torch::Tensor lm = LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/false, out.lm_valid);
   if (!sentence_blocks) return {lm, lm, torch::zeros_like(lm)};
-  const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options());
-  const torch::Tensor block = SentenceBlockLoss(out.block_predictions, out.block_originals, positive);
+  torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options());
+  torch::Tensor real;  // a bucket's filler masked blocks: neither queries nor candidates
+  if (batch.layout.counts.defined()) {
+    real = positive.lt(batch.layout.counts[3]);
+    positive = positive.masked_fill(real.logical_not(), data::kIgnoreLabel);
+  }
+  const torch::Tensor block =
+      SentenceBlockLoss(out.block_predictions, out.block_originals, positive, /*sum=*/false, nullptr, real);
   return {lm + block, lm, block};
 }
 
@@ -279,7 +339,7 @@ SmithPretrainingImpl::ViewOutputs SmithPretrainingImpl::ForwardViews(const Block
   out.vectors =
       encoder->Combine(blocks.vectors, encoder->EncodeDocument(blocks.vectors, views.block_mask), views.block_mask);
   if (language_model) {
-    std::tie(out.lm_hidden, out.lm_labels) =
+    std::tie(out.lm_hidden, out.lm_labels, out.lm_valid) =
         LanguageModel(encoder->EncodeBlocks(views.tokens, views.layout), views.lm_labels, views.layout);
   }
   return out;
@@ -294,7 +354,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> SmithPretrainingImpl::Do
   const torch::Tensor self = torch::arange(V, views.tokens.options());
   const torch::Tensor contrastive = DocSplitLoss(out.vectors, out.vectors, self, (self + B) % V, temperature);
   if (lm_weight == 0) return {contrastive, contrastive, torch::zeros_like(contrastive)};
-  const torch::Tensor lm = LanguageModelLoss(out.lm_hidden, out.lm_labels);
+  const torch::Tensor lm = LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/false, out.lm_valid);
   return {contrastive + lm_weight * lm, contrastive, lm};
 }
 

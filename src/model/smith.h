@@ -30,6 +30,7 @@
 #include <string>
 
 #include "data/batches/blocks.h"
+#include "data/batches/step_buckets.h"
 #include "model/transformer.h"
 
 namespace docmatch::model {
@@ -70,16 +71,27 @@ struct BlockLayout {
   torch::Tensor tokens;     // (N,) int64 flat positions into R*T of the real blocks' real tokens, ascending
   torch::Tensor predicted;  // (M,) int64 rows of the N packed tokens that carry a word-LM label, ascending
   torch::Tensor masked;     // (P,) int64 flat indices into B*S of the masked blocks, document by document
+  // A layout padded to a step bucket (ToTensors with a data::StepShape): the
+  // real R, N, M and P, (4,) int64 on the device, and past them fillers:
+  // blocks and masked blocks at B*S (one past the grid), filler tokens in the
+  // filler blocks' rows (1 to T each), predicted rows at packed row 0.
+  // Every output and loss leaves the fillers out. Undefined when the
+  // layout holds real entries only.
+  torch::Tensor counts;
 };
 
-// A BlockBatch as tensors on `device`, with its layout.
+// A BlockBatch as tensors on `device`, with its layout; with `shape`, its
+// grid padded to shape's S x T and its layout to shape's R, N, M and P with
+// fillers (data::BucketFor gives a shape that holds the batch), so that
+// every batch of one bucket has the same tensor shapes.
 struct BlockTensors {
   torch::Tensor tokens;      // (B, S, T) int64
   torch::Tensor block_mask;  // (B, S) bool, true = real block
   torch::Tensor lm_labels;   // (B, S, T) int64, data::kIgnoreLabel where not predicted
   BlockLayout layout;        // the masked blocks among it (layout.masked)
 };
-BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device);
+BlockTensors ToTensors(const data::BlockBatch& batch, const torch::Device& device,
+                       const data::StepShape* shape = nullptr);
 
 class SmithEncoderImpl : public torch::nn::Module {
  public:
@@ -130,6 +142,7 @@ class SmithPretrainingImpl : public torch::nn::Module {
   struct Outputs {
     torch::Tensor lm_hidden;          // (M, C) LM-head states at the predicted token positions, before the decoder
     torch::Tensor lm_labels;          // (M,)
+    torch::Tensor lm_valid;           // (M,) bool, false at a bucket's fillers; undefined without them
     torch::Tensor block_predictions;  // (P, C) document-transformer outputs at masked blocks, projected
     torch::Tensor block_originals;    // (P, C) the unit vectors those blocks had before masking
   };
@@ -148,6 +161,7 @@ class SmithPretrainingImpl : public torch::nn::Module {
   struct ViewOutputs {
     torch::Tensor lm_hidden;  // (M, C); undefined without `language_model`
     torch::Tensor lm_labels;  // (M,)
+    torch::Tensor lm_valid;   // (M,) bool, false at a bucket's fillers; undefined without them
     torch::Tensor vectors;    // (2B, dimension) unit document vectors of the clean views
   };
   ViewOutputs ForwardViews(const BlockTensors& views, bool language_model);
@@ -157,8 +171,10 @@ class SmithPretrainingImpl : public torch::nn::Module {
                                                                    double lm_weight = 0.1);
 
   // The word LM's loss from lm_hidden (M, C) and lm_labels (M,): the decoder
-  // tied to the token embedding, with the fused cross-entropy (losses.h).
-  torch::Tensor LanguageModelLoss(const torch::Tensor& lm_hidden, const torch::Tensor& lm_labels, bool sum = false);
+  // tied to the token embedding, with the fused cross-entropy (losses.h);
+  // `valid` (M,) bool leaves rows out (a bucket's fillers).
+  torch::Tensor LanguageModelLoss(const torch::Tensor& lm_hidden, const torch::Tensor& lm_labels, bool sum = false,
+                                  const torch::Tensor& valid = {});
   // lm_hidden (M, C) -> the decoder's logits (M, V), for inspection and tests
   torch::Tensor LanguageModelLogits(const torch::Tensor& lm_hidden);
 
@@ -166,9 +182,11 @@ class SmithPretrainingImpl : public torch::nn::Module {
 
  private:
   // BERT's LM head over the packed token states where labels exist, up to
-  // the decoder: returns (lm_hidden (M, C), lm_labels (M,)).
-  std::pair<torch::Tensor, torch::Tensor> LanguageModel(const SmithEncoderImpl::Blocks& blocks,
-                                                        const torch::Tensor& lm_labels, const BlockLayout& layout);
+  // the decoder: returns (lm_hidden (M, C), lm_labels (M,), lm_valid (M,),
+  // undefined without fillers).
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LanguageModel(const SmithEncoderImpl::Blocks& blocks,
+                                                                        const torch::Tensor& lm_labels,
+                                                                        const BlockLayout& layout);
 
   torch::nn::Linear lm_transform_{nullptr}, block_dense_{nullptr};
   torch::nn::LayerNorm lm_norm_{nullptr}, block_norm_{nullptr};

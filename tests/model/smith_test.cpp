@@ -49,27 +49,6 @@ data::BlockBatch Batch(const std::vector<data::Document>& docs, const SmithConfi
   return data::BuildBlockBatch(pointers, {c.block_length, c.max_blocks}, masks ? &mask_options : nullptr, 0);
 }
 
-// `batch` with every block padded to T tokens and every document to S
-// blocks (the padding's own values as BuildBlockBatch writes them).
-data::BlockBatch Padded(const data::BlockBatch& batch, int64_t T, int64_t S) {
-  data::BlockBatch out = batch;
-  out.S = S;
-  out.T = T;
-  out.tokens.assign(batch.B * S * T, data::kPadId);
-  out.lm_labels.assign(batch.B * S * T, data::kIgnoreLabel);
-  out.block_mask.assign(batch.B * S, 0);
-  for (int64_t b = 0; b < batch.B; ++b) {
-    for (int64_t s = 0; s < batch.S; ++s) {
-      out.block_mask[b * S + s] = batch.block_mask[b * batch.S + s];
-      for (int64_t t = 0; t < batch.T; ++t) {
-        out.tokens[(b * S + s) * T + t] = batch.tokens[(b * batch.S + s) * batch.T + t];
-        out.lm_labels[(b * S + s) * T + t] = batch.lm_labels[(b * batch.S + s) * batch.T + t];
-      }
-    }
-  }
-  return out;
-}
-
 // The batch's masked block positions as a host tensor (B, K), -1 = none.
 torch::Tensor MaskedBlocks(const data::BlockBatch& batch) {
   return torch::from_blob(const_cast<int64_t*>(batch.masked_blocks.data()), {batch.B, batch.K}, torch::kInt64).clone();
@@ -412,7 +391,7 @@ TEST(Smith, PaddingBlocksTokensAndBatchMatesDoNotChangeOutputs) {
     // Two more padded blocks and enough padded tokens to reach block_length.
     const data::BlockBatch batch = Batch(docs, c, false);
     const BlockTensors padded =
-        ToTensors(Padded(batch, c.block_length, std::min<int64_t>(batch.S + 2, c.max_blocks)), torch::kCPU);
+        ToTensors(data::PadGrid(batch, std::min<int64_t>(batch.S + 2, c.max_blocks), c.block_length), torch::kCPU);
     ASSERT_GT(padded.tokens.numel(), t.tokens.numel());
     EXPECT_TRUE(torch::allclose(encoder(padded), reference, 1e-5, 1e-6)) << combine;
     // A document alone gives what it gives inside the batch.
@@ -538,9 +517,83 @@ TEST(Smith, PretrainingLossEqualsASecondFormulationInFloat64) {
 // The layout that packs a step, made on the host from the batch's arrays,
 // against a second formulation on its tensors: the masks' nonzero(), as the
 // device would compute it.
+// A batch padded to its step bucket (data::BucketFor, with fillers in every
+// count: blocks, tokens, predicted words and masked blocks) gives the
+// unpadded batch's losses, document vectors and every parameter's gradient,
+// in float64: WP+SP and WP, with [CLS] and mean block pooling, and
+// DocSplit's views with the word LM.
+TEST(Smith, BatchPaddedToItsStepBucketGivesTheUnpaddedLossesAndGradients) {
+  const data::StepBuckets buckets{/*granularity=*/8, /*ratio=*/1.5};
+  const auto results = [](SmithPretraining& model, const std::vector<torch::Tensor>& outputs) {
+    std::vector<torch::Tensor> all;
+    for (const auto& o : outputs) all.push_back(o.detach().clone());
+    for (auto& p : model->parameters()) {
+      all.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    }
+    return all;
+  };
+  const auto expect_equal = [](const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b,
+                               const std::string& where) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-10, 1e-12)) << where << ", output or gradient " << i;
+    }
+  };
+  for (const std::string pooling : {"cls", "mean"}) {
+    SmithConfig c = Tiny("residual");
+    c.block_pooling = pooling;
+    torch::manual_seed(0);
+    SmithPretraining model(SmithEncoder(c), c);
+    model->to(torch::kFloat64);
+    data::BlockBatch batch = Batch(Documents(4, 3), c, /*masks=*/true);
+    batch.masked_blocks[1] = -1;  // one document masks one block: a masked-block filler too
+    const data::StepCounts counts = data::CountStep(batch);
+    const data::StepShape shape = data::BucketFor(counts, batch.B, batch.K, c.Blocks(), buckets);
+    ASSERT_GT(shape.R, counts.R);
+    ASSERT_GT(shape.N - counts.N, shape.R - counts.R);  // some filler block holds more than one token
+    ASSERT_GT(shape.M, counts.M);
+    ASSERT_GT(shape.P, counts.P);
+    const BlockTensors plain = ToTensors(batch, torch::kCPU);
+    const BlockTensors bucketed = ToTensors(batch, torch::kCPU, &shape);
+    EXPECT_EQ(bucketed.tokens.sizes(), (std::vector<int64_t>{batch.B, shape.S, shape.T}));
+    EXPECT_EQ(bucketed.layout.real.size(0), shape.R);
+    EXPECT_EQ(bucketed.layout.tokens.size(0), shape.N);
+    EXPECT_EQ(bucketed.layout.predicted.size(0), shape.M);
+    EXPECT_EQ(bucketed.layout.masked.size(0), shape.P);
+    EXPECT_TRUE(torch::equal(bucketed.layout.counts, torch::tensor({counts.R, counts.N, counts.M, counts.P})));
+    for (const bool sentence_blocks : {true, false}) {
+      std::vector<std::vector<torch::Tensor>> runs;
+      for (const BlockTensors* t : {&plain, &bucketed}) {
+        const auto [total, lm, block] = model->Loss(*t, sentence_blocks);
+        total.backward();
+        runs.push_back(results(model, {total, lm, block, model->encoder(*t)}));
+      }
+      expect_equal(runs[0], runs[1], pooling + (sentence_blocks ? ", wp+sp" : ", wp"));
+    }
+    // DocSplit: the views of the documents, the word LM weighted in.
+    std::vector<data::Document> docs = Documents(4, 9);
+    std::vector<const data::Document*> pointers;
+    for (const auto& d : docs) pointers.push_back(&d);
+    data::MaskOptions masks;
+    masks.vocab_size = c.vocab_size;
+    masks.masked_blocks = 0;
+    const data::BlockBatch views = data::BuildDocSplitBatch(pointers, c.Blocks(), &masks, 5, 0);
+    const data::StepShape view_shape =
+        data::BucketFor(data::CountStep(views), views.B, views.K, c.Blocks(), buckets);
+    std::vector<std::vector<torch::Tensor>> runs;
+    for (const data::StepShape* s : {static_cast<const data::StepShape*>(nullptr), &view_shape}) {
+      const auto [total, contrastive, lm] = model->DocSplit(ToTensors(views, torch::kCPU, s), 0.05, 0.1);
+      total.backward();
+      runs.push_back(results(model, {total, contrastive, lm}));
+    }
+    expect_equal(runs[0], runs[1], pooling + ", docsplit");
+  }
+}
+
 TEST(Smith, BlockLayoutMadeOnTheHostEqualsTheMasksNonzero) {
   const SmithConfig c = Tiny();
-  data::BlockBatch batch = Padded(Batch(Documents(6, 5), c, /*masks=*/true), c.block_length, c.max_blocks);
+  data::BlockBatch batch = data::PadGrid(Batch(Documents(6, 5), c, /*masks=*/true), c.max_blocks, c.block_length);
   // A real block that starts with padding keeps its position 0, so that it
   // has a row to pool.
   const int64_t odd = 1 * batch.S + 1;
