@@ -58,6 +58,7 @@ struct DecoderCrossEntropyFunction : public torch::autograd::Function<DecoderCro
     ctx->saved_data["product_type"] = static_cast<int64_t>(product_type);
     ctx->saved_data["bias_type"] = static_cast<int64_t>(bias.scalar_type());
     ctx->saved_data["consumed"] = false;
+    ctx->saved_data["masked"] = valid.defined();
     if (!valid.defined()) {
       ctx->save_for_backward({hidden, decoder, log_probs, labels});
       return sum ? -picked.sum() : -picked.mean();
@@ -80,7 +81,7 @@ struct DecoderCrossEntropyFunction : public torch::autograd::Function<DecoderCro
     // d loss / d logits = scale * gradient; the scale goes on the small (M, C),
     // (V, C) and (V,) results, not on the (M, V) matrix.
     torch::Tensor scale;
-    if (saved.size() == 4) {
+    if (!ctx->saved_data["masked"].toBool()) {
       const int64_t M = labels.size(0);
       const double per_item = ctx->saved_data["sum"].toBool() || M == 0 ? 1.0 : 1.0 / static_cast<double>(M);
       scale = grads[0] * per_item;

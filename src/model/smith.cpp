@@ -28,6 +28,8 @@ void AddFillers(const data::StepShape& shape, int64_t B, int64_t S, int64_t T, s
   const int64_t R = size(real), N = size(tokens), M = size(predicted), P = size(masked);
   const int64_t blocks = shape.R - R, filler_tokens = shape.N - N;
   const bool room = blocks == 0 ? filler_tokens == 0 : blocks <= filler_tokens && filler_tokens <= blocks * T;
+  DOCMATCH_CHECK(shape.R * shape.T <= std::numeric_limits<int32_t>::max(), "model", "a step bucket of ", shape.R,
+                 " blocks of ", shape.T, " tokens is too large to index in int32");
   DOCMATCH_CHECK(room && blocks >= 0 && M <= shape.M && (M == shape.M || shape.N > 0) && P <= shape.P &&
                      T == shape.T && S == shape.S,
                  "model", "a batch of ", R, " blocks, ", N, " tokens, ", M, " predicted words and ", P,

@@ -13,7 +13,7 @@
 //   - without padding (AttendUnpadded): each sequence's real rows where they
 //     are, on CUDA in one variable-length kernel over the sequences'
 //     cumulative lengths (flash attention for half types, the memory-
-//     efficient kernel for fp32), on the CPU in one dense pass per length;
+//     efficient one for fp32 without dropout), on the CPU a pass a length;
 //   - or in the padded grid: q, k, v scattered into (B, T), attended under
 //     the key mask, gathered back.
 // PackedAttention::kAuto takes the first on CUDA, where it saves two copies

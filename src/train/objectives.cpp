@@ -299,6 +299,10 @@ BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors) {
 
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
                            dist::ProcessGroup& group, bool detach_block_targets) {
+  // Its counts, pools and positives are the layout's sizes: a step bucket's
+  // fillers (model::ToTensors with a shape) would be counted as real.
+  TORCH_CHECK(!batch.layout.counts.defined(),
+              "the trainer's SMITH objectives take batches without step-bucket fillers");
   const auto out = model->forward(batch, sentence_blocks);
   Totals totals(group);
   const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true);
@@ -373,6 +377,7 @@ Objective DocSplitViews(const torch::Tensor& vectors, const torch::Tensor& lm, i
 
 Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::ProcessGroup& group,
                    double temperature, double lm_weight) {
+  TORCH_CHECK(!views.layout.counts.defined(), "the trainer's DocSplit takes batches without step-bucket fillers");
   const bool lm = lm_weight != 0;
   const auto out = model->ForwardViews(views, lm);
   return DocSplitViews(out.vectors,

@@ -514,9 +514,6 @@ TEST(Smith, PretrainingLossEqualsASecondFormulationInFloat64) {
   EXPECT_NEAR(total.item<double>(), lm.item<double>() + block.item<double>(), 1e-6);
 }
 
-// The layout that packs a step, made on the host from the batch's arrays,
-// against a second formulation on its tensors: the masks' nonzero(), as the
-// device would compute it.
 // A batch padded to its step bucket (data::BucketFor, with fillers in every
 // count: blocks, tokens, predicted words and masked blocks) gives the
 // unpadded batch's losses, document vectors and every parameter's gradient,
@@ -546,7 +543,21 @@ TEST(Smith, BatchPaddedToItsStepBucketGivesTheUnpaddedLossesAndGradients) {
     torch::manual_seed(0);
     SmithPretraining model(SmithEncoder(c), c);
     model->to(torch::kFloat64);
-    data::BlockBatch batch = Batch(Documents(4, 3), c, /*masks=*/true);
+    // The grid's last block, which the fillers' gathers read, is real and
+    // masked: the last document has the most blocks, the grid is cut to
+    // them, and it masks its last block.
+    std::vector<data::Document> docs = Documents(4, 3);
+    const auto blocks_of = [&](const data::Document& d) {  // as Batch() packs them
+      return data::PackBlocks(d, {c.block_length, c.max_blocks}).size();
+    };
+    std::stable_sort(docs.begin(), docs.end(),
+                     [&](const data::Document& a, const data::Document& b) { return blocks_of(a) < blocks_of(b); });
+    c.max_blocks = static_cast<int64_t>(blocks_of(docs.back()));
+    data::BlockBatch batch = Batch(docs, c, /*masks=*/true);
+    ASSERT_EQ(batch.S, c.max_blocks);
+    ASSERT_TRUE(batch.block_mask.back());
+    batch.masked_blocks[(batch.B - 1) * batch.K] = batch.S - 1;
+    batch.masked_blocks[(batch.B - 1) * batch.K + 1] = 0;
     batch.masked_blocks[1] = -1;  // one document masks one block: a masked-block filler too
     const data::StepCounts counts = data::CountStep(batch);
     const data::StepShape shape = data::BucketFor(counts, batch.B, batch.K, c.Blocks(), buckets);
@@ -572,9 +583,9 @@ TEST(Smith, BatchPaddedToItsStepBucketGivesTheUnpaddedLossesAndGradients) {
       expect_equal(runs[0], runs[1], pooling + (sentence_blocks ? ", wp+sp" : ", wp"));
     }
     // DocSplit: the views of the documents, the word LM weighted in.
-    std::vector<data::Document> docs = Documents(4, 9);
+    const std::vector<data::Document> split = Documents(4, 9);
     std::vector<const data::Document*> pointers;
-    for (const auto& d : docs) pointers.push_back(&d);
+    for (const auto& d : split) pointers.push_back(&d);
     data::MaskOptions masks;
     masks.vocab_size = c.vocab_size;
     masks.masked_blocks = 0;
@@ -591,6 +602,9 @@ TEST(Smith, BatchPaddedToItsStepBucketGivesTheUnpaddedLossesAndGradients) {
   }
 }
 
+// The layout that packs a step, made on the host from the batch's arrays,
+// against a second formulation on its tensors: the masks' nonzero(), as the
+// device would compute it.
 TEST(Smith, BlockLayoutMadeOnTheHostEqualsTheMasksNonzero) {
   const SmithConfig c = Tiny();
   data::BlockBatch batch = data::PadGrid(Batch(Documents(6, 5), c, /*masks=*/true), c.max_blocks, c.block_length);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "console/error.h"
 #include "data/text/tokenizer.h"
@@ -12,6 +13,7 @@ namespace docmatch::data {
 
 int64_t RoundUpToBucket(int64_t n, const StepBuckets& buckets) {
   const int64_t g = buckets.granularity;
+  DOCMATCH_CHECK(n <= std::numeric_limits<int32_t>::max(), "data", "a step of ", n, " rows is too large to index");
   DOCMATCH_CHECK(g > 0 && buckets.ratio > 1.0, "data", "step buckets need a positive granularity and a ratio above 1, ",
                  "not ", g, " and ", buckets.ratio);
   int64_t size = g;

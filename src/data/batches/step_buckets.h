@@ -15,7 +15,7 @@ namespace docmatch::data {
 
 struct StepBuckets {
   int64_t granularity = 64;  // every size a multiple of it
-  double ratio = 1.125;      // a size's next bucket is at least ratio times it: at most 12.5% filler
+  double ratio = 1.125;      // the next size: about ratio times, rounded up to the granularity
 };
 
 // The smallest ladder size >= n: the ladder is g, then each next size the
