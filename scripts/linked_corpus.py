@@ -1,10 +1,30 @@
-"""The files a linked long-document corpus is written as, shared by
-scripts/make-perldoc.py and scripts/make-pydoc.py: articles.jsonl,
-related.jsonl, relevance.jsonl and stats.json (the makers' docstrings say
-what each holds)."""
+"""What scripts/make-perldoc.py and scripts/make-pydoc.py share: a Debian
+documentation package unpacked, and the files a linked long-document corpus
+is written as (articles.jsonl, related.jsonl, relevance.jsonl and
+stats.json; the makers' docstrings say what each holds)."""
+import glob
 import json
 import os
 import statistics
+import subprocess
+import sys
+
+
+def unpack_deb(tool, package, deb, work, local_flag):
+    """The folder `package`'s .deb is unpacked into (under `work`): `deb` if
+    given, else downloaded with `apt-get download` (no root, nothing
+    installed). On a failed download, exits naming `tool` and `local_flag`."""
+    if not deb:
+        try:
+            subprocess.run(["apt-get", "download", "-q", package], cwd=work, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            sys.exit(f"{tool}: `apt-get download {package}` failed ({getattr(e, 'stderr', e)}); "
+                     f"give --deb or {local_flag}")
+        deb = glob.glob(os.path.join(work, f"{package}_*.deb"))[0]
+    root = os.path.join(work, "root")
+    subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
+    return root
 
 
 def write_linked_corpus(output, articles, related):

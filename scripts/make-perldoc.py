@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 
-from linked_corpus import write_linked_corpus
+from linked_corpus import unpack_deb, write_linked_corpus
 
 # L<...> in its forms: L<name>, L<name/"section">, L<text|name>, L<text|name/section>,
 # and the multi-bracket L<< ... >>. The target is the part after | up to / or ".
@@ -48,20 +48,10 @@ def link_target(body):
 def pod_files(args, work):
     if args.pod_dir:
         return sorted(glob.glob(os.path.join(args.pod_dir, "*.pod")))
-    deb = args.deb
-    if not deb:
-        try:
-            subprocess.run(["apt-get", "download", "-q", "perl-doc"], cwd=work, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        except (OSError, subprocess.CalledProcessError) as e:
-            sys.exit(f"make-perldoc: `apt-get download perl-doc` failed ({getattr(e, 'stderr', e)}); "
-                     "give --deb or --pod-dir")
-        deb = glob.glob(os.path.join(work, "perl-doc_*.deb"))[0]
-    root = os.path.join(work, "root")
-    subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
+    root = unpack_deb("make-perldoc", "perl-doc", args.deb, work, "--pod-dir")
     files = sorted(glob.glob(os.path.join(root, "usr/share/perl/*/pod/*.pod")))
     if not files:
-        sys.exit(f"make-perldoc: {deb} holds no usr/share/perl/*/pod/*.pod")
+        sys.exit(f"make-perldoc: {args.deb or 'perl-doc'} holds no usr/share/perl/*/pod/*.pod")
     return files
 
 

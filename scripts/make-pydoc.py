@@ -28,12 +28,11 @@ import os
 import posixpath
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import urllib.parse
 
-from linked_corpus import write_linked_corpus
+from linked_corpus import unpack_deb, write_linked_corpus
 
 BLOCKS = {"p", "div", "section", "pre", "li", "dt", "dd", "tr", "table", "blockquote",
           "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "figure", "br"}
@@ -97,23 +96,14 @@ class Page(html.parser.HTMLParser):
 
 def html_files(args, work):
     if args.html_dir:
-        return args.html_dir, sorted(glob.glob(os.path.join(args.html_dir, "library", "*.html")))
-    deb = args.deb
-    if not deb:
-        try:
-            subprocess.run(["apt-get", "download", "-q", "python3.11-doc"], cwd=work, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        except (OSError, subprocess.CalledProcessError) as e:
-            sys.exit(f"make-pydoc: `apt-get download python3.11-doc` failed ({getattr(e, 'stderr', e)}); "
-                     "give --deb or --html-dir")
-        deb = glob.glob(os.path.join(work, "python3.11-doc_*.deb"))[0]
-    root = os.path.join(work, "root")
-    subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
-    html_root = glob.glob(os.path.join(root, "usr/share/doc/python3*/html"))
-    files = sorted(glob.glob(os.path.join(html_root[0], "library", "*.html"))) if html_root else []
+        return sorted(glob.glob(os.path.join(args.html_dir, "library", "*.html")))
+    root = unpack_deb("make-pydoc", "python3.11-doc", args.deb, work, "--html-dir")
+    # One of them: the package holds the folder under two names (python3.11, python3.11-doc).
+    html = sorted(glob.glob(os.path.join(root, "usr/share/doc/python3*/html")))
+    files = sorted(glob.glob(os.path.join(html[0], "library", "*.html"))) if html else []
     if not files:
-        sys.exit(f"make-pydoc: {deb} holds no usr/share/doc/python3*/html/library/*.html")
-    return html_root[0], files
+        sys.exit(f"make-pydoc: {args.deb or 'python3.11-doc'} holds no usr/share/doc/python3*/html/library/*.html")
+    return files
 
 
 def link_target(href):
@@ -136,7 +126,7 @@ def main():
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="make-pydoc-")
     try:
-        _, files = html_files(args, work)
+        files = html_files(args, work)
         names = {os.path.basename(f)[:-len(".html")] for f in files}
         articles, related = [], []
         for path in files:

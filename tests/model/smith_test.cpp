@@ -80,15 +80,20 @@ TEST(Attention, FusedKernelEqualsPlainFormulationWithAndWithoutPadding) {
   EXPECT_TRUE(torch::allclose(fused, attention(x64, mask), 1e-12, 1e-12));
 }
 
+// A key mask of 5 sequences of 7 positions, real lengths 5, 5 (with holes),
+// 1, 7 and 2, counted by hand.
+torch::Tensor FiveSequencesOfSeven() {
+  return torch::tensor({1, 1, 1, 1, 1, 0, 0,  //
+                        1, 1, 0, 1, 1, 0, 1,  //
+                        1, 0, 0, 0, 0, 0, 0,  //
+                        1, 1, 1, 1, 1, 1, 1,  //
+                        1, 1, 0, 0, 0, 0, 0},
+                       torch::kBool)
+      .view({5, 7});
+}
+
 TEST(Transformer, PackedLayoutCutsRowsBySequenceAndGroupsThemByLength) {
-  // Lengths 5, 5 (with holes), 1, 7, 2, counted by hand.
-  const torch::Tensor mask = torch::tensor({1, 1, 1, 1, 1, 0, 0,  //
-                                            1, 1, 0, 1, 1, 0, 1,  //
-                                            1, 0, 0, 0, 0, 0, 0,  //
-                                            1, 1, 1, 1, 1, 1, 1,  //
-                                            1, 1, 0, 0, 0, 0, 0},
-                                           torch::kBool)
-                               .view({5, 7});
+  const torch::Tensor mask = FiveSequencesOfSeven();  // lengths 5, 5 (with holes), 1, 7, 2
   const PackedLayout layout = PackedLayout::FromIndex(mask.reshape({-1}).nonzero().squeeze(1), 5, 7);
   EXPECT_TRUE(torch::equal(layout.cumulative, torch::tensor({0, 5, 10, 11, 18, 20}, torch::kInt32)));
   // Shortest first, ties in sequence order: row 10 (length 1), 18-19 (2),
@@ -112,13 +117,7 @@ TEST(Transformer, PackedPathEqualsPaddedPathAtRealTokensWithGradients) {
   InitializeBertStyle(*encoder);
   encoder->to(torch::kFloat64);
   const torch::Tensor x = torch::randn({5, 7, 16}, torch::kFloat64);
-  const torch::Tensor mask = torch::tensor({1, 1, 1, 1, 1, 0, 0,  //
-                                            1, 1, 0, 1, 1, 0, 1,  //
-                                            1, 0, 0, 0, 0, 0, 0,  //
-                                            1, 1, 1, 1, 1, 1, 1,  //
-                                            1, 1, 0, 0, 0, 0, 0},
-                                           torch::kBool)
-                                 .view({5, 7});
+  const torch::Tensor mask = FiveSequencesOfSeven();
   const torch::Tensor weights = torch::randn({5, 7, 16}, torch::kFloat64);  // a loss that reads every real output
 
   auto gradients = [&] {
