@@ -48,7 +48,9 @@ Command AddChooseCommand(CLI::App* app) {
       "  docmatch choose --model models/minilm --corpus corpora/mine \\\n"
       "      --relevance data/mine/related.jsonl --output runs/choose\n"
       "Rows: <output>/choice.json; each row's ranks: <output>/rankings/ (for\n"
-      "scripts/compare-rankings.py).");
+      "scripts/compare-rankings.py). A second run into the same --output with the\n"
+      "same model, corpus and --windows reads the first one's windows instead of\n"
+      "embedding again (to try --prefer, --seed or --max-queries in seconds).");
   auto o = std::make_shared<eval::ChooseOptions>();
   auto flags = std::make_shared<DistributedFlags>();
   auto no_progress = std::make_shared<bool>(false);

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <iomanip>
 #include <limits>
 #include <memory>
@@ -19,6 +21,7 @@
 #include "console/interrupt.h"
 #include "console/progress.h"
 #include "data/batches/pairs.h"
+#include "data/corpus/corpus.h"
 #include "data/corpus/random.h"
 #include "data/corpus/word_counts.h"
 #include "eval/bm25.h"
@@ -489,6 +492,28 @@ void CompareProxy(nlohmann::json* proxy, int pick, const std::vector<std::vector
   (*proxy)["agrees"] = picked == labelled || b.minus_reference[picked].high >= 0;
 }
 
+// What a windows file was embedded from: the model's weights (its
+// checksums record), the corpus (its manifest, which lists every shard's
+// checksum), the windows a document and their tokens. A later run with the
+// same key reads the file instead of embedding again.
+nlohmann::json WindowsKey(const ChooseOptions& options, const io::ModelFolderInfo& info) {
+  const fs::path checksums = fs::path(options.model) / io::kChecksumFile;
+  return {{"model", fs::absolute(options.model).lexically_normal().string()},
+          {"model_checksums_crc32", fs::exists(checksums) ? io::Crc32Of(checksums) : ""},
+          {"corpus", fs::absolute(options.corpus).lexically_normal().string()},
+          {"corpus_manifest_crc32", io::Crc32Of(fs::path(options.corpus) / data::kManifestFile)},
+          {"windows", options.windows},
+          {"window_tokens", info.config.match_bert.max_tokens}};
+}
+
+// Whether <output>/windows.h5 was embedded, to its end, from `key`.
+bool WindowsFileMatches(const std::string& windows_file, const std::string& key_file, const nlohmann::json& key) {
+  if (!fs::exists(windows_file) || !fs::exists(key_file)) return false;
+  std::ifstream in(key_file);
+  const nlohmann::json recorded = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return recorded == key;
+}
+
 }  // namespace
 
 nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group) {
@@ -525,9 +550,24 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
   model->module().to(group.device());
   model->module().eval();
   fs::create_directories(options.output);
-  const std::string windows_file = options.output + "/windows.h5";
+  const std::string windows_file = options.output + "/windows.h5", key_file = options.output + "/windows.json";
   const bool progress = options.progress && group.rank() == 0;
-  EmbedCorpus(*model, options.model, corpus, windows_file, options.batch_size, progress, group);
+  // An earlier run's windows of the same model, corpus and windows are read
+  // again (rank 0 decides for all).
+  const nlohmann::json key = WindowsKey(options, info);
+  const bool reuse =
+      group.control().AllGather(group.rank() == 0 && WindowsFileMatches(windows_file, key_file, key) ? 1 : 0)[0] == 1;
+  if (reuse) {
+    if (group.rank() == 0) {
+      std::cerr << "[choose] reading the windows an earlier run embedded from the same model, corpus and --windows ("
+                << windows_file << "); remove it to embed again\n";
+    }
+  } else {
+    if (group.rank() == 0) fs::remove(key_file);
+    group.control().Barrier();
+    EmbedCorpus(*model, options.model, corpus, windows_file, options.batch_size, progress, group);
+    if (group.rank() == 0) files::ReplaceFile(key_file, key.dump(2) + "\n");
+  }
   const double embed_seconds = elapsed();
   if (group.rank() != 0) return nullptr;
   model.reset();
@@ -612,6 +652,7 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
   fs::permissions(options.output + "/recipe.sh", fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
   choice["recipe"] = {{"models", models}, {"commands", commands}, {"script", options.output + "/recipe.sh"}};
   choice["seconds"] = {{"embedding", embed_seconds}, {"total", elapsed()}};
+  choice["windows_reused"] = reuse;
   files::ReplaceFile(options.output + "/choice.json", choice.dump(2) + "\n");
   return choice;
 }
@@ -685,8 +726,10 @@ std::string ChoiceTable(const nlohmann::json& choice) {
       << "): " << choice["chosen"].get<std::string>() << "; its commands ("
       << choice["recipe"]["script"].get<std::string>() << "):\n";
   for (const auto& command : choice["recipe"]["commands"]) out << "  " << command.get<std::string>() << "\n";
-  out << std::setprecision(1) << "[choose] " << choice["seconds"]["total"].get<double>()
-      << " s, of which the embedding pass " << choice["seconds"]["embedding"].get<double>() << " s\n";
+  out << std::setprecision(1) << "[choose] " << choice["seconds"]["total"].get<double>() << " s, of which "
+      << (choice.value("windows_reused", false) ? "reading an earlier run's windows "
+                                                : "the embedding pass ")
+      << choice["seconds"]["embedding"].get<double>() << " s\n";
   return out.str();
 }
 

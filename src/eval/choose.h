@@ -19,7 +19,10 @@
 // the others, half a window more for MaxSim's kept windows) and a tenth for
 // each lexical reader. The choice's model folders (the given model with the
 // reader's window settings) and the commands that embed, evaluate, search and
-// export with it are written to the output folder.
+// export with it are written to the output folder. The windows file and
+// what it was embedded from (<output>/windows.json) stay there: a later run
+// into the same folder with the same model, corpus and --windows reads them
+// instead of embedding again.
 //
 // Beside the labels, a proxy that needs none ranks the dense readers too:
 // each long document's first half of windows must find its second half

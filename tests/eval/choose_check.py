@@ -15,6 +15,8 @@ tokens, against a second formulation here:
     stream, so to 0.01) and its MRRs exactly;
   * the recipe's commands, run as written, give the chosen row's MRR on the
     measured queries (eval over the files they make);
+  * a second run into the same folder reads the first one's windows and
+    measures the same rows; another --windows embeds again;
   * a --budget spent by the embedding pass leaves out the three-way rows and
     the proxy, and says so; --prefer cheapest writes the cheapest row within
     the best's interval; a SMITH model and too few queries are refused.
@@ -205,6 +207,22 @@ def main():
     best = rows[choice["chosen"]]
     check(abs(recipe_mrr - best["mrr"]) < 2e-3, f"the recipe's eval gives {recipe_mrr:.6f} on the measured queries; "
           f"choose said {best['mrr']:.6f} for {choice['chosen']}\n{script.stdout[-2000:]}")
+
+    # A second run into the same folder reads the first one's windows, and measures the same rows.
+    again = run(docmatch, "choose", "--model", model, "--corpus", corpus, "--relevance", related, "--windows", "4",
+                "--proxy-documents", "0", "--prefer", "cheapest", "--output", out, "--no-progress")
+    second = json.load(open(os.path.join(out, "choice.json")))
+    check("reading the windows an earlier run embedded" in again.stderr and second["windows_reused"]
+          and not choice["windows_reused"] and "reading an earlier run's windows" in again.stdout,
+          f"the second run did not say it read the first run's windows:\n{again.stderr[-2000:]}")
+    check({r["slug"]: r["mrr"] for r in second["rows"]} == {r["slug"]: r["mrr"] for r in choice["rows"]}
+          and second["chosen"] == second["cheapest_within_best_interval"],
+          "the second run's rows differ from the first's")
+    # Other --windows: embedded again.
+    other = run(docmatch, "choose", "--model", model, "--corpus", corpus, "--relevance", related, "--windows", "3",
+                "--proxy-documents", "0", "--output", out, "--no-progress")
+    check("reading the windows" not in other.stderr and not json.load(open(os.path.join(out, "choice.json")))["windows_reused"],
+          "--windows 3 read the windows of --windows 4")
 
     # A budget the embedding pass spends; a SMITH model; too few queries.
     spent = run(docmatch, "choose", "--model", model, "--corpus", corpus, "--relevance", related, "--windows", "2",
