@@ -1,4 +1,6 @@
 // `docmatch choose`: the reader measured and chosen on the user's links (eval/choose.h).
+#include <algorithm>
+#include <csignal>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -6,7 +8,9 @@
 #include "cli/commands.h"
 #include "cli/outputs.h"
 #include "cli/training_flags.h"
+#include "console/interrupt.h"
 #include "eval/choose.h"
+#include "train/finetune.h"
 
 namespace docmatch::cli {
 namespace {
@@ -28,6 +32,33 @@ double BudgetSeconds(const std::string& text) {
   return value * scale;
 }
 
+// Contrastive fine-tuning of the model on `pairs`: a fresh run, 10% of the
+// steps warming up and linear decay to 0 at the last, checkpointed once at
+// its end (the step reached when `max_seconds` runs out).
+eval::TunedModel FineTuneForChoose(const eval::ChooseOptions& o, const std::string& pairs, const std::string& run,
+                                   double max_seconds, dist::ProcessGroup& group) {
+  train::FinetuneOptions f;
+  f.corpus = o.corpus;
+  f.train_pairs = pairs;
+  f.init = o.model;
+  f.run = run;
+  f.steps = o.finetune_steps;
+  f.batch_size = o.finetune_batch_size;
+  f.optimizer.lr = o.finetune_lr;
+  f.optimizer.warmup_steps = std::max<int64_t>(1, o.finetune_steps / 10);
+  f.optimizer.total_steps = o.finetune_steps;
+  f.checkpoint_every = o.finetune_steps;
+  f.keep_last = 1;
+  f.validate_every = 0;
+  f.seed = o.seed;
+  f.resume = false;
+  f.progress = o.progress;
+  f.max_seconds = max_seconds;
+  const train::LoopResult result = train::RunFinetuning(f, group);
+  if (result.interrupted) throw console::Interrupted(SIGINT);
+  return {run + "/step-" + std::to_string(result.step), result.step, result.out_of_time};
+}
+
 }  // namespace
 
 Command AddChooseCommand(CLI::App* app) {
@@ -44,7 +75,9 @@ Command AddChooseCommand(CLI::App* app) {
       "written as model folders and the commands that embed, evaluate, search and\n"
       "export with it (<output>/recipe.sh). Without labels, a proxy (each\n"
       "document's first half of windows finding its second half) ranks the readers\n"
-      "too, and the table says whether it picks what your links pick.\n"
+      "too, and the table says whether it picks what your links pick. With\n"
+      "--finetune N the model is also trained for up to N steps on the choosing\n"
+      "half's links (within --budget) and its readers join the table.\n"
       "  docmatch choose --model models/minilm --corpus corpora/mine \\\n"
       "      --relevance data/mine/related.jsonl --output runs/choose\n"
       "Rows: <output>/choice.json; each row's ranks: <output>/rankings/ (for\n"
@@ -92,6 +125,16 @@ Command AddChooseCommand(CLI::App* app) {
   sub->add_option("--batch-size", o->batch_size, "documents per embedding pass")
       ->capture_default_str()
       ->check(Positive());
+  sub->add_option("--finetune", o->finetune_steps,
+                  "also fine-tune the model on the choosing half's related pairs for at most this many steps "
+                  "(fewer when --budget runs out), embed again and measure its readers beside the rest (0 = no)")
+      ->capture_default_str()
+      ->check(NonNegative());
+  sub->add_option("--finetune-batch-size", o->finetune_batch_size, "related pairs a fine-tuning step")
+      ->capture_default_str()
+      ->check(Positive());
+  sub->add_option("--finetune-lr", o->finetune_lr, "fine-tuning's peak learning rate (10% warm-up, linear decay)")
+      ->capture_default_str();
   AddDistributedFlags(sub, flags.get());
   sub->add_flag("--no-progress", *no_progress, "no progress bar");
   return {sub, [o, flags, no_progress, budget] {
@@ -101,7 +144,10 @@ Command AddChooseCommand(CLI::App* app) {
             return RunDistributed(*flags, [&](dist::ProcessGroup& group) {
               nlohmann::json choice;
               WithMemoryAdvice("choose", o->batch_size, "a smaller --batch-size", [&] {
-                choice = eval::RunChoose(*o, group);
+                choice = eval::RunChoose(*o, group, [&](const std::string& pairs, const std::string& run,
+                                                        double max_seconds) {
+                  return FineTuneForChoose(*o, pairs, run, max_seconds, group);
+                });
                 return 0;
               });
               if (group.rank() == 0) std::cout << eval::ChoiceTable(choice) << std::flush;

@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include "console/error.h"
@@ -103,6 +104,7 @@ struct Row {
   Combo x{}, y{};
   double weight = 0;
   bool free = false;
+  bool tuned = false;  // reads the fine-tuned model's windows
   Combo combo() const { return free ? Mix(x, y, weight) : x; }
 };
 
@@ -112,8 +114,8 @@ struct Readers {
   std::vector<model::DocumentSentences> windows;  // per document: unit window vectors (W_d, D) float64
   std::array<torch::Tensor, 3> vectors;           // first, mean, max: (N, D) float64 unit rows
   std::unique_ptr<SentencePool> pool;             // MaxSim against every document's windows
-  std::unique_ptr<LexicalIndex> tfidf;
-  std::unique_ptr<Bm25Index> bm25;
+  std::shared_ptr<const LexicalIndex> tfidf;
+  std::shared_ptr<const Bm25Index> bm25;
 
   // Each `needed` base's scores (Q, N) float64 of documents `queries`
   // against every document (their own included: the caller excludes it).
@@ -148,8 +150,10 @@ std::pair<torch::Tensor, torch::Tensor> Stacked(const std::vector<model::Documen
 
 // Every document's windows, read back from the windows file, and the dense
 // readers' vectors of them. The window vectors are renormalised in float64,
-// so that every score here is a float64 cosine of the file's vectors.
-Readers ReadWindows(const std::string& windows_file, const data::Corpus& corpus, bool progress) {
+// so that every score here is a float64 cosine of the file's vectors. The
+// lexical readers are `lexical`'s when given, else built.
+Readers ReadWindows(const std::string& windows_file, const data::Corpus& corpus, bool progress,
+                    const Readers* lexical = nullptr) {
   namespace F = torch::nn::functional;
   Readers readers;
   readers.N = corpus.num_documents();
@@ -165,8 +169,13 @@ Readers ReadWindows(const std::string& windows_file, const data::Corpus& corpus,
   readers.vectors = {torch::stack(first), model::PoolRowsByDocument(rows, owner, readers.N, "mean"),
                      model::PoolRowsByDocument(rows, owner, readers.N, "max")};
   readers.pool = std::make_unique<SentencePool>(readers.windows);
-  readers.tfidf = std::make_unique<LexicalIndex>(corpus, progress);
-  readers.bm25 = std::make_unique<Bm25Index>(
+  if (lexical != nullptr) {
+    readers.tfidf = lexical->tfidf;
+    readers.bm25 = lexical->bm25;
+    return readers;
+  }
+  readers.tfidf = std::make_shared<const LexicalIndex>(corpus, progress);
+  readers.bm25 = std::make_shared<const Bm25Index>(
       std::make_shared<const data::WordCounts>(data::WordCounts::OfCorpus(corpus.directory(), readers.N)),
       Bm25Parameters{});
   return readers;
@@ -315,15 +324,15 @@ std::string Quoted(const std::string& path) {
 
 // A model folder reading as `base` does: the given folder's files with
 // config.json's window settings replaced, and its checksums recorded anew.
+// Of a checkpoint's files only the weights and the tokenizer are copied.
 std::string WriteReaderModel(const std::string& given, io::ModelFolderInfo info, int base, int64_t windows,
-                             const std::string& output) {
-  const std::string folder = output + "/models/" + kBaseInfo[base].slug;
+                             const std::string& output, const std::string& prefix) {
+  const std::string folder = output + "/models/" + prefix + kBaseInfo[base].slug;
   fs::remove_all(folder);
   fs::create_directories(folder);
-  for (const auto& entry : fs::directory_iterator(given)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && name != io::kModelConfigFile && name != io::kChecksumFile)
-      fs::copy_file(entry.path(), fs::path(folder) / name);
+  for (const std::string& name : {info.weights, info.tokenizer, std::string("import.json")}) {
+    if (!name.empty() && fs::is_regular_file(fs::path(given) / name))
+      fs::copy_file(fs::path(given) / name, fs::path(folder) / name);
   }
   info.config.match_bert.chunks = base == kFirst ? 1 : windows;
   info.config.match_bert.window_pooling = kBaseInfo[base].window_pooling;
@@ -335,8 +344,9 @@ std::string WriteReaderModel(const std::string& given, io::ModelFolderInfo info,
 
 // The commands that embed, evaluate, search and export with `row`; its
 // readers' model folders go to <output>/models/ and into `models`.
-std::vector<std::string> RecipeCommands(const Row& row, const ChooseOptions& options, const io::ModelFolderInfo& info,
-                                        const std::string& example_id, nlohmann::json* models) {
+std::vector<std::string> RecipeCommands(const Row& row, const ChooseOptions& options, const std::string& model_folder,
+                                        const io::ModelFolderInfo& info, const std::string& example_id,
+                                        nlohmann::json* models) {
   const Combo c = row.combo();
   const std::string out = options.output + "/recipe";
   std::vector<int> dense;
@@ -352,9 +362,10 @@ std::vector<std::string> RecipeCommands(const Row& row, const ChooseOptions& opt
   if (dense.empty()) dense.push_back(kFirst);  // a lexical reader alone is its hybrid at weight 1 over some vectors
   std::vector<std::string> commands, files;
   for (int b : dense) {
-    const std::string folder = WriteReaderModel(options.model, info, b, options.windows, options.output);
+    const std::string prefix = row.tuned ? "tuned-" : "";
+    const std::string folder = WriteReaderModel(model_folder, info, b, options.windows, options.output, prefix);
     (*models)[kBaseInfo[b].slug] = folder;
-    files.push_back(out + "/" + kBaseInfo[b].slug + ".h5");
+    files.push_back(out + "/" + prefix + kBaseInfo[b].slug + ".h5");
     commands.push_back("docmatch embed --model " + Quoted(folder) + " --corpus " + Quoted(options.corpus) +
                        " --output " + Quoted(files.back()) + " --overwrite");
   }
@@ -457,7 +468,7 @@ nlohmann::json RowsJson(const std::vector<Row>& rows, const std::vector<std::vec
     // A fused row whose weight came out 0 or 1 is a row before it.
     std::string same_as;
     for (size_t earlier = 0; earlier < r && same_as.empty(); ++earlier)
-      if (rows[earlier].combo() == c) same_as = rows[earlier].name;
+      if (rows[earlier].combo() == c && rows[earlier].tuned == rows[r].tuned) same_as = rows[earlier].name;
     rows_json.push_back({{"name", rows[r].name},
                          {"slug", rows[r].slug},
                          {"weights", weights},
@@ -506,17 +517,53 @@ nlohmann::json WindowsKey(const ChooseOptions& options, const io::ModelFolderInf
           {"window_tokens", info.config.match_bert.max_tokens}};
 }
 
-// Whether <output>/windows.h5 was embedded, to its end, from `key`.
-bool WindowsFileMatches(const std::string& windows_file, const std::string& key_file, const nlohmann::json& key) {
-  if (!fs::exists(windows_file) || !fs::exists(key_file)) return false;
+// The seconds the pass that embedded <output>/windows.h5 from `key` took, or
+// -1 when the file is not that pass's whole output.
+double WindowsFileMatches(const std::string& windows_file, const std::string& key_file, const nlohmann::json& key) {
+  if (!fs::exists(windows_file) || !fs::exists(key_file)) return -1;
   std::ifstream in(key_file);
   const nlohmann::json recorded = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return recorded == key;
+  if (!recorded.is_object() || recorded.value("embedded_from", nlohmann::json()) != key) return -1;
+  return recorded.value("seconds", 0.0);
+}
+
+// The related pairs of the `choosing` queries, as a pairs file of the corpus
+// for fine-tuning: each query with each of its relevant documents, leaving
+// out every pair that touches a measured query (its vectors then move only as
+// any unseen document's do). Returns the number of pairs.
+int64_t WriteTrainingPairs(const data::Relevance& relevance, const std::vector<int64_t>& choosing,
+                           const std::vector<int64_t>& measured, const std::vector<std::string>& ids,
+                           const std::string& path) {
+  const std::set<int64_t> held_out(measured.begin(), measured.end());
+  std::string lines;
+  int64_t count = 0;
+  for (int64_t q : choosing) {
+    for (int64_t d : data::RelevantDocuments(relevance.at(q))) {
+      if (d == q || held_out.count(d) > 0) continue;
+      lines += nlohmann::json{{"source", ids[q]}, {"target", ids[d]}, {"label", 1}}.dump() + "\n";
+      ++count;
+    }
+  }
+  files::ReplaceFile(path, lines);
+  return count;
+}
+
+// The model of `folder` reading every document's windows, as a maxsim model keeps them.
+std::unique_ptr<model::DocumentModel> WindowsModel(const std::string& folder, const io::ModelFolderInfo& info,
+                                                   int64_t windows, const torch::Device& device) {
+  io::ModelFolderInfo windows_info = info;
+  windows_info.config.match_bert.chunks = windows;
+  windows_info.config.match_bert.window_pooling = "maxsim";
+  std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(windows_info.config);
+  io::LoadFolderWeights(model->module(), folder, info);
+  model->module().to(device);
+  model->module().eval();
+  return model;
 }
 
 }  // namespace
 
-nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group) {
+nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group, const FineTuner& tune) {
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const auto within_budget = [&] { return options.budget_seconds <= 0 || elapsed() < options.budget_seconds; };
@@ -532,6 +579,7 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
   io::CheckTokenizer(info, corpus, options.model);
   DOCMATCH_CHECK(options.windows >= 1, "choose", "--windows must be at least 1, not ", options.windows);
   DOCMATCH_CHECK(options.resamples >= 1, "choose", "--resamples must be at least 1, not ", options.resamples);
+  DOCMATCH_CHECK(options.finetune_steps == 0 || tune, "choose", "fine-tuning needs the training code (docmatch choose)");
   const data::Relevance relevance = data::ReadRelevance(options.relevance, corpus);
   int64_t available = 0;
   const std::vector<int64_t> queries = MeasurableQueries(relevance, options, &available);
@@ -539,24 +587,20 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
       measured(queries.begin() + queries.size() / 2, queries.end());
   std::sort(choosing.begin(), choosing.end());
   std::sort(measured.begin(), measured.end());
+  const std::vector<std::string> ids = corpus.Ids();
 
-  // One embedding pass: every document's windows, as a maxsim model keeps them.
-  io::ModelFolderInfo windows_info = info;
-  windows_info.config.match_bert.chunks = options.windows;
-  windows_info.config.match_bert.window_pooling = "maxsim";
-  std::unique_ptr<model::DocumentModel> model = model::DocumentModel::Create(windows_info.config);
-  io::LoadFolderWeights(model->module(), options.model, info);
-  torch::NoGradGuard no_grad;
-  model->module().to(group.device());
-  model->module().eval();
+  // One embedding pass: every document's windows, as a maxsim model keeps
+  // them; an earlier run's of the same model, corpus and windows are read
+  // again (rank 0 decides for all).
   fs::create_directories(options.output);
   const std::string windows_file = options.output + "/windows.h5", key_file = options.output + "/windows.json";
   const bool progress = options.progress && group.rank() == 0;
-  // An earlier run's windows of the same model, corpus and windows are read
-  // again (rank 0 decides for all).
   const nlohmann::json key = WindowsKey(options, info);
-  const bool reuse =
-      group.control().AllGather(group.rank() == 0 && WindowsFileMatches(windows_file, key_file, key) ? 1 : 0)[0] == 1;
+  std::vector<int64_t> earlier_ms = {
+      group.rank() == 0 ? static_cast<int64_t>(1000 * WindowsFileMatches(windows_file, key_file, key)) : 0};
+  group.control().Broadcast(earlier_ms, 0);
+  const bool reuse = earlier_ms[0] >= 0;
+  double pass_seconds = earlier_ms[0] / 1000.0;  // what embedding the corpus takes
   if (reuse) {
     if (group.rank() == 0) {
       std::cerr << "[choose] reading the windows an earlier run embedded from the same model, corpus and --windows ("
@@ -565,12 +609,50 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
   } else {
     if (group.rank() == 0) fs::remove(key_file);
     group.control().Barrier();
+    const auto model = WindowsModel(options.model, info, options.windows, group.device());
     EmbedCorpus(*model, options.model, corpus, windows_file, options.batch_size, progress, group);
-    if (group.rank() == 0) files::ReplaceFile(key_file, key.dump(2) + "\n");
+    pass_seconds = elapsed();
+    if (group.rank() == 0)
+      files::ReplaceFile(key_file, nlohmann::json{{"embedded_from", key}, {"seconds", pass_seconds}}.dump(2) + "\n");
   }
   const double embed_seconds = elapsed();
+
+  // Fine-tuning on the choosing half's links (--finetune), while the budget
+  // leaves time for it and for a second pass; then the fine-tuned windows.
+  nlohmann::json finetune;
+  std::string tuned_folder, tuned_windows;
+  if (options.finetune_steps > 0) {
+    const std::string pairs = options.output + "/finetune-pairs.jsonl";
+    std::vector<int64_t> plan = {0, 0};  // pairs, and the seconds left for training in ms (-1: none)
+    if (group.rank() == 0) {
+      plan[0] = WriteTrainingPairs(relevance, choosing, measured, ids, pairs);
+      const double left = options.budget_seconds - elapsed() - pass_seconds;
+      plan[1] = options.budget_seconds <= 0 ? 0 : left <= 0 ? -1 : static_cast<int64_t>(1000 * left);
+    }
+    group.control().Broadcast(plan, 0);
+    finetune = {{"pairs", plan[0]}, {"pairs_file", pairs}, {"steps_asked", options.finetune_steps}};
+    if (plan[1] < 0) {
+      finetune["skipped"] = "the budget left no time for training and a second embedding pass";
+      finetune["out_of_budget"] = true;
+    } else if (plan[0] < group.size()) {
+      finetune["skipped"] = "the choosing queries give " + std::to_string(plan[0]) +
+                            " related pairs outside the measured queries: too few to train on";
+    } else {
+      const auto trained_from = std::chrono::steady_clock::now();
+      const TunedModel tuned = tune(pairs, options.output + "/finetune", plan[1] / 1000.0);
+      finetune["steps"] = tuned.steps;
+      finetune["out_of_time"] = tuned.out_of_time;
+      finetune["model"] = tuned.folder;
+      finetune["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - trained_from).count();
+      tuned_folder = tuned.folder;
+      tuned_windows = options.output + "/windows-finetuned.h5";
+      const io::ModelFolderInfo tuned_info = io::ReadModelFolderInfo(tuned_folder);
+      const auto model = WindowsModel(tuned_folder, tuned_info, options.windows, group.device());
+      EmbedCorpus(*model, tuned_folder, corpus, tuned_windows, options.batch_size, progress, group);
+    }
+  }
   if (group.rank() != 0) return nullptr;
-  model.reset();
+  torch::NoGradGuard no_grad;
   const Readers readers = ReadWindows(windows_file, corpus, progress);
 
   // Weights on one half; the rows of two dense readers with TF-IDF while the budget lasts.
@@ -593,7 +675,33 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
   // Every row on the other half, against the best.
   std::vector<Combo> combos;
   for (const Row& row : rows) combos.push_back(row.combo());
-  const auto rr = ReciprocalRanksOf(readers, relevance, measured, combos, "[choose] measuring", progress);
+  auto rr = ReciprocalRanksOf(readers, relevance, measured, combos, "[choose] measuring", progress);
+  if (!tuned_folder.empty()) {
+    // The fine-tuned model's dense readers, alone and with each lexical one
+    // (weights chosen on the queries it was trained on).
+    const Readers tuned = ReadWindows(tuned_windows, corpus, progress, &readers);
+    std::vector<Row> tuned_rows;
+    std::vector<size_t> tuned_free;
+    for (int d : kDense) {
+      tuned_rows.push_back({std::string("fine-tuned ") + kBaseInfo[d].name, std::string("tuned-") + kBaseInfo[d].slug,
+                            Only(d), {}, 0, false, true});
+    }
+    for (int d : kDense) {
+      for (int l : kLexical) {
+        tuned_free.push_back(tuned_rows.size());
+        tuned_rows.push_back({std::string("fine-tuned ") + kBaseInfo[d].name + " + " + kBaseInfo[l].name,
+                              std::string("tuned-") + kBaseInfo[d].slug + "+" + kBaseInfo[l].slug, Only(d), Only(l), 0,
+                              true, true});
+      }
+    }
+    ChooseWeights(&tuned_rows, tuned_free, tuned, relevance, choosing, progress);
+    std::vector<Combo> tuned_combos;
+    for (const Row& row : tuned_rows) tuned_combos.push_back(row.combo());
+    auto tuned_rr = ReciprocalRanksOf(tuned, relevance, measured, tuned_combos, "[choose] measuring fine-tuned",
+                                      progress);
+    rows.insert(rows.end(), tuned_rows.begin(), tuned_rows.end());
+    rr.insert(rr.end(), tuned_rr.begin(), tuned_rr.end());
+  }
   std::vector<double> mrr;
   for (const auto& ranks : rr) mrr.push_back(Mean(ranks));
   const size_t best = FirstBest(mrr);
@@ -607,7 +715,6 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
       cheapest = r;
   }
   const size_t chosen = options.prefer == "cheapest" ? cheapest : best;
-  const std::vector<std::string> ids = corpus.Ids();
   nlohmann::json choice = {
       {"corpus", options.corpus},
       {"model", options.model},
@@ -637,12 +744,18 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
   } else {
     not_run.push_back("the label-free proxy");
   }
+  if (!finetune.is_null()) {
+    if (finetune.value("out_of_budget", false)) not_run.push_back("fine-tuning");
+    choice["finetune"] = finetune;
+  }
   if (!not_run.empty()) choice["not_run_for_the_budget"] = not_run;
 
   // The recipe of the chosen row.
   nlohmann::json models = nlohmann::json::object();
+  const bool tuned_choice = rows[chosen].tuned;
   const std::vector<std::string> commands =
-      RecipeCommands(rows[chosen], options, info, ids[measured.front()], &models);
+      RecipeCommands(rows[chosen], options, tuned_choice ? tuned_folder : options.model,
+                     tuned_choice ? io::ReadModelFolderInfo(tuned_folder) : info, ids[measured.front()], &models);
   std::string script = "#!/usr/bin/env bash\n# " + rows[chosen].name + ": chosen by docmatch choose on " +
                        options.corpus + " (MRR " + Weight(intervals.rows[chosen].mean) + " on " +
                        std::to_string(measured.size()) + " held-out queries)\nset -euo pipefail\nmkdir -p " +
@@ -706,6 +819,18 @@ std::string ChoiceTable(const nlohmann::json& choice) {
           << (p["agrees"].get<bool>() ? " (agrees: within its interval)" : " (disagrees: outside its interval)") << "\n";
     } else {
       out << "[choose] without labels: " << p["skipped"].get<std::string>() << "\n";
+    }
+  }
+  if (choice.contains("finetune")) {
+    const auto& f = choice["finetune"];
+    if (f.contains("skipped")) {
+      out << "[choose] not fine-tuned: " << f["skipped"].get<std::string>() << "\n";
+    } else {
+      out << "[choose] fine-tuned on " << f["pairs"].get<int64_t>() << " related pairs of the choosing queries: "
+          << f["steps"].get<int64_t>() << " of " << f["steps_asked"].get<int64_t>() << " steps"
+          << (f["out_of_time"].get<bool>() ? " (the budget ran out)" : "") << " in " << std::setprecision(1)
+          << f["seconds"].get<double>() << std::setprecision(3) << " s (" << f["model"].get<std::string>()
+          << "); its rows are the fine-tuned ones\n";
     }
   }
   if (choice.contains("not_run_for_the_budget")) {

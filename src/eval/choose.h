@@ -24,6 +24,12 @@
 // into the same folder with the same model, corpus and --windows reads them
 // instead of embedding again.
 //
+// With --finetune, the model is also fine-tuned on the choosing half's
+// related pairs (those touching a measured query left out) within what the
+// budget leaves after a second embedding pass; the fine-tuned windows give
+// the dense readers alone and with each lexical one as more rows of the same
+// table (their weights chosen on the queries the model was trained on).
+//
 // Beside the labels, a proxy that needs none ranks the dense readers too:
 // each long document's first half of windows must find its second half
 // among every document's second halves (DocSplit's views), and whether it
@@ -31,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -54,14 +61,32 @@ struct ChooseOptions {
   // the rows within its interval (ReadingCost).
   std::string prefer = "best";
   int64_t batch_size = 16;
+  // Fine-tuning (0: none): the model trained on the choosing half's related
+  // pairs for at most this many steps (fewer when --budget runs out), its
+  // windows embedded again and its dense readers measured beside the rest.
+  int64_t finetune_steps = 0;
+  int64_t finetune_batch_size = 16;  // pairs a step
+  double finetune_lr = 2e-5;
   bool progress = true;
 };
+
+// A fine-tuned model: its folder, the steps taken, and whether the time
+// given ran out before the steps asked.
+struct TunedModel {
+  std::string folder;
+  int64_t steps = 0;
+  bool out_of_time = false;
+};
+// Collective: fine-tunes ChooseOptions::model on `pairs` (a pairs file of
+// the corpus) in the run folder `run`, for at most `max_seconds` of training
+// (0: no limit). eval does not link the training code: the command gives it.
+using FineTuner = std::function<TunedModel(const std::string& pairs, const std::string& run, double max_seconds)>;
 
 // Collective (the embedding pass); rank 0 scores, writes
 // <output>/choice.json, <output>/rankings/<row>.jsonl (each measured query's
 // first relevant rank, for scripts/compare-rankings.py), <output>/models/
 // and <output>/recipe.sh, and returns the choice (other ranks: null).
-nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group);
+nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group, const FineTuner& tune = nullptr);
 
 // The choice as a table: every row ranked, its MRR and interval, its
 // difference from the best, the proxy's ranking and the recipe's commands.

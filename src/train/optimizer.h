@@ -63,6 +63,7 @@ struct LoopOptions {
   // encoder before it moves).
   double sentence_lr_scale = 1.0;
   int64_t freeze_sentence_steps = 0;
+  double max_seconds = 0;  // training time after which the run checkpoints and stops (0: none)
   bool resume = true;
   bool progress = true;
   std::string config_yaml;  // the command's resolved options (--dump-config's YAML), kept in <run>/config.yaml
@@ -75,6 +76,7 @@ struct LoopResult {
   double best_valid_loss = 0;
   bool stopped_early = false;  // validation patience ran out
   bool interrupted = false;    // a stop signal: checkpoint written at `step`; the same command resumes
+  bool out_of_time = false;    // max_seconds ran out: checkpoint written at `step`
 };
 
 // Exit status of a run that a signal stopped after writing its checkpoint

@@ -5,6 +5,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <stdexcept>
@@ -70,7 +71,8 @@ bool LogDue(const LoopOptions& options, int64_t step) { return step % options.lo
 // Whether it ends with a checkpoint: every --checkpoint-every steps, the
 // last, and a step after which the run stops early or was interrupted.
 bool CheckpointDue(const LoopOptions& options, int64_t step, const LoopResult& result) {
-  return step % options.checkpoint_every == 0 || step == options.steps || result.stopped_early || result.interrupted;
+  return step % options.checkpoint_every == 0 || step == options.steps || result.stopped_early || result.interrupted ||
+         result.out_of_time;
 }
 
 // A loss that is NaN or Inf (the global value, the same on every rank):
@@ -194,7 +196,8 @@ LoopResult TrainingLoop::Run() {
   timer_.emplace(options_.time_split, device_);
   profiler_.emplace(options_, stage_.name(), group_.rank(), /*start_step=*/step_, device_);
   timed_from_ = step_;
-  while (step_ < options_.steps && !result_.stopped_early && !result_.interrupted) {
+  const auto started = std::chrono::steady_clock::now();
+  while (step_ < options_.steps && !result_.stopped_early && !result_.interrupted && !result_.out_of_time) {
     profiler_->Begin(step_ + 1);
     levels_.BeginStep(step_);
     StepLosses losses = ForwardBackward();
@@ -204,6 +207,10 @@ LoopResult TrainingLoop::Run() {
     Report(losses);
     ValidateWhenDue();
     result_.interrupted = run_.StopRequested(step_);
+    if (options_.max_seconds > 0) {  // every rank stops at the step where any ran out
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      result_.out_of_time = group_.control().Any(seconds >= options_.max_seconds);
+    }
     CheckpointWhenDue();
     timer_->Mark("other");  // the stage's end of step, progress, logging, validation, checkpoints
     profiler_->End(step_);

@@ -17,6 +17,9 @@ tokens, against a second formulation here:
     measured queries (eval over the files they make);
   * a second run into the same folder reads the first one's windows and
     measures the same rows; another --windows embeds again;
+  * --finetune trains on the choosing queries' pairs that touch no measured
+    query, and the fine-tuned windows' rows rank as numpy's; a budget that
+    runs out in training stops it there, one spent before skips it;
   * a --budget spent by the embedding pass leaves out the three-way rows and
     the proxy, and says so; --prefer cheapest writes the cheapest row within
     the best's interval; a SMITH model and too few queries are refused.
@@ -111,15 +114,20 @@ def main():
           and "~: within the best's interval" in said, f"26 rows and a table:\n{said}")
 
     # The readers, recomputed from the windows choose embedded.
-    ids, windows = windows_of(os.path.join(out, "windows.h5"))
+    lexical = tfidf_cosines(corpus)
+
+    def bases_of(path):
+        ids, windows = windows_of(path)
+        first = np.stack([w[0] for w in windows])
+        mean = np.stack([unit(w.mean(0)) for w in windows])
+        top = np.stack([unit(w.max(0)) for w in windows])
+        maxsim = np.array([[(a @ b.T).max(1).mean() for b in windows] for a in windows])
+        return ids, windows, {"first": first @ first.T, "mean": mean @ mean.T, "max": top @ top.T, "maxsim": maxsim,
+                              "tfidf": lexical}
+
+    ids, windows, base = bases_of(os.path.join(out, "windows.h5"))
     N = len(ids)
     index = {d: i for i, d in enumerate(ids)}
-    first = np.stack([w[0] for w in windows])
-    mean = np.stack([unit(w.mean(0)) for w in windows])
-    top = np.stack([unit(w.max(0)) for w in windows])
-    maxsim = np.array([[(a @ b.T).max(1).mean() for b in windows] for a in windows])
-    lexical = tfidf_cosines(corpus)
-    base = {"first": first @ first.T, "mean": mean @ mean.T, "max": top @ top.T, "maxsim": maxsim, "tfidf": lexical}
     relevant = {}
     for line in open(related):
         pair = json.loads(line)
@@ -133,20 +141,22 @@ def main():
     def ranks(scores, queries):
         return [reciprocal_rank(scores[q], q, sorted(relevant[q])) for q in queries]
 
-    def combined(weights):
-        return sum(w * base[b] for b, w in weights.items())
+    def check_rows(rows, base):
+        """Each row without BM25 ranks every measured query as `base`'s readers do; returns how many rows."""
+        checked = 0
+        for slug, row in rows.items():
+            if "bm25" in row["weights"]:
+                continue  # BM25 is eval's, held to bm25s elsewhere; its rows meet eval in the recipe check below
+            theirs = [1 / json.loads(line)["first_relevant_rank"] for line in open(row["rankings"])]
+            scores = sum(w * base[b] for b, w in row["weights"].items())
+            for q, rr in zip(measured, theirs):
+                ours, tied = reciprocal_rank(scores[q], q, sorted(relevant[q]), near=1e-9)
+                check(ours == rr or tied, f"{slug}: query {ids[q]} at 1/{1 / ours:.0f} in numpy, 1/{1 / rr:.0f} in choose")
+            check(abs(np.mean(theirs) - row["mrr"]) < 1e-12, f"{slug}: the file's MRR {np.mean(theirs)}, {row['mrr']}")
+            checked += 1
+        return checked
 
-    checked = 0
-    for slug, row in rows.items():
-        if "bm25" in row["weights"]:
-            continue  # BM25 is eval's, held to bm25s elsewhere; its rows meet eval in the recipe check below
-        theirs = [1 / json.loads(line)["first_relevant_rank"] for line in open(row["rankings"])]
-        scores = combined(row["weights"])
-        for q, rr in zip(measured, theirs):
-            ours, tied = reciprocal_rank(scores[q], q, sorted(relevant[q]), near=1e-9)
-            check(ours == rr or tied, f"{slug}: query {ids[q]} at 1/{1 / ours:.0f} in numpy, 1/{1 / rr:.0f} in choose")
-        check(abs(np.mean(theirs) - row["mrr"]) < 1e-12, f"{slug}: the file's MRR {np.mean(theirs)}, {row['mrr']}")
-        checked += 1
+    checked = check_rows(rows, base)
     # Weights chosen on the other half: the grid's first best.
     for slug in ("first+tfidf", "maxsim+tfidf", "first+maxsim", "mean+max"):
         x, y = slug.split("+")
@@ -218,6 +228,33 @@ def main():
     check({r["slug"]: r["mrr"] for r in second["rows"]} == {r["slug"]: r["mrr"] for r in choice["rows"]}
           and second["chosen"] == second["cheapest_within_best_interval"],
           "the second run's rows differ from the first's")
+    # --finetune: trained on the choosing queries' pairs that touch no measured query; the fine-tuned
+    # windows' readers, recomputed in numpy, rank as its rows say.
+    tuned_run = run(docmatch, "choose", "--model", model, "--corpus", corpus, "--relevance", related, "--windows", "4",
+                    "--proxy-documents", "0", "--finetune", "3", "--finetune-batch-size", "4", "--output", out,
+                    "--no-progress")
+    tuned = json.load(open(os.path.join(out, "choice.json")))
+    held_out = set(measured)
+    expected_pairs = sorted((ids[q], ids[d]) for q in choosing for d in relevant[q] if d not in held_out)
+    written = sorted((p["source"], p["target"]) for p in map(json.loads, open(tuned["finetune"]["pairs_file"])))
+    check(written == expected_pairs and tuned["finetune"]["pairs"] == len(expected_pairs),
+          f"fine-tuning pairs: {len(written)} written, {len(expected_pairs)} expected")
+    check(tuned["finetune"]["steps"] == 3 and not tuned["finetune"]["out_of_time"] and "fine-tuned on" in tuned_run.stdout,
+          f"fine-tuning: {tuned['finetune']}\n{tuned_run.stdout[-1500:]}")
+    tuned_rows = {r["slug"]: r for r in tuned["rows"] if r["slug"].startswith("tuned-")}
+    check(len(tuned_rows) == 12 and len(tuned["rows"]) == 38, f"{len(tuned_rows)} fine-tuned rows of {len(tuned['rows'])}")
+    _, tuned_windows, tuned_base = bases_of(os.path.join(out, "windows-finetuned.h5"))
+    check(max(np.abs(a - b).max() for a, b in zip(tuned_windows, windows)) > 1e-4, "fine-tuning left the windows as they were")
+    checked += check_rows(tuned_rows, tuned_base)
+    # A budget that runs out while training: stopped there, checkpointed, measured.
+    spent_in_training = run(docmatch, "choose", "--model", model, "--corpus", corpus, "--relevance", related,
+                            "--windows", "4", "--proxy-documents", "0", "--finetune", "100000", "--finetune-batch-size",
+                            "4", "--budget", f"{json.load(open(os.path.join(out, 'windows.json')))['seconds'] + 8:.1f}s",
+                            "--output", out, "--no-progress")
+    ran_out = json.load(open(os.path.join(out, "choice.json")))["finetune"]
+    check(ran_out["out_of_time"] and 1 <= ran_out["steps"] < 100000 and os.path.isdir(ran_out["model"])
+          and "(the budget ran out)" in spent_in_training.stdout, f"a budget spent in training: {ran_out}")
+
     # Other --windows: embedded again.
     other = run(docmatch, "choose", "--model", model, "--corpus", corpus, "--relevance", related, "--windows", "3",
                 "--proxy-documents", "0", "--output", out, "--no-progress")
@@ -231,6 +268,11 @@ def main():
     budget = json.load(open(os.path.join(scratch, "budget", "choice.json")))
     check(len(budget["rows"]) == 20 and len(budget["not_run_for_the_budget"]) == 2 and "not run within --budget" in spent,
           f"--budget: {len(budget['rows'])} rows, {budget.get('not_run_for_the_budget')}\n{spent}")
+    no_time = run(docmatch, "choose", "--model", model, "--corpus", corpus, "--relevance", related, "--windows", "2",
+                  "--budget", "0.01s", "--finetune", "5", "--output", os.path.join(scratch, "budget"), "--no-progress")
+    skipped = json.load(open(os.path.join(scratch, "budget", "choice.json")))
+    check("fine-tuning" in skipped["not_run_for_the_budget"] and len(skipped["rows"]) == 20
+          and "not fine-tuned: the budget left no time" in no_time.stdout, f"--finetune without time: {skipped.get('finetune')}")
     # --prefer cheapest: of the rows whose difference from the best reaches 0, the fewest windows a document
     # (1 for the first window, --windows for the others, MaxSim half a window more, a lexical reader 0.1).
     def cost(weights):
