@@ -298,28 +298,40 @@ BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors) {
 }
 
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
-                           dist::ProcessGroup& group, bool detach_block_targets) {
-  // Its counts, pools and positives are the layout's sizes: a step bucket's
-  // fillers (model::ToTensors with a shape) would be counted as real.
-  TORCH_CHECK(!batch.layout.counts.defined(),
-              "the trainer's SMITH objectives take batches without step-bucket fillers");
+                           dist::ProcessGroup& group, bool detach_block_targets, const data::StepCounts* real) {
+  // A step bucket's fillers are told apart on the device by the layout's
+  // real counts (masks, no sync) and counted on the host by `real`.
+  const bool bucketed = batch.layout.counts.defined();
+  TORCH_CHECK(bucketed == (real != nullptr),
+              bucketed ? "a batch padded to its step bucket needs its real counts (data::CountStep)"
+                       : "real counts are for a batch padded to its step bucket");
   const auto out = model->forward(batch, sentence_blocks);
   Totals totals(group);
-  const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true);
-  const int lm_slot = totals.Add(lm, out.lm_labels.size(0));
-  torch::Tensor block, targets;
+  const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true, out.lm_valid);
+  const int lm_slot = totals.Add(lm, bucketed ? real->M : out.lm_labels.size(0));
+  torch::Tensor block, targets, pooled_real;
   int block_slot = -1, top1_slot = -1;
   if (sentence_blocks) {
     // This rank's predictions against every rank's original block vectors
     // (detached on every rank alike, so no rank waits in the gather's backward).
+    const int64_t P = out.block_predictions.size(0);
     const dist::Gathered pool = dist::AllGatherWithGrad(out.block_originals, group);
-    const torch::Tensor positive = torch::arange(out.block_predictions.size(0), batch.tokens.options()) + pool.offset;
+    torch::Tensor positive = torch::arange(P, batch.tokens.options()) + pool.offset;
+    if (bucketed) {
+      // Filler masked blocks predict nothing (ignored labels, never a top-1)
+      // and are no rank's candidates.
+      const torch::Tensor mine = torch::arange(P, batch.tokens.options()).lt(batch.layout.counts[3]);
+      positive = positive.masked_fill(mine.logical_not(), data::kIgnoreLabel);
+      torch::NoGradGuard no_grad;
+      pooled_real = dist::AllGatherWithGrad(mine.to(out.block_originals.scalar_type()), group).all.gt(0.5);
+    }
     targets = pool.all.detach();
     torch::Tensor scores;
     block = model::SentenceBlockLoss(out.block_predictions, detach_block_targets ? targets : pool.all, positive,
-                                     /*sum=*/true, &scores);
-    block_slot = totals.Add(block, out.block_predictions.size(0));
-    top1_slot = totals.Add(scores.argmax(1).eq(positive).sum().to(torch::kFloat64), out.block_predictions.size(0));
+                                     /*sum=*/true, &scores, pooled_real);
+    const int64_t predicted = bucketed ? real->P : P;
+    block_slot = totals.Add(block, predicted);
+    top1_slot = totals.Add(scores.argmax(1).eq(positive).sum().to(torch::kFloat64), predicted);
   }
   totals.Reduce();
   Objective objective;
@@ -336,8 +348,8 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
     // (an SVD of the whole pool), how alike the candidate targets are. The
     // pool is every rank's, so these are the same on every rank.
     objective.parts["block_top1"] = totals.mean(top1_slot);
-    objective.diagnostics = [targets] {
-      const BlockPoolSpread spread = MeasureBlockPool(targets);
+    objective.diagnostics = [targets, pooled_real] {
+      const BlockPoolSpread spread = MeasureBlockPool(pooled_real.defined() ? targets.index({pooled_real}) : targets);
       return std::map<std::string, double>{{"block_cosine", spread.mean_cosine}, {"block_rank", spread.effective_rank}};
     };
   }

@@ -20,6 +20,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "data/batches/step_buckets.h"
 #include "dist/process_group.h"
 #include "model/losses.h"
 #include "model/match_bert.h"
@@ -81,8 +82,13 @@ BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors);
 // detach_block_targets: the block loss does not train the candidate block
 // vectors it scores against (stop-gradient; the paper and the official code
 // train them); they are still trained as the document transformer's inputs.
+// A batch padded to its step bucket (model::ToTensors with a shape) needs
+// `real`, its real counts (data::CountStep of the batch) as host values for
+// the global means; its fillers are then in no loss, mean, candidate pool or
+// diagnostic, so the objective and its gradients are the unpadded batch's.
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
-                           dist::ProcessGroup& group, bool detach_block_targets = false);
+                           dist::ProcessGroup& group, bool detach_block_targets = false,
+                           const data::StepCounts* real = nullptr);
 
 // DocSplit: `views` holds this rank's first halves then its second halves;
 // InfoNCE against every rank's views, plus lm_weight * word LM (lm_weight 0:

@@ -214,6 +214,39 @@ TEST(WorldSizeInvariance, SmithSentenceBlocksWithDetachedTargets) {
       });
 }
 
+// Each rank's batch padded to its own step bucket (so the ranks gather
+// uneven pools, fillers among them): the objective, its gradients and the
+// parameters after four steps are one rank's over the unpadded global batch.
+TEST(WorldSizeInvariance, SmithBatchesPaddedToTheirStepBuckets) {
+  const data::BlockOptions blocks{8, 12};
+  // Every other document masks one block fewer: filler masked blocks too.
+  const auto batch_of = [blocks](int64_t begin, int64_t end) {
+    const data::MaskOptions masks = Masks();
+    data::BlockBatch batch = data::BuildBlockBatch(Range(begin, end), blocks, &masks, /*epoch=*/0);
+    for (int64_t d = begin; d < end; ++d)
+      if (d % 2 == 0) batch.masked_blocks[(d - begin) * batch.K + batch.K - 1] = -1;
+    return batch;
+  };
+  ExpectInvariant(
+      "smith-wp+sp-bucketed", SeededSmithPretraining,
+      [&](torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
+        const data::BlockBatch batch = batch_of(begin, end);
+        const data::StepCounts counts = data::CountStep(batch);
+        const data::StepShape shape =
+            data::BucketFor(counts, batch.B, batch.K, blocks, data::StepBuckets{/*granularity=*/8, /*ratio=*/1.5});
+        EXPECT_GT(shape.R, counts.R);
+        EXPECT_GT(shape.P, counts.P);
+        auto holder = Borrow<model::SmithPretraining>(m);
+        return train::SmithPretraining(holder, model::ToTensors(batch, torch::kCPU, &shape), true, comm,
+                                       /*detach_block_targets=*/false, &counts);
+      },
+      4, 1e-9,
+      [&](torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
+        auto holder = Borrow<model::SmithPretraining>(m);
+        return train::SmithPretraining(holder, model::ToTensors(batch_of(begin, end), torch::kCPU), true, comm);
+      });
+}
+
 // What the detach changes, at one rank: the block head's gradient not at all
 // (the targets' values are the same), the sentence encoder's, which the
 // targets come from, yes.
