@@ -60,6 +60,9 @@ Command AddPretrainCommand(CLI::App* app) {
                 "(stop-gradient; the paper and the official code train them). For continuing from an imported "
                 "encoder: there the paper's form flattens the block vectors and stays at chance, this one learns "
                 "(docs/RESULTS.md, SMITH)");
+  sub->add_flag("--step-buckets", o->step_buckets,
+                "SMITH wp, wp+sp: pad each batch to its step bucket (a few fixed shapes, what a CUDA-graph step "
+                "needs); the losses and gradients are the unpadded batch's, the padding costs time");
   AddSentenceLevelFlags(sub, o.get());
   AddGradCacheFlag(sub, &o->grad_cache, "DocSplit", "documents");
   sub->add_option("--valid-corpus", o->valid_corpus,

@@ -41,6 +41,7 @@ nlohmann::json OptionsJson(const PretrainOptions& o) {
                {"lm_weight", o.lm_weight},
                {"detach_block_targets", o.detach_block_targets},
                {"grad_cache", o.grad_cache},
+               {"step_buckets", o.step_buckets},
                {"valid_corpus", o.valid_corpus},
                {"valid_documents", o.valid_documents}});
   return json;
@@ -356,8 +357,16 @@ LoopResult PretrainSmith(PretrainSetup& s) {
                                  }),
       [&](const Batch& batch) {
         if (docsplit) return DocSplit(model, batch.chunks, group, options.temperature, options.lm_weight);
-        return SmithPretraining(model, model::ToTensors(batch.chunks.front(), device),
-                                objective == PretrainObjective::kWordAndBlocks, group, options.detach_block_targets);
+        const data::BlockBatch& b = batch.chunks.front();
+        const bool sentence_blocks = objective == PretrainObjective::kWordAndBlocks;
+        if (!options.step_buckets) {
+          return SmithPretraining(model, model::ToTensors(b, device), sentence_blocks, group,
+                                  options.detach_block_targets);
+        }
+        const data::StepCounts counts = data::CountStep(b);
+        const data::StepShape shape = data::BucketFor(counts, b.B, b.K, blocks, data::StepBuckets{});
+        return SmithPretraining(model, model::ToTensors(b, device, &shape), sentence_blocks, group,
+                                options.detach_block_targets, &counts);
       },
       [=](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.B; }) / (docsplit ? 2 : 1); },
       [](const Batch& batch) { return batch.Sum([](const data::BlockBatch& b) { return b.real_tokens; }); },
@@ -412,6 +421,10 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& gr
                  options.grad_cache);
   DOCMATCH_CHECK(options.grad_cache == 0 || objective.in_batch_negatives, "train", "--grad-cache applies to docsplit, ",
                  "whose in-batch negatives make the batch one loss; for ", objective.name, " use --accumulation");
+  DOCMATCH_CHECK(!options.step_buckets || (config.kind == "smith" && (objective.id == PretrainObjective::kWordLm ||
+                                                                        objective.id == PretrainObjective::kWordAndBlocks)),
+                 "train", "--step-buckets pads SMITH's wp and wp+sp batches; not ", objective.name, " on a ",
+                 config.kind, " model");
   DOCMATCH_CHECK(!options.detach_block_targets || objective.sentence_blocks, "train",
                  "--detach-block-targets applies to wp+sp, the objective with masked sentence blocks; not to ",
                  objective.name);

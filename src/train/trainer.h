@@ -50,6 +50,10 @@ struct PretrainOptions : LoopOptions {
   double lm_weight = 0.1;             // DocSplit: weight of the word LM term (0 = none, views unmasked)
   bool detach_block_targets = false;  // wp+sp: stop-gradient on the block loss's candidates (objectives.h)
   int64_t grad_cache = 0;             // DocSplit: gradient caching, this many documents a chunk (0 = off)
+  // wp, wp+sp on SMITH: each batch padded to its step bucket
+  // (data/batches/step_buckets.h), so that the steps take a few shapes (what
+  // a captured step needs); the losses and gradients are the unpadded ones.
+  bool step_buckets = false;
   std::string valid_corpus;           // prepared corpus for the validation loss; "" = none
   int64_t valid_documents = 256;      // its first documents that validation reads
   int loader_threads = 2;             // threads building batches (data::BatchLoader)

@@ -26,6 +26,8 @@ independent computation:
   * --grad-cache (DocSplit with its LM term, contrastive fine-tuning with a
     hard negative), dropout off, logs the same losses step by step as the
     same run without it;
+  * --step-buckets (wp+sp and wp padded to their step buckets), dropout
+    off, logs the same losses step by step as the same run unpadded;
   * pre-training and fine-tuning (bce, contrastive, multipositive) log the
     same throughput figures, and docs/s times the step's time is the
     documents a step encodes.
@@ -237,6 +239,32 @@ def check_grad_cache(p):
     return worst
 
 
+def check_step_buckets(p):
+    """--step-buckets through the real command: with dropout off, wp+sp and wp
+    runs whose batches are padded to their step buckets log the losses of the
+    same runs unpadded, step by step (fp32: to 1e-5); DocSplit is refused.
+    Returns the largest relative difference."""
+    args = ["pretrain", "--corpus", p.corpus, "--model-config", p.path("no-dropout.yaml"), "--batch-size", "3",
+            "--steps", "3", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "3", "--log-every", "1",
+            "--checkpoint-every", "3", "--fresh"]
+    worst = 0.0
+    for objective in ("wp+sp", "wp"):
+        losses = {}
+        for name, extra in (("plain", []), ("bucketed", ["--step-buckets"])):
+            run = p.path(f"step-buckets-{objective}-{name}")
+            p.run(args + ["--objective", objective, "--run", run] + extra)
+            losses[name] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
+        check(len(losses["plain"]) == 3 and len(set(losses["plain"])) == 3, f"{objective}: logged losses {losses}")
+        for step, (a, b) in enumerate(zip(losses["plain"], losses["bucketed"]), 1):
+            difference = abs(a - b) / max(1e-12, abs(a))
+            worst = max(worst, difference)
+            check(difference <= 1e-5, f"{objective} step {step}: loss {b} with --step-buckets, {a} without")
+    refused = p.run(args + ["--objective", "docsplit", "--step-buckets", "--run", p.path("step-buckets-docsplit")],
+                    expect_failure=True)
+    check("--step-buckets pads SMITH's wp and wp+sp batches; not docsplit" in refused.stderr, refused.stderr[-2000:])
+    return worst
+
+
 def check_buckets(p):
     """The gradient synchronizer's flags through the real command (NP >= 2).
     Returns the bucket counts logged."""
@@ -394,6 +422,7 @@ def main():
     nonfinite = check_nonfinite(p)
     grad_cache = check_grad_cache(p)
     buckets = check_buckets(p) if ranks > 1 else {}
+    step_buckets = check_step_buckets(p)
     throughput = check_throughput(p)
 
     stopped_at, tensors = kill_and_resume(p)
@@ -451,7 +480,7 @@ def main():
         worst = max(worst, check_combine_modes(p, some))
 
     print(json.dumps({"ranks": ranks, "seconds": round(time.time() - started, 1), "tensorboard_scalars": scalars,
-                      "killed_at": stopped_at, "pretrain_validations": validations, "nan_named_documents": nonfinite, "grad_cache_loss_max_rel_difference": grad_cache, "buckets": buckets,
+                      "killed_at": stopped_at, "pretrain_validations": validations, "nan_named_documents": nonfinite, "grad_cache_loss_max_rel_difference": grad_cache, "step_buckets_loss_max_rel_difference": step_buckets, "buckets": buckets,
                       "throughput_count_max_rel_error": throughput,
                       "tensors_equal_after_resume": tensors,
                       "test_accuracy": accuracy, "mrr": mrr, "numpy_vector_max_abs_difference": worst}))
