@@ -34,16 +34,18 @@ double BudgetSeconds(const std::string& text) {
 
 // Contrastive fine-tuning of the model on `pairs`: a fresh run, 10% of the
 // steps warming up and linear decay to 0 at the last, checkpointed once at
-// its end (the step reached when `max_seconds` runs out).
-eval::TunedModel FineTuneForChoose(const eval::ChooseOptions& o, const std::string& pairs, const std::string& run,
-                                   double max_seconds, dist::ProcessGroup& group) {
+// its end (the step reached when `max_seconds` runs out: the schedule is the
+// whole run's, so a run cut short stops at a higher learning rate). A step
+// takes at most the pairs there are.
+eval::TunedModel FineTuneForChoose(const eval::ChooseOptions& o, const std::string& pairs, int64_t count,
+                                   const std::string& run, double max_seconds, dist::ProcessGroup& group) {
   train::FinetuneOptions f;
   f.corpus = o.corpus;
   f.train_pairs = pairs;
   f.init = o.model;
   f.run = run;
   f.steps = o.finetune_steps;
-  f.batch_size = o.finetune_batch_size;
+  f.batch_size = std::min<int64_t>(o.finetune_batch_size, std::max<int64_t>(1, count / group.size()));
   f.optimizer.lr = o.finetune_lr;
   f.optimizer.warmup_steps = std::max<int64_t>(1, o.finetune_steps / 10);
   f.optimizer.total_steps = o.finetune_steps;
@@ -144,9 +146,9 @@ Command AddChooseCommand(CLI::App* app) {
             return RunDistributed(*flags, [&](dist::ProcessGroup& group) {
               nlohmann::json choice;
               WithMemoryAdvice("choose", o->batch_size, "a smaller --batch-size", [&] {
-                choice = eval::RunChoose(*o, group, [&](const std::string& pairs, const std::string& run,
-                                                        double max_seconds) {
-                  return FineTuneForChoose(*o, pairs, run, max_seconds, group);
+                choice = eval::RunChoose(*o, group, [&](const std::string& pairs, int64_t count,
+                                                        const std::string& run, double max_seconds) {
+                  return FineTuneForChoose(*o, pairs, count, run, max_seconds, group);
                 });
                 return 0;
               });

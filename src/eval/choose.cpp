@@ -8,6 +8,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -468,7 +470,8 @@ nlohmann::json RowsJson(const std::vector<Row>& rows, const std::vector<std::vec
     // A fused row whose weight came out 0 or 1 is a row before it.
     std::string same_as;
     for (size_t earlier = 0; earlier < r && same_as.empty(); ++earlier)
-      if (rows[earlier].combo() == c && rows[earlier].tuned == rows[r].tuned) same_as = rows[earlier].name;
+      if (rows[earlier].combo() == c && (rows[earlier].tuned == rows[r].tuned || ReadingCost(c, 1) < 1))
+        same_as = rows[earlier].name;  // (lexical readers alone read no model)
     rows_json.push_back({{"name", rows[r].name},
                          {"slug", rows[r].slug},
                          {"weights", weights},
@@ -503,14 +506,15 @@ void CompareProxy(nlohmann::json* proxy, int pick, const std::vector<std::vector
   (*proxy)["agrees"] = picked == labelled || b.minus_reference[picked].high >= 0;
 }
 
-// What a windows file was embedded from: the model's weights (its
-// checksums record), the corpus (its manifest, which lists every shard's
-// checksum), the windows a document and their tokens. A later run with the
-// same key reads the file instead of embedding again.
+// What a windows file was embedded from: the model's weights (the CRC of its
+// checksums record, or of the weights file where it has none), the corpus
+// (its manifest: counts, tokenizer and the preparation's report, which a
+// preparation anew changes), the windows a document and their tokens. A
+// later run with the same key reads the file instead of embedding again.
 nlohmann::json WindowsKey(const ChooseOptions& options, const io::ModelFolderInfo& info) {
   const fs::path checksums = fs::path(options.model) / io::kChecksumFile;
   return {{"model", fs::absolute(options.model).lexically_normal().string()},
-          {"model_checksums_crc32", fs::exists(checksums) ? io::Crc32Of(checksums) : ""},
+          {"model_crc32", io::Crc32Of(fs::exists(checksums) ? checksums : fs::path(options.model) / info.weights)},
           {"corpus", fs::absolute(options.corpus).lexically_normal().string()},
           {"corpus_manifest_crc32", io::Crc32Of(fs::path(options.corpus) / data::kManifestFile)},
           {"windows", options.windows},
@@ -518,13 +522,14 @@ nlohmann::json WindowsKey(const ChooseOptions& options, const io::ModelFolderInf
 }
 
 // The seconds the pass that embedded <output>/windows.h5 from `key` took, or
-// -1 when the file is not that pass's whole output.
+// -1 when the file is not that pass's whole output (or the record is unreadable).
 double WindowsFileMatches(const std::string& windows_file, const std::string& key_file, const nlohmann::json& key) {
   if (!fs::exists(windows_file) || !fs::exists(key_file)) return -1;
   std::ifstream in(key_file);
   const nlohmann::json recorded = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!recorded.is_object() || recorded.value("embedded_from", nlohmann::json()) != key) return -1;
-  return recorded.value("seconds", 0.0);
+  if (!recorded.is_object() || !recorded.contains("embedded_from") || recorded["embedded_from"] != key) return -1;
+  const auto seconds = recorded.find("seconds");
+  return seconds != recorded.end() && seconds->is_number() ? std::max(0.0, seconds->get<double>()) : 0.0;
 }
 
 // The related pairs of the `choosing` queries, as a pairs file of the corpus
@@ -617,20 +622,79 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
   }
   const double embed_seconds = elapsed();
 
-  // Fine-tuning on the choosing half's links (--finetune), while the budget
-  // leaves time for it and for a second pass; then the fine-tuned windows.
+  // Rank 0 measures the untrained rows and the proxy first, so that
+  // fine-tuning gets what the budget leaves after them. A failure there is
+  // told to every rank before the collectives below.
+  std::optional<Readers> readers;
+  std::vector<Row> rows;
+  std::vector<std::vector<double>> rr;
+  nlohmann::json not_run = nlohmann::json::array(), proxy;
+  double scoring_seconds = 0;
+  std::exception_ptr failed;
+  if (group.rank() == 0) {
+    try {
+      torch::NoGradGuard no_grad;
+      readers.emplace(ReadWindows(windows_file, corpus, progress));
+      // Weights on one half; the rows of two dense readers with TF-IDF while the budget lasts.
+      std::vector<size_t> free, pairs;
+      rows = Rows(&free, &pairs);
+      ChooseWeights(&rows, free, *readers, relevance, choosing, progress);
+      if (within_budget()) {
+        std::vector<size_t> triples;
+        for (size_t p : pairs) {
+          triples.push_back(rows.size());
+          rows.push_back({rows[p].name + " (" + Weight(1 - rows[p].weight) + ":" + Weight(rows[p].weight) +
+                              ") + TF-IDF",
+                          rows[p].slug + "+tfidf", rows[p].combo(), Only(kTfidf), 0, true});
+        }
+        ChooseWeights(&rows, triples, *readers, relevance, choosing, progress);
+      } else {
+        not_run.push_back("two dense readers with TF-IDF");
+      }
+      // Every row on the other half.
+      std::vector<Combo> combos;
+      for (const Row& row : rows) combos.push_back(row.combo());
+      rr = ReciprocalRanksOf(*readers, relevance, measured, combos, "[choose] measuring", progress);
+      // Beside the labels, the proxy that needs none.
+      if (within_budget()) {
+        int pick = -1;
+        proxy = Proxy(*readers, options, &pick);
+        if (pick >= 0) CompareProxy(&proxy, pick, rr, options);
+      } else {
+        not_run.push_back("the label-free proxy");
+      }
+      scoring_seconds = elapsed() - embed_seconds;
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  }
+
+  // Fine-tuning on the choosing half's links (--finetune), for what the
+  // budget leaves after a second embedding pass, the fine-tuned rows' scoring
+  // (about half the rows above) and a few seconds to load and checkpoint.
   nlohmann::json finetune;
   std::string tuned_folder, tuned_windows;
-  if (options.finetune_steps > 0) {
-    const std::string pairs = options.output + "/finetune-pairs.jsonl";
-    std::vector<int64_t> plan = {0, 0};  // pairs, and the seconds left for training in ms (-1: none)
-    if (group.rank() == 0) {
-      plan[0] = WriteTrainingPairs(relevance, choosing, measured, ids, pairs);
-      const double left = options.budget_seconds - elapsed() - pass_seconds;
-      plan[1] = options.budget_seconds <= 0 ? 0 : left <= 0 ? -1 : static_cast<int64_t>(1000 * left);
+  const std::string pairs_file = options.output + "/finetune-pairs.jsonl";
+  std::vector<int64_t> plan = {0, 0, 0};  // pairs; ms left for training (0: no limit, -1: none); rank 0 failed
+  if (group.rank() == 0) {
+    try {
+      if (!failed && options.finetune_steps > 0) {
+        plan[0] = WriteTrainingPairs(relevance, choosing, measured, ids, pairs_file);
+        constexpr double kLoadAndCheckpoint = 5;
+        const double left =
+            options.budget_seconds - elapsed() - pass_seconds - scoring_seconds / 2 - kLoadAndCheckpoint;
+        plan[1] = options.budget_seconds <= 0 ? 0 : left <= 0 ? -1 : std::max<int64_t>(1, std::llround(1000 * left));
+      }
+    } catch (...) {
+      failed = std::current_exception();
     }
-    group.control().Broadcast(plan, 0);
-    finetune = {{"pairs", plan[0]}, {"pairs_file", pairs}, {"steps_asked", options.finetune_steps}};
+    plan[2] = failed ? 1 : 0;
+  }
+  group.control().Broadcast(plan, 0);
+  if (failed) std::rethrow_exception(failed);
+  if (plan[2] != 0) throw Error("choose", "rank 0 failed while measuring the rows (its message says why)");
+  if (options.finetune_steps > 0) {
+    finetune = {{"pairs", plan[0]}, {"pairs_file", pairs_file}, {"steps_asked", options.finetune_steps}};
     if (plan[1] < 0) {
       finetune["skipped"] = "the budget left no time for training and a second embedding pass";
       finetune["out_of_budget"] = true;
@@ -639,7 +703,7 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
                             " related pairs outside the measured queries: too few to train on";
     } else {
       const auto trained_from = std::chrono::steady_clock::now();
-      const TunedModel tuned = tune(pairs, options.output + "/finetune", plan[1] / 1000.0);
+      const TunedModel tuned = tune(pairs_file, plan[0], options.output + "/finetune", plan[1] / 1000.0);
       finetune["steps"] = tuned.steps;
       finetune["out_of_time"] = tuned.out_of_time;
       finetune["model"] = tuned.folder;
@@ -653,33 +717,10 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
   }
   if (group.rank() != 0) return nullptr;
   torch::NoGradGuard no_grad;
-  const Readers readers = ReadWindows(windows_file, corpus, progress);
-
-  // Weights on one half; the rows of two dense readers with TF-IDF while the budget lasts.
-  std::vector<size_t> free, pairs;
-  std::vector<Row> rows = Rows(&free, &pairs);
-  ChooseWeights(&rows, free, readers, relevance, choosing, progress);
-  nlohmann::json not_run = nlohmann::json::array();
-  if (within_budget()) {
-    std::vector<size_t> triples;
-    for (size_t p : pairs) {
-      triples.push_back(rows.size());
-      rows.push_back({rows[p].name + " (" + Weight(1 - rows[p].weight) + ":" + Weight(rows[p].weight) + ") + TF-IDF",
-                      rows[p].slug + "+tfidf", rows[p].combo(), Only(kTfidf), 0, true});
-    }
-    ChooseWeights(&rows, triples, readers, relevance, choosing, progress);
-  } else {
-    not_run.push_back("two dense readers with TF-IDF");
-  }
-
-  // Every row on the other half, against the best.
-  std::vector<Combo> combos;
-  for (const Row& row : rows) combos.push_back(row.combo());
-  auto rr = ReciprocalRanksOf(readers, relevance, measured, combos, "[choose] measuring", progress);
   if (!tuned_folder.empty()) {
     // The fine-tuned model's dense readers, alone and with each lexical one
     // (weights chosen on the queries it was trained on).
-    const Readers tuned = ReadWindows(tuned_windows, corpus, progress, &readers);
+    const Readers tuned = ReadWindows(tuned_windows, corpus, progress, &*readers);
     std::vector<Row> tuned_rows;
     std::vector<size_t> tuned_free;
     for (int d : kDense) {
@@ -719,10 +760,10 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
       {"corpus", options.corpus},
       {"model", options.model},
       {"relevance", options.relevance},
-      {"documents", readers.N},
+      {"documents", readers->N},
       {"windows_per_document", options.windows},
       {"window_tokens", info.config.match_bert.max_tokens},
-      {"windows_read", std::accumulate(readers.windows.begin(), readers.windows.end(), int64_t{0},
+      {"windows_read", std::accumulate(readers->windows.begin(), readers->windows.end(), int64_t{0},
                                        [](int64_t n, const auto& d) { return n + d.vectors.size(0); })},
       {"queries",
        {{"with_relevant_documents", available}, {"choosing_weights", choosing.size()}, {"measured", measured.size()}}},
@@ -735,15 +776,7 @@ nlohmann::json RunChoose(const ChooseOptions& options, dist::ProcessGroup& group
       {"chosen", rows[chosen].slug},
   };
 
-  // Beside the labels, the proxy that needs none.
-  if (within_budget()) {
-    int pick = -1;
-    nlohmann::json proxy = Proxy(readers, options, &pick);
-    if (pick >= 0) CompareProxy(&proxy, pick, rr, options);
-    choice["proxy"] = proxy;
-  } else {
-    not_run.push_back("the label-free proxy");
-  }
+  if (!proxy.is_null()) choice["proxy"] = proxy;
   if (!finetune.is_null()) {
     if (finetune.value("out_of_budget", false)) not_run.push_back("fine-tuning");
     choice["finetune"] = finetune;

@@ -78,9 +78,11 @@ struct TunedModel {
   bool out_of_time = false;
 };
 // Collective: fine-tunes ChooseOptions::model on `pairs` (a pairs file of
-// the corpus) in the run folder `run`, for at most `max_seconds` of training
-// (0: no limit). eval does not link the training code: the command gives it.
-using FineTuner = std::function<TunedModel(const std::string& pairs, const std::string& run, double max_seconds)>;
+// the corpus, `count` pairs) in the run folder `run`, for at most
+// `max_seconds` of training (0: no limit). eval does not link the training
+// code: the command gives it.
+using FineTuner = std::function<TunedModel(const std::string& pairs, int64_t count, const std::string& run,
+                                           double max_seconds)>;
 
 // Collective (the embedding pass); rank 0 scores, writes
 // <output>/choice.json, <output>/rankings/<row>.jsonl (each measured query's

@@ -115,7 +115,11 @@ torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::T
                                 const torch::Tensor& real) {
   torch::Tensor logits = SimilarityLogits(predictions, candidates, /*unit=*/false);  // (M, N)
   if (real.defined()) {
-    logits = logits.masked_fill(real.logical_not().unsqueeze(0), -std::numeric_limits<double>::infinity());
+    // Only the counted rows: an ignored row whose every candidate were left
+    // out would be all -inf, finite in the loss but NaN in its backward.
+    constexpr int64_t kIgnored = -100;  // cross_entropy's ignore_index
+    const torch::Tensor left_out = real.logical_not().unsqueeze(0).logical_and(positive.ne(kIgnored).unsqueeze(1));
+    logits = logits.masked_fill(left_out, -std::numeric_limits<double>::infinity());
   }
   if (scores) *scores = logits.detach();
   return torch::nn::functional::cross_entropy(logits, positive, CrossEntropy(sum));

@@ -34,8 +34,8 @@ torch::Tensor DecoderCrossEntropy(const torch::Tensor& hidden, const torch::Tens
 // `scores`, the logits (M, N) are written there, detached, for metrics on the
 // same pass.
 // `real` (N,) bool, if given, leaves the candidates where it is false out of
-// every row's softmax; rows whose `positive` is data::kIgnoreLabel (-100)
-// are left out of the loss and its mean.
+// every counted row's softmax; rows whose `positive` is data::kIgnoreLabel
+// (-100) are left out of the loss and its mean (and keep every candidate).
 torch::Tensor SentenceBlockLoss(const torch::Tensor& predictions, const torch::Tensor& candidates,
                                 const torch::Tensor& positive, bool sum = false, torch::Tensor* scores = nullptr,
                                 const torch::Tensor& real = {});

@@ -207,7 +207,7 @@ LoopResult TrainingLoop::Run() {
     Report(losses);
     ValidateWhenDue();
     result_.interrupted = run_.StopRequested(step_);
-    if (options_.max_seconds > 0) {  // every rank stops at the step where any ran out
+    if (options_.max_seconds > 0 && step_ < options_.steps) {  // every rank stops where any ran out
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       result_.out_of_time = group_.control().Any(seconds >= options_.max_seconds);
     }

@@ -455,6 +455,34 @@ TEST(Losses, EqualFloat64HandComputations) {
   EXPECT_NEAR(MaskedLmLoss(logits, torch::tensor({2L, 0L})).item<double>(), lm, 1e-6);
 }
 
+// A step bucket's filler rows (ignored) keep every candidate, so that a rank
+// whose masked blocks are all fillers, where `real` leaves no candidate of
+// its own, still has finite gradients; a counted row sees the real ones only,
+// as if the others were not there.
+TEST(Losses, SentenceBlockLossLeavesOutUnrealCandidatesOfCountedRowsOnly) {
+  torch::manual_seed(3);
+  const torch::Tensor predictions = torch::randn({3, 4}, torch::kFloat64).requires_grad_();
+  const torch::Tensor candidates = torch::randn({4, 4}, torch::kFloat64).requires_grad_();
+  // Nothing real, every row ignored: zero loss and zero, finite gradients.
+  const torch::Tensor none = SentenceBlockLoss(predictions, candidates, torch::full({3}, int64_t{-100}), /*sum=*/true,
+                                               nullptr, torch::zeros({4}, torch::kBool));
+  none.backward();
+  EXPECT_EQ(none.item<double>(), 0.0);
+  EXPECT_TRUE(torch::equal(predictions.grad(), torch::zeros_like(predictions)));
+  EXPECT_TRUE(torch::equal(candidates.grad(), torch::zeros_like(candidates)));
+  // Row 1 counted against the real candidates 0 and 2: the loss of those two alone.
+  const torch::Tensor real = torch::tensor({true, false, true, false});
+  const torch::Tensor loss = SentenceBlockLoss(predictions, candidates, torch::tensor({int64_t{-100}, int64_t{2}, int64_t{-100}}),
+                                               /*sum=*/true, nullptr, real);
+  const torch::Tensor logits = predictions[1].matmul(torch::stack({candidates[0], candidates[2]}).t());
+  const torch::Tensor alone = -torch::log_softmax(logits, 0)[1];
+  EXPECT_NEAR(loss.item<double>(), alone.item<double>(), 1e-12);
+  const auto grads = torch::autograd::grad({loss}, {predictions, candidates});
+  const auto expected = torch::autograd::grad({alone}, {predictions, candidates});
+  EXPECT_TRUE(torch::allclose(grads[0], expected[0], 1e-12, 1e-14));
+  EXPECT_TRUE(torch::allclose(grads[1], expected[1], 1e-12, 1e-14));
+}
+
 TEST(Losses, DecoderCrossEntropyEqualsCrossEntropyOfTheLogitsWithGradients) {
   // The fused LM loss against cross_entropy(hidden W^T + b) in float64: value
   // and the gradients of hidden, decoder and bias, averaged and summed, with
