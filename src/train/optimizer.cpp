@@ -83,7 +83,86 @@ std::optional<std::vector<torch::Tensor>> FusableParameters(torch::optim::Optimi
 
 }  // namespace
 
+namespace {
+
+// The AdamW state of `p`, made as AdamW makes it when it has none.
+torch::optim::AdamWParamState& StateOf(
+    ska::flat_hash_map<void*, std::unique_ptr<torch::optim::OptimizerParamState>>& states, const torch::Tensor& p) {
+  auto& slot = states[p.unsafeGetTensorImpl()];
+  if (!slot) {
+    auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+    fresh->step(0);
+    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    slot = std::move(fresh);
+  }
+  return static_cast<torch::optim::AdamWParamState&>(*slot);
+}
+
+}  // namespace
+
+void FusedAdamW::MakeCapturable() {
+  counts_.clear();
+  lrs_.clear();
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
+    TORCH_CHECK(!options.amsgrad(), "a capturable FusedAdamW has no amsgrad");
+    TORCH_CHECK(!group.params().empty(), "a capturable FusedAdamW has no empty parameter group");
+    const torch::Tensor& first = group.params().front();
+    int64_t step = -1;
+    for (const auto& p : group.params()) {
+      TORCH_CHECK(p.device() == first.device() && p.dtype() == first.dtype() && at::isFloatingType(p.scalar_type()),
+                  "a capturable FusedAdamW's group holds parameters of one floating type on one device");
+      const int64_t s = StateOf(state_, p).step();
+      TORCH_CHECK(step < 0 || s == step, "a capturable FusedAdamW's group shares one step count; its parameters "
+                  "have taken ", step, " and ", s, " steps");
+      step = s;
+    }
+    counts_.push_back(torch::full({}, static_cast<double>(step), first.options()));
+    lrs_.push_back(torch::full({}, options.lr(), first.options()));
+  }
+}
+
+void FusedAdamW::WriteLearningRates() {
+  for (size_t g = 0; g < lrs_.size(); ++g)
+    lrs_[g].fill_(static_cast<torch::optim::AdamWOptions&>(param_groups_[g].options()).lr());
+}
+
+void FusedAdamW::SyncHostSteps() {
+  for (size_t g = 0; g < counts_.size(); ++g) {
+    const auto step = static_cast<int64_t>(std::llround(counts_[g].item<double>()));
+    for (const auto& p : param_groups_[g].params()) StateOf(state_, p).step(step);
+  }
+}
+
 torch::Tensor FusedAdamW::step(LossClosure closure) {
+  if (capturable()) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor loss;
+    if (closure) {
+      torch::AutoGradMode enable_grad(true);
+      loss = closure();
+    }
+    for (size_t g = 0; g < param_groups_.size(); ++g) {
+      const auto& options = static_cast<torch::optim::AdamWOptions&>(param_groups_[g].options());
+      const std::vector<torch::Tensor>& params = param_groups_[g].params();
+      std::vector<torch::Tensor> grads, exp_avgs, exp_avg_sqs;
+      for (const auto& p : params) {
+        TORCH_CHECK(p.grad().defined(), "a capturable FusedAdamW steps every parameter of a group at once; one has "
+                    "no gradient");
+        auto& state = StateOf(state_, p);
+        grads.push_back(p.grad());
+        exp_avgs.push_back(state.exp_avg());
+        exp_avg_sqs.push_back(state.exp_avg_sq());
+      }
+      counts_[g].add_(1);
+      const std::vector<torch::Tensor> steps(params.size(), counts_[g]);
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lrs_[g],
+                        std::get<0>(options.betas()), std::get<1>(options.betas()), options.weight_decay(),
+                        options.eps(), /*amsgrad=*/false, /*maximize=*/false);
+    }
+    return loss;
+  }
   std::vector<std::vector<torch::Tensor>> fusable;
   for (auto& group : param_groups_) {
     auto params = FusableParameters(group);
@@ -103,15 +182,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
     std::vector<torch::Tensor> grads, exp_avgs, exp_avg_sqs, steps;
     std::map<int64_t, torch::Tensor> step_tensors;  // one scalar per distinct step count
     for (const auto& p : params) {
-      auto& slot = state_[p.unsafeGetTensorImpl()];
-      if (!slot) {  // as AdamW initialises it
-        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        slot = std::move(fresh);
-      }
-      auto& state = static_cast<torch::optim::AdamWParamState&>(*slot);
+      auto& state = StateOf(state_, p);
       state.step(state.step() + 1);
       torch::Tensor& count = step_tensors[state.step()];
       if (!count.defined()) count = torch::full({}, static_cast<double>(state.step()), p.options());
@@ -157,6 +228,8 @@ void SetLearningRate(torch::optim::Optimizer& optimizer, double lr, const std::v
   DOCMATCH_CHECK(factors.empty() || factors.size() == groups.size(), "train", factors.size(),
                  " learning-rate factors for ", groups.size(), " parameter groups");
   for (size_t g = 0; g < groups.size(); ++g) groups[g].options().set_lr(factors.empty() ? lr : lr * factors[g]);
+  if (auto* fused = dynamic_cast<FusedAdamW*>(&optimizer); fused != nullptr && fused->capturable())
+    fused->WriteLearningRates();
 }
 
 }  // namespace docmatch::train

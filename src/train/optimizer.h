@@ -103,6 +103,23 @@ class FusedAdamW : public torch::optim::AdamW {
  public:
   using AdamW::AdamW;
   torch::Tensor step(LossClosure closure = nullptr) override;
+
+  // Graph-safe steps, for a step captured once and replayed (CUDA graphs):
+  // each group's step count and learning rate live in tensors on its
+  // parameters' device; step() advances the count in place, reads the lr
+  // tensor and changes no host state, so a replay does what the captured
+  // step did. Every parameter of a group must then have a gradient at every
+  // step (they share the count), and the counts start from the host state
+  // (a resumed run's). SetLearningRate writes the lr tensors (before a step,
+  // outside any capture); SyncHostSteps writes the counts back into the host
+  // state (a device read: before a checkpoint, outside any capture).
+  void MakeCapturable();
+  bool capturable() const { return !counts_.empty(); }
+  void WriteLearningRates();
+  void SyncHostSteps();
+
+ private:
+  std::vector<torch::Tensor> counts_, lrs_;  // per group, 0-d on its parameters' device
 };
 
 // Scales the gradients of `parameters` so that their global 2-norm is at most

@@ -82,6 +82,61 @@ TEST(Optimizer, FusedAdamWEqualsTheAdamWLoopAndSharesItsCheckpoints) {
   }
 }
 
+// Capturable steps (counts and learning rates in tensors, nothing on the
+// host): after an eager step, four with the lr changed before each equal the
+// host-counted optimizer's; the synced host steps are its, and a checkpoint
+// then carries on in a plain AdamW as the eager one's does.
+TEST(Optimizer, CapturableStepsEqualTheHostCountedOnesAndSyncBack) {
+  const std::vector<torch::Tensor> a = Parameters(5), b = Parameters(5);
+  auto capturable = Make<FusedAdamW>(a);
+  auto eager = Make<FusedAdamW>(b);
+  Backward(a);
+  Backward(b);
+  capturable->step();
+  eager->step();
+  capturable->MakeCapturable();
+  ASSERT_TRUE(capturable->capturable());
+  for (int step = 0; step < 4; ++step) {
+    SetLearningRate(*capturable, 0.01 * (step + 1), {1.0, 2.0});
+    SetLearningRate(*eager, 0.01 * (step + 1), {1.0, 2.0});
+    Backward(a);
+    Backward(b);
+    capturable->step();
+    eager->step();
+    ExpectSame(a, b, "capturable step " + std::to_string(step));
+  }
+  for (const auto& p : a) {  // the host state stays where MakeCapturable found it until synced
+    EXPECT_EQ(static_cast<torch::optim::AdamWParamState&>(*capturable->state().at(p.unsafeGetTensorImpl())).step(), 1);
+  }
+  capturable->SyncHostSteps();
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(static_cast<torch::optim::AdamWParamState&>(*capturable->state().at(a[i].unsafeGetTensorImpl())).step(),
+              static_cast<torch::optim::AdamWParamState&>(*eager->state().at(b[i].unsafeGetTensorImpl())).step());
+  }
+  std::stringstream buffer;
+  {
+    torch::serialize::OutputArchive archive;
+    capturable->save(archive);
+    archive.save_to(buffer);
+  }
+  const std::vector<torch::Tensor> resumed_params = {a[0].detach().clone().requires_grad_(),
+                                                     a[1].detach().clone().requires_grad_(),
+                                                     a[2].detach().clone().requires_grad_()};
+  auto resumed = Make<torch::optim::AdamW>(resumed_params);
+  {
+    torch::serialize::InputArchive archive;
+    archive.load_from(buffer);
+    resumed->load(archive);
+  }
+  SetLearningRate(*resumed, 0.05, {1.0, 2.0});
+  SetLearningRate(*eager, 0.05, {1.0, 2.0});
+  Backward(resumed_params);
+  Backward(b);
+  resumed->step();
+  eager->step();
+  ExpectSame(resumed_params, b, "after the synced checkpoint");
+}
+
 // Two levels (SMITH's sentence-block encoder under its document layers):
 // MakeAdamW puts the lower level's parameters in groups of their own, and
 // their lr factor scales their first AdamW step (lr x m/(sqrt(v)+eps) and the
