@@ -136,13 +136,21 @@ void FusedAdamW::SyncHostSteps() {
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
-  if (capturable()) {
-    torch::NoGradGuard no_grad;
-    torch::Tensor loss;
-    if (closure) {
-      torch::AutoGradMode enable_grad(true);
-      loss = closure();
+  std::vector<std::vector<torch::Tensor>> fusable;  // the eager path's, per group
+  if (!capturable()) {
+    for (auto& group : param_groups_) {
+      auto params = FusableParameters(group);
+      if (!params) return AdamW::step(std::move(closure));
+      fusable.push_back(std::move(*params));
     }
+  }
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    torch::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  if (capturable()) {
     for (size_t g = 0; g < param_groups_.size(); ++g) {
       const auto& options = static_cast<torch::optim::AdamWOptions&>(param_groups_[g].options());
       const std::vector<torch::Tensor>& params = param_groups_[g].params();
@@ -162,18 +170,6 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
                         options.eps(), /*amsgrad=*/false, /*maximize=*/false);
     }
     return loss;
-  }
-  std::vector<std::vector<torch::Tensor>> fusable;
-  for (auto& group : param_groups_) {
-    auto params = FusableParameters(group);
-    if (!params) return AdamW::step(std::move(closure));
-    fusable.push_back(std::move(*params));
-  }
-  torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    torch::AutoGradMode enable_grad(true);
-    loss = closure();
   }
   for (size_t g = 0; g < param_groups_.size(); ++g) {
     const std::vector<torch::Tensor>& params = fusable[g];
