@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run ON the lent GPU machine (device tool, carry [".device"]):
-#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune ab attention profile curve
+#   bash scripts/device/gpu-checks.sh [all | STAGE ...]   STAGE: build test train bench large finetune ab attention graphs profile curve
 # (default all; a device call runs at most 10 minutes, so the stages can also
 # go a few per call, e.g. `build test train`, then `bench large`.)
 # The build: where scripts/device/pack-build.sh left .device/build.tar.xz
@@ -40,6 +40,13 @@
 #                  alternating the two step by step (paper config, bf16 and
 #                  fp32, batch 32, 128, 256; attention.jsonl), then the
 #                  trainer's docs/s both ways at batch 32 and 128, A B A B
+#   graphs.txt     (stage graphs) CUDA graphs: the captured step's CUDA test
+#                  (replays against eager steps), then the trainer's docs/s
+#                  with --cuda-graphs, with --step-buckets alone (the same
+#                  padding, eager) and plain, paper config bf16, batch 32 and
+#                  128, interleaved in two rounds; the graphs captured, the
+#                  losses at step 40, the epoch time at each rate; the input
+#                  pipeline over 30 epochs at 2, 4 and 8 builders
 #   profile.txt    (stage profile) this build's trainer profiled over steps 31-33
 #                  at batch 32 and 256 (each step's GPU busy time, its operators;
 #                  trainer-profile-B.json.gz: the traces) and smith_step's host
@@ -57,8 +64,8 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(all)
 [ "${stages[*]}" = all ] && stages=(build test train bench large finetune)
 for stage in "${stages[@]}"; do
-  case "$stage" in build|test|train|bench|large|finetune|ab|attention|profile|curve) ;;
-    *) echo "usage: $0 [all | build|test|train|bench|large|finetune|ab|attention|profile|curve ...]" >&2; exit 2 ;; esac
+  case "$stage" in build|test|train|bench|large|finetune|ab|attention|graphs|profile|curve) ;;
+    *) echo "usage: $0 [all | build|test|train|bench|large|finetune|ab|attention|graphs|profile|curve ...]" >&2; exit 2 ;; esac
 done
 OUT="${OUT:-/tmp/gpu-checks}"
 mkdir -p "$OUT"
@@ -364,6 +371,47 @@ print("trainer", sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step"
   rm -rf /tmp/gpu-attention /tmp/gpu-attention.json
 }
 
+graphs() {
+  # The captured step (train/captured_step.h): its CUDA test first (graphed
+  # micro-steps against eager ones, and dropout drawn anew at each replay),
+  # then the trainer three ways in one call, interleaved: --cuda-graphs,
+  # --step-buckets (the graphs' padding, eager) and plain; docs/s of steps
+  # 31-40 (the log interval's rate) and the loss at step 40.
+  "${mpi[@]}" -np 1 $DOCMATCH_BUILD_DIR/tests/dist_mpi_tests --gtest_filter='CapturedSmithSteps.*' --gtest_color=no \
+    > "$OUT/graphs-test.log" 2>&1
+  grep -E "^\[ +(OK|SKIPPED|FAILED|PASSED) +\]|Failure|error" "$OUT/graphs-test.log" | head -n 20 | tee -a "$OUT/graphs.txt"
+  local batch round side
+  for batch in 32 128; do
+    for round in 1 2; do
+      for side in graphs buckets plain; do
+        local flags=()
+        [ $side = graphs ] && flags=(--cuda-graphs)
+        [ $side = buckets ] && flags=(--step-buckets)
+        "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml --device cuda \
+          --backend nccl --precision bf16 --steps 40 --batch-size $batch --checkpoint-every 1000 "${flags[@]}" \
+          --run /tmp/gpu-graphs > "$OUT/graphs-$side-$batch-$round.log" 2>&1
+        echo "exit $? captured $(grep -c 'CUDA graph .* captured' "$OUT/graphs-$side-$batch-$round.log")" |
+          tr '\n' ' ' | tee -a "$OUT/graphs.txt"
+        python3 -c 'import json, sys
+rows = [json.loads(l) for l in open("/tmp/gpu-graphs/metrics.jsonl") if "train/docs_per_s" in l]
+r = rows[-1]
+print("trainer", sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step", r["step"],
+      "docs/s %.1f" % r["train/docs_per_s"], "epoch min %.2f" % (714800 / r["train/docs_per_s"] / 60),
+      "loss %.4f" % r["train/loss"], "gpu peak GiB %.2f" % r.get("train/gpu_peak_gib", 0))' \
+          $side $batch $round 2>&1 | tee -a "$OUT/graphs.txt"
+      done
+    done
+  done
+  rm -rf /tmp/gpu-graphs
+  # What the loader gives against what the graphed step takes: 30 epochs
+  # (the 3-epoch figure of the bench stage is mostly start-up), with the
+  # buckets' host work, at 2, 4 and 8 builders.
+  for builders in 2 4 8; do
+    $DOCMATCH_BUILD_DIR/bench/stream_bench --corpus $corpus --epochs 30 --batch-size 32 --block-length 32 \
+      --max-blocks 48 --builders $builders --buckets 2>&1 | tail -n 1 | tee -a "$OUT/graphs.txt"
+  done
+}
+
 profile() {
   # Where this build's trainer step goes: steps 31-33 of 40 under the profiler
   # (not the last, which checkpoints; step 30 logs: 31-33 do not; each step's
@@ -478,7 +526,7 @@ print({k.split("/")[-1]: round(v, 2) for k, v in m.items() if "time/" in k or k 
 # archive, the short summaries beside it. Packed on any exit, so that a call
 # stopped at its limit (timeout -k 10 N bash gpu-checks.sh ...) still returns them.
 pack_logs() {
-  (cd "$OUT" && logs=$(ls | grep -vE '^(epoch|large|backends|syncs|finetune|ab|attention|profile)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
+  (cd "$OUT" && logs=$(ls | grep -vE '^(epoch|large|backends|syncs|finetune|ab|attention|graphs|profile)\.txt$|^peer-.*\.txt$|^train_step\.txt$|\.gz$') &&
     [ -n "$logs" ] && tar -czf "logs-$(IFS=-; echo "${stages[*]}").tar.gz" $logs && rm -f $logs)
   ls "$OUT"
 }
@@ -495,6 +543,7 @@ for stage in "${stages[@]}"; do
     finetune) finetune ;;
     ab) ab ;;
     attention) attention ;;
+    graphs) graphs ;;
     profile) profile ;;
     curve) curve ;;
   esac

@@ -61,8 +61,12 @@ Command AddPretrainCommand(CLI::App* app) {
                 "encoder: there the paper's form flattens the block vectors and stays at chance, this one learns "
                 "(docs/RESULTS.md, SMITH)");
   sub->add_flag("--step-buckets", o->step_buckets,
-                "SMITH wp, wp+sp: pad each batch to its step bucket (a few fixed shapes, what a CUDA-graph step "
-                "needs); the losses and gradients are the unpadded batch's, the padding costs time");
+                "SMITH wp, wp+sp, docsplit: pad each batch to its step bucket (a few fixed shapes, what a "
+                "CUDA-graph step needs); the losses and gradients are the unpadded batch's, the padding costs time");
+  sub->add_flag("--cuda-graphs,!--no-cuda-graphs", o->cuda_graphs,
+                "SMITH wp, wp+sp on one GPU: each step bucket's forward and backward captured once as a CUDA "
+                "graph and replayed (one launch instead of ~1,000 kernels a step); implies --step-buckets. "
+                "One rank only; not with --freeze-sentence-steps");
   AddSentenceLevelFlags(sub, o.get());
   AddGradCacheFlag(sub, &o->grad_cache, "DocSplit", "documents");
   sub->add_option("--valid-corpus", o->valid_corpus,

@@ -297,6 +297,43 @@ BlockPoolSpread MeasureBlockPool(const torch::Tensor& vectors) {
   return spread;
 }
 
+SmithSums SmithPretrainingSums(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
+                                dist::ProcessGroup& group, bool detach_block_targets) {
+  const bool bucketed = batch.layout.counts.defined();
+  const auto out = model->forward(batch, sentence_blocks);
+  SmithSums sums;
+  sums.lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true, out.lm_valid);
+  sums.lm_rows = out.lm_labels.size(0);
+  if (!sentence_blocks) return sums;
+  // This rank's predictions against every rank's original block vectors
+  // (detached on every rank alike, so no rank waits in the gather's backward).
+  const int64_t P = out.block_predictions.size(0);
+  const dist::Gathered pool = dist::AllGatherWithGrad(out.block_originals, group);
+  torch::Tensor positive = torch::arange(P, batch.tokens.options()) + pool.offset;
+  if (bucketed) {
+    // Filler masked blocks predict nothing (ignored labels, never a top-1)
+    // and are no rank's candidates.
+    const torch::Tensor mine = torch::arange(P, batch.tokens.options()).lt(batch.layout.counts[3]);
+    positive = positive.masked_fill(mine.logical_not(), data::kIgnoreLabel);
+    torch::NoGradGuard no_grad;
+    sums.pooled_real = dist::AllGatherWithGrad(mine.to(out.block_originals.scalar_type()), group).all.gt(0.5);
+  }
+  sums.targets = pool.all.detach();
+  torch::Tensor scores;
+  sums.block = model::SentenceBlockLoss(out.block_predictions, detach_block_targets ? sums.targets : pool.all, positive,
+                                        /*sum=*/true, &scores, sums.pooled_real);
+  sums.top1 = scores.argmax(1).eq(positive).sum().to(torch::kFloat64);
+  sums.block_rows = P;
+  return sums;
+}
+
+std::function<std::map<std::string, double>()> BlockPoolDiagnostics(const SmithSums& sums) {
+  return [targets = sums.targets, pooled_real = sums.pooled_real] {
+    const BlockPoolSpread spread = MeasureBlockPool(pooled_real.defined() ? targets.index({pooled_real}) : targets);
+    return std::map<std::string, double>{{"block_cosine", spread.mean_cosine}, {"block_rank", spread.effective_rank}};
+  };
+}
+
 Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
                            dist::ProcessGroup& group, bool detach_block_targets, const data::StepCounts* real) {
   // A step bucket's fillers are told apart on the device by the layout's
@@ -305,40 +342,21 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
   TORCH_CHECK(bucketed == (real != nullptr),
               bucketed ? "a batch padded to its step bucket needs its real counts (data::CountStep)"
                        : "real counts are for a batch padded to its step bucket");
-  const auto out = model->forward(batch, sentence_blocks);
+  const SmithSums sums = SmithPretrainingSums(model, batch, sentence_blocks, group, detach_block_targets);
   Totals totals(group);
-  const torch::Tensor lm = model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true, out.lm_valid);
-  const int lm_slot = totals.Add(lm, bucketed ? real->M : out.lm_labels.size(0));
-  torch::Tensor block, targets, pooled_real;
+  const int lm_slot = totals.Add(sums.lm, bucketed ? real->M : sums.lm_rows);
   int block_slot = -1, top1_slot = -1;
   if (sentence_blocks) {
-    // This rank's predictions against every rank's original block vectors
-    // (detached on every rank alike, so no rank waits in the gather's backward).
-    const int64_t P = out.block_predictions.size(0);
-    const dist::Gathered pool = dist::AllGatherWithGrad(out.block_originals, group);
-    torch::Tensor positive = torch::arange(P, batch.tokens.options()) + pool.offset;
-    if (bucketed) {
-      // Filler masked blocks predict nothing (ignored labels, never a top-1)
-      // and are no rank's candidates.
-      const torch::Tensor mine = torch::arange(P, batch.tokens.options()).lt(batch.layout.counts[3]);
-      positive = positive.masked_fill(mine.logical_not(), data::kIgnoreLabel);
-      torch::NoGradGuard no_grad;
-      pooled_real = dist::AllGatherWithGrad(mine.to(out.block_originals.scalar_type()), group).all.gt(0.5);
-    }
-    targets = pool.all.detach();
-    torch::Tensor scores;
-    block = model::SentenceBlockLoss(out.block_predictions, detach_block_targets ? targets : pool.all, positive,
-                                     /*sum=*/true, &scores, pooled_real);
-    const int64_t predicted = bucketed ? real->P : P;
-    block_slot = totals.Add(block, predicted);
-    top1_slot = totals.Add(scores.argmax(1).eq(positive).sum().to(torch::kFloat64), predicted);
+    const int64_t predicted = bucketed ? real->P : sums.block_rows;
+    block_slot = totals.Add(sums.block, predicted);
+    top1_slot = totals.Add(sums.top1, predicted);
   }
   totals.Reduce();
   Objective objective;
-  objective.loss = totals.Scaled(lm, lm_slot);
+  objective.loss = totals.Scaled(sums.lm, lm_slot);
   objective.parts["lm"] = totals.mean(lm_slot);
   if (sentence_blocks) {
-    objective.loss = objective.loss + totals.Scaled(block, block_slot);
+    objective.loss = objective.loss + totals.Scaled(sums.block, block_slot);
     objective.parts["block"] = totals.mean(block_slot);
   }
   for (const auto& [name, value] : objective.parts) objective.value += value;
@@ -348,10 +366,7 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
     // (an SVD of the whole pool), how alike the candidate targets are. The
     // pool is every rank's, so these are the same on every rank.
     objective.parts["block_top1"] = totals.mean(top1_slot);
-    objective.diagnostics = [targets, pooled_real] {
-      const BlockPoolSpread spread = MeasureBlockPool(pooled_real.defined() ? targets.index({pooled_real}) : targets);
-      return std::map<std::string, double>{{"block_cosine", spread.mean_cosine}, {"block_rank", spread.effective_rank}};
-    };
+    objective.diagnostics = BlockPoolDiagnostics(sums);
   }
   return objective;
 }
@@ -388,13 +403,20 @@ Objective DocSplitViews(const torch::Tensor& vectors, const torch::Tensor& lm, i
 }  // namespace
 
 Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::ProcessGroup& group,
-                   double temperature, double lm_weight) {
-  TORCH_CHECK(!views.layout.counts.defined(), "the trainer's DocSplit takes batches without step-bucket fillers");
+                   double temperature, double lm_weight, const data::StepCounts* real) {
+  // A bucket's fillers are blocks, tokens and predicted rows, never views:
+  // the contrastive term is over the real views alone; the LM's mean counts
+  // the real predicted words (`real`), its sum leaves the filler rows out.
+  const bool bucketed = views.layout.counts.defined();
+  TORCH_CHECK(bucketed == (real != nullptr),
+              bucketed ? "views padded to their step bucket need their real counts (data::CountStep)"
+                       : "real counts are for views padded to their step bucket");
   const bool lm = lm_weight != 0;
   const auto out = model->ForwardViews(views, lm);
-  return DocSplitViews(out.vectors,
-                       lm ? model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true) : torch::Tensor(),
-                       lm ? out.lm_labels.size(0) : 0, group, temperature, lm_weight);
+  return DocSplitViews(
+      out.vectors,
+      lm ? model->LanguageModelLoss(out.lm_hidden, out.lm_labels, /*sum=*/true, out.lm_valid) : torch::Tensor(),
+      lm ? (bucketed ? real->M : out.lm_labels.size(0)) : 0, group, temperature, lm_weight);
 }
 
 Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, dist::ProcessGroup& group,

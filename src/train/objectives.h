@@ -90,11 +90,30 @@ Objective SmithPretraining(model::SmithPretraining& model, const model::BlockTen
                            dist::ProcessGroup& group, bool detach_block_targets = false,
                            const data::StepCounts* real = nullptr);
 
+// SmithPretraining's device half: the forward and this rank's local sums,
+// with no count, no host read and no host-made tensor (what a captured step
+// records, train/captured_step.h). The global counts, the scaling and the
+// means are the host's, around it.
+struct SmithSums {
+  torch::Tensor lm;           // the word LM's summed loss over this rank's predicted rows (fillers out)
+  torch::Tensor block;        // the block loss summed over its masked blocks; undefined without sentence blocks
+  torch::Tensor top1;         // float64: how many of them score their own block highest
+  torch::Tensor targets;      // the candidate pool, detached (the diagnostics read it)
+  torch::Tensor pooled_real;  // bool: which candidates are real blocks; undefined without fillers
+  int64_t lm_rows = 0, block_rows = 0;  // the layout's predicted rows and masked blocks, fillers included
+};
+SmithSums SmithPretrainingSums(model::SmithPretraining& model, const model::BlockTensors& batch, bool sentence_blocks,
+                               dist::ProcessGroup& group, bool detach_block_targets);
+// block_cosine and block_rank of the sums' real candidates (MeasureBlockPool),
+// read when called.
+std::function<std::map<std::string, double>()> BlockPoolDiagnostics(const SmithSums& sums);
+
 // DocSplit: `views` holds this rank's first halves then its second halves;
 // InfoNCE against every rank's views, plus lm_weight * word LM (lm_weight 0:
-// no LM term, part "lm" absent).
+// no LM term, part "lm" absent). Views padded to their step bucket need
+// `real`, their real counts (data::CountStep), as SmithPretraining does.
 Objective DocSplit(model::SmithPretraining& model, const model::BlockTensors& views, dist::ProcessGroup& group,
-                   double temperature = 0.05, double lm_weight = 0.1);
+                   double temperature = 0.05, double lm_weight = 0.1, const data::StepCounts* real = nullptr);
 // The same on a flat encoder (MatchBERT), views from data::BuildFlatDocSplitBatch
 // (with masks for an LM term).
 Objective DocSplit(model::FlatPretraining& model, const data::FlatBatch& views, dist::ProcessGroup& group,

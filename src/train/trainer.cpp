@@ -23,6 +23,7 @@
 #include "model/sdr.h"
 #include "model/smith.h"
 #include "model/transformer.h"
+#include "train/captured_step.h"
 #include "train/objectives.h"
 #include "train/pretraining_objectives.h"
 #include "train/training_loop.h"
@@ -42,6 +43,7 @@ nlohmann::json OptionsJson(const PretrainOptions& o) {
                {"detach_block_targets", o.detach_block_targets},
                {"grad_cache", o.grad_cache},
                {"step_buckets", o.step_buckets},
+               {"cuda_graphs", o.cuda_graphs},
                {"valid_corpus", o.valid_corpus},
                {"valid_documents", o.valid_documents}});
   return json;
@@ -57,6 +59,7 @@ struct Task {
   std::function<int64_t(const Batch&)> tokens;     // real tokens in this rank's batch
   std::function<double(const Batch&)> flops;       // model FLOPs of a step on it; null: not counted
   io::ModelFolderInfo info;                        // how checkpoints describe the model
+  bool keeps_gradients = false;                    // a captured step's: TrainingStage::KeepsGradients
 };
 
 // A rank's batch as the objective reads it: its documents in chunks of
@@ -138,6 +141,7 @@ class PretrainingStage : public TrainingStage {
   const char* name() const override { return "train"; }
   const char* unit() const override { return "docs"; }
   torch::nn::Module& module() override { return task_.module; }
+  bool KeepsGradients() const override { return task_.keeps_gradients; }
   const io::ModelFolderInfo& info() const override { return task_.info; }
   const data::Corpus& corpus() const override { return *corpus_; }
   void Start(const std::optional<ResumedState>& resumed) override;
@@ -290,7 +294,8 @@ LoopResult PretrainSdr(PretrainSetup& s) {
             std::count_if(batch.partners.begin(), batch.partners.end(), [](int32_t t) { return t != data::kPadId; }));
       },
       nullptr,
-      s.info};
+      s.info,
+      /*keeps_gradients=*/false};
   return Loop(s.options, s.corpus, std::move(task), group);
 }
 
@@ -326,7 +331,8 @@ LoopResult PretrainFlat(PretrainSetup& s) {
                    },
                    [](const Batch& batch) { return batch.Sum([](const data::FlatBatch& b) { return b.real_tokens; }); },
                    nullptr,
-                   s.info};
+                   s.info,
+                   /*keeps_gradients=*/false};
   return Loop(s.options, s.corpus, std::move(task), group);
 }
 
@@ -347,6 +353,13 @@ LoopResult PretrainSmith(PretrainSetup& s) {
   const PretrainOptions& options = s.options;
   dist::ProcessGroup& group = s.group;
   using Batch = Chunks<data::BlockBatch>;
+  const bool sentence_blocks = objective == PretrainObjective::kWordAndBlocks;
+  const bool buckets = options.step_buckets || options.cuda_graphs;
+  std::shared_ptr<CapturedSmithSteps> captured;
+  if (options.cuda_graphs) {
+    captured = std::make_shared<CapturedSmithSteps>(
+        model, group, CapturedSmithSteps::Options{sentence_blocks, options.detach_block_targets});
+  }
   Task<Batch> task{
       *model,
       InChunks<data::BlockBatch>(s.chunk,
@@ -356,15 +369,24 @@ LoopResult PretrainSmith(PretrainSetup& s) {
                                                                    options.seed, epoch);
                                  }),
       [&](const Batch& batch) {
-        if (docsplit) return DocSplit(model, batch.chunks, group, options.temperature, options.lm_weight);
-        const data::BlockBatch& b = batch.chunks.front();
-        const bool sentence_blocks = objective == PretrainObjective::kWordAndBlocks;
-        if (!options.step_buckets) {
+        if (docsplit && !buckets) return DocSplit(model, batch.chunks, group, options.temperature, options.lm_weight);
+        const data::BlockBatch& b = batch.chunks.front();  // with buckets, the whole batch (no gradient caching)
+        if (docsplit) {
+          const data::StepCounts counts = data::CountStep(b);
+          const data::StepShape shape = data::BucketFor(counts, b.B, b.K, blocks, data::StepBuckets{});
+          return DocSplit(model, model::ToTensors(b, device, &shape), group, options.temperature, options.lm_weight,
+                          &counts);
+        }
+        if (!buckets) {
           return SmithPretraining(model, model::ToTensors(b, device), sentence_blocks, group,
                                   options.detach_block_targets);
         }
         const data::StepCounts counts = data::CountStep(b);
         const data::StepShape shape = data::BucketFor(counts, b.B, b.K, blocks, data::StepBuckets{});
+        // Validation runs without gradients: the plain objective, not the captured step's backward.
+        if (captured && torch::GradMode::is_enabled()) {
+          return captured->Step(b, counts, shape, 1.0 / static_cast<double>(options.accumulation));
+        }
         return SmithPretraining(model, model::ToTensors(b, device, &shape), sentence_blocks, group,
                                 options.detach_block_targets, &counts);
       },
@@ -379,7 +401,8 @@ LoopResult PretrainSmith(PretrainSetup& s) {
           total += model::SmithPretrainingFlops(smith, b, objective != PretrainObjective::kWordLm);
         return total;
       },
-      s.info};
+      s.info,
+      /*keeps_gradients=*/captured != nullptr};
   return Loop(options, s.corpus, std::move(task), group);
 }
 
@@ -421,10 +444,23 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& gr
                  options.grad_cache);
   DOCMATCH_CHECK(options.grad_cache == 0 || objective.in_batch_negatives, "train", "--grad-cache applies to docsplit, ",
                  "whose in-batch negatives make the batch one loss; for ", objective.name, " use --accumulation");
-  DOCMATCH_CHECK(!options.step_buckets || (config.kind == "smith" && (objective.id == PretrainObjective::kWordLm ||
-                                                                        objective.id == PretrainObjective::kWordAndBlocks)),
-                 "train", "--step-buckets pads SMITH's wp and wp+sp batches; not ", objective.name, " on a ",
-                 config.kind, " model");
+  DOCMATCH_CHECK(!options.step_buckets || config.kind == "smith", "train",
+                 "--step-buckets pads SMITH's wp, wp+sp and docsplit batches; not a ", config.kind, " model's");
+  DOCMATCH_CHECK(!options.step_buckets || options.grad_cache == 0, "train",
+                 "--step-buckets pads the whole batch; it does not take --grad-cache's chunks");
+  if (options.cuda_graphs) {
+    DOCMATCH_CHECK(config.kind == "smith" && (objective.id == PretrainObjective::kWordLm ||
+                                              objective.id == PretrainObjective::kWordAndBlocks),
+                   "train", "--cuda-graphs captures SMITH's wp and wp+sp steps; not ", objective.name, " on a ",
+                   config.kind, " model");
+    DOCMATCH_CHECK(group.device().is_cuda(), "train", "--cuda-graphs needs a CUDA device; this run is on ",
+                   group.device().str(), " (use --device cuda on a GPU machine, or leave the flag out)");
+    DOCMATCH_CHECK(group.size() == 1, "train", "--cuda-graphs runs at one rank (the step's collectives are not ",
+                   "captured); this run has ", group.size());
+    DOCMATCH_CHECK(options.freeze_sentence_steps == 0, "train",
+                   "--cuda-graphs cannot take --freeze-sentence-steps: thawing the sentence level changes the ",
+                   "captured backward");
+  }
   DOCMATCH_CHECK(!options.detach_block_targets || objective.sentence_blocks, "train",
                  "--detach-block-targets applies to wp+sp, the objective with masked sentence blocks; not to ",
                  objective.name);

@@ -54,6 +54,10 @@ struct PretrainOptions : LoopOptions {
   // (data/batches/step_buckets.h), so that the steps take a few shapes (what
   // a captured step needs); the losses and gradients are the unpadded ones.
   bool step_buckets = false;
+  // wp, wp+sp on SMITH, one CUDA rank: the micro-step's forward and backward
+  // replayed from a CUDA graph per step bucket (train/captured_step.h);
+  // implies step_buckets.
+  bool cuda_graphs = false;
   std::string valid_corpus;           // prepared corpus for the validation loss; "" = none
   int64_t valid_documents = 256;      // its first documents that validation reads
   int loader_threads = 2;             // threads building batches (data::BatchLoader)

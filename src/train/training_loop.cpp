@@ -32,12 +32,13 @@ dist::SynchronizerOptions SynchronizerOptionsOf(const LoopOptions& options) {
 // steps. `frozen` parameters lose their gradient first: no update, and no
 // part in the clipping norm. The wait for the gradients is charged to "comm"
 // and the update to "optimizer".
+// The gradients are then zeroed, or dropped unless `keep_gradients`.
 // Returns the gradients' global norm before clipping when clipping is on
 // or `want_norm` (a step that logs), else an undefined tensor.
 torch::Tensor OptimizerStep(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
                             torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
                             PhaseTimer& timer, const std::vector<double>& lr_factors,
-                            const std::vector<torch::Tensor>& frozen, bool want_norm) {
+                            const std::vector<torch::Tensor>& frozen, bool want_norm, bool keep_gradients) {
   synchronizer.Finalize();
   timer.Mark("comm");
   // Frozen parameters: no gradient, so neither the clipping norm nor AdamW's
@@ -51,7 +52,7 @@ torch::Tensor OptimizerStep(dist::GradientSynchronizer& synchronizer, torch::nn:
   }
   SetLearningRate(optimizer, LearningRate(options, step), lr_factors);
   optimizer.step();
-  optimizer.zero_grad();
+  optimizer.zero_grad(/*set_to_none=*/!keep_gradients);
   timer.Mark("optimizer");
   return norm;
 }
@@ -59,9 +60,9 @@ torch::Tensor OptimizerStep(dist::GradientSynchronizer& synchronizer, torch::nn:
 // The step instead, after a loss that was not finite (CheckFinite returned
 // false): the gradients' collectives run as on every rank (Finalize), then
 // the gradients are dropped; no update.
-void SkipStep(dist::GradientSynchronizer& synchronizer, torch::optim::Optimizer& optimizer) {
+void SkipStep(dist::GradientSynchronizer& synchronizer, torch::optim::Optimizer& optimizer, bool keep_gradients) {
   synchronizer.Finalize();
-  optimizer.zero_grad();
+  optimizer.zero_grad(/*set_to_none=*/!keep_gradients);
 }
 
 // Whether step `step` (numbered from 1) logs its metrics: every --log-every
@@ -259,10 +260,10 @@ void TrainingLoop::Update(bool finite) {
   if (finite) {
     // step_ is the step being taken, numbered from 0 here; Report sees it as step_ + 1.
     grad_norm_ = OptimizerStep(synchronizer_, stage_.module(), *optimizer_, options_.optimizer, step_, *timer_,
-                               LrFactors(), levels_.Frozen(step_), LogDue(options_, step_ + 1));
+                               LrFactors(), levels_.Frozen(step_), LogDue(options_, step_ + 1), stage_.KeepsGradients());
   } else {
     grad_norm_ = torch::Tensor();
-    SkipStep(synchronizer_, *optimizer_);
+    SkipStep(synchronizer_, *optimizer_, stage_.KeepsGradients());
   }
 }
 

@@ -61,6 +61,10 @@ class TrainingStage {
   virtual const char* unit() const = 0;
   virtual const char* headline() const { return nullptr; }
   virtual torch::nn::Module& module() = 0;
+  // Whether the stage's backward writes into the .grad tensors it was set up
+  // with (a captured step, train/captured_step.h): the loop then zeroes the
+  // gradients after a step instead of dropping them.
+  virtual bool KeepsGradients() const { return false; }
   // How checkpoints and best/ describe module().
   virtual const io::ModelFolderInfo& info() const = 0;
   // Names the documents of a batch whose loss is not finite.

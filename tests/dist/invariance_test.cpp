@@ -285,6 +285,35 @@ TEST(WorldSizeInvariance, DocSplit) {
       });
 }
 
+// Each rank's views padded to their own step bucket (fillers in blocks,
+// tokens and predicted words): the objective, gradients and parameters of
+// one rank's unpadded views of the global batch.
+TEST(WorldSizeInvariance, DocSplitViewsPaddedToTheirStepBuckets) {
+  const data::BlockOptions blocks{8, 12};
+  const auto views_of = [blocks](int64_t begin, int64_t end) {
+    data::MaskOptions masks = Masks();
+    masks.masked_blocks = 0;
+    return data::BuildDocSplitBatch(Range(begin, end), blocks, &masks, /*seed=*/3, /*epoch=*/0);
+  };
+  ExpectInvariant(
+      "docsplit-bucketed", SeededSmithPretraining,
+      [&](torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
+        const data::BlockBatch views = views_of(begin, end);
+        const data::StepCounts counts = data::CountStep(views);
+        const data::StepShape shape =
+            data::BucketFor(counts, views.B, views.K, blocks, data::StepBuckets{/*granularity=*/8, /*ratio=*/1.5});
+        EXPECT_GT(shape.R, counts.R);
+        EXPECT_GT(shape.M, counts.M);
+        auto holder = Borrow<model::SmithPretraining>(m);
+        return train::DocSplit(holder, model::ToTensors(views, torch::kCPU, &shape), comm, 0.05, 0.1, &counts);
+      },
+      4, 1e-9,
+      [&](torch::nn::Module& m, int64_t begin, int64_t end, dist::ProcessGroup& comm) {
+        auto holder = Borrow<model::SmithPretraining>(m);
+        return train::DocSplit(holder, model::ToTensors(views_of(begin, end), torch::kCPU), comm, 0.05, 0.1);
+      });
+}
+
 // DocSplit on the flat encoder (pretrain on kind match_bert): mean pooling
 // over up to two windows per half, with the word LM term.
 TEST(WorldSizeInvariance, FlatDocSplit) {

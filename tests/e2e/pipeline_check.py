@@ -240,15 +240,17 @@ def check_grad_cache(p):
 
 
 def check_step_buckets(p):
-    """--step-buckets through the real command: with dropout off, wp+sp and wp
-    runs whose batches are padded to their step buckets log the losses of the
-    same runs unpadded, step by step (fp32: to 1e-5); DocSplit is refused.
+    """--step-buckets through the real command: with dropout off, wp+sp, wp
+    and docsplit runs whose batches are padded to their step buckets log the
+    losses of the same runs unpadded, step by step (fp32: to 1e-5);
+    --step-buckets with --grad-cache is refused, and so is --cuda-graphs on a
+    CPU run.
     Returns the largest relative difference."""
     args = ["pretrain", "--corpus", p.corpus, "--model-config", p.path("no-dropout.yaml"), "--batch-size", "3",
             "--steps", "3", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "3", "--log-every", "1",
             "--checkpoint-every", "3", "--fresh"]
     worst = 0.0
-    for objective in ("wp+sp", "wp"):
+    for objective in ("wp+sp", "wp", "docsplit"):
         losses = {}
         for name, extra in (("plain", []), ("bucketed", ["--step-buckets"])):
             run = p.path(f"step-buckets-{objective}-{name}")
@@ -259,9 +261,15 @@ def check_step_buckets(p):
             difference = abs(a - b) / max(1e-12, abs(a))
             worst = max(worst, difference)
             check(difference <= 1e-5, f"{objective} step {step}: loss {b} with --step-buckets, {a} without")
-    refused = p.run(args + ["--objective", "docsplit", "--step-buckets", "--run", p.path("step-buckets-docsplit")],
-                    expect_failure=True)
-    check("--step-buckets pads SMITH's wp and wp+sp batches; not docsplit" in refused.stderr, refused.stderr[-2000:])
+    refused = p.run(args + ["--objective", "docsplit", "--step-buckets", "--grad-cache", "1",
+                            "--run", p.path("step-buckets-grad-cache")], expect_failure=True)
+    check("--step-buckets pads the whole batch; it does not take --grad-cache's chunks" in refused.stderr,
+          refused.stderr[-2000:])
+    # CUDA graphs on a CPU run: refused before any step, naming the device.
+    refused = p.run(args + ["--objective", "wp+sp", "--cuda-graphs", "--device", "cpu",
+                            "--run", p.path("cuda-graphs-cpu")], expect_failure=True)
+    check("--cuda-graphs needs a CUDA device; this run is on cpu" in refused.stderr, refused.stderr[-2000:])
+    check(not os.path.exists(os.path.join(p.path("cuda-graphs-cpu"), "metrics.jsonl")), "a refused run trained")
     return worst
 
 

@@ -1,0 +1,248 @@
+// SMITH's micro-step on static inputs, captured and replayed on CUDA
+// (captured_step.h).
+#include "train/captured_step.h"
+
+#include <ATen/autocast_mode.h>
+#ifdef DOCMATCH_HAS_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <glog/logging.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "console/error.h"
+#include "model/host_to_device.h"
+
+namespace docmatch::train {
+
+struct CapturedSmithSteps::Entry {
+  model::BlockTensors inputs;  // the bucket's static inputs, on the device
+  torch::Tensor scales;        // (2,) float64: the word LM's and the block loss's
+  torch::Tensor sums;          // (3,) float64 output: LM, block and top-1 local sums
+  SmithSums outputs;           // the candidate pool the diagnostics read
+  int64_t uses = 0;
+#ifdef DOCMATCH_HAS_CUDA
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+#endif
+};
+
+struct CapturedSmithSteps::Cuda {
+#ifdef DOCMATCH_HAS_CUDA
+  explicit Cuda(const torch::Device& device)
+      : stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())),
+        pool(at::cuda::graph_pool_handle()) {}
+  c10::cuda::CUDAStream stream;  // warm-ups, captures and replays
+  c10::MempoolId_t pool;         // every graph's temporaries
+#endif
+};
+
+namespace {
+
+// Autocast off while alive (a backward runs outside it, as the loop's does).
+class AutocastPaused {
+ public:
+  explicit AutocastPaused(at::DeviceType type) : type_(type), was_(at::autocast::is_autocast_enabled(type)) {
+    at::autocast::set_autocast_enabled(type_, false);
+  }
+  ~AutocastPaused() { at::autocast::set_autocast_enabled(type_, was_); }
+  AutocastPaused(const AutocastPaused&) = delete;
+  AutocastPaused& operator=(const AutocastPaused&) = delete;
+
+ private:
+  at::DeviceType type_;
+  bool was_;
+};
+
+#ifdef DOCMATCH_HAS_CUDA
+// Autocast's weight cache off while alive: a cast a graph replays must be
+// made inside it, not taken from the cache.
+class AutocastCacheOff {
+ public:
+  AutocastCacheOff() : was_(at::autocast::is_autocast_cache_enabled()) {
+    at::autocast::set_autocast_cache_enabled(false);
+  }
+  ~AutocastCacheOff() { at::autocast::set_autocast_cache_enabled(was_); }
+  AutocastCacheOff(const AutocastCacheOff&) = delete;
+  AutocastCacheOff& operator=(const AutocastCacheOff&) = delete;
+
+ private:
+  bool was_;
+};
+#endif
+
+// The tensors of a BlockTensors, in one order, for copying one into another.
+std::vector<torch::Tensor*> Parts(model::BlockTensors& t) {
+  return {&t.tokens,        &t.block_mask,          &t.lm_labels,         &t.layout.real,
+          &t.layout.tokens, &t.layout.predicted, &t.layout.masked, &t.layout.counts};
+}
+
+}  // namespace
+
+CapturedSmithSteps::CapturedSmithSteps(model::SmithPretraining model, dist::ProcessGroup& group, Options options)
+    : model_(std::move(model)),
+      group_(group),
+      options_(options),
+      captures_(options.capture && group.device().is_cuda() && group.size() == 1) {
+  DOCMATCH_CHECK(options.warmup_steps >= 1, "train",
+                 "a captured step needs at least one eager use of its bucket first (its gradients), not ",
+                 options.warmup_steps);
+#ifdef DOCMATCH_HAS_CUDA
+  if (captures_) cuda_ = std::make_unique<Cuda>(group.device());
+#else
+  DOCMATCH_CHECK(!captures_, "train", "this build has no CUDA: CUDA graphs need one");
+#endif
+}
+
+CapturedSmithSteps::~CapturedSmithSteps() = default;
+
+CapturedSmithSteps::Entry& CapturedSmithSteps::StaticInputs(const data::BlockBatch& batch,
+                                                            const data::StepShape& shape,
+                                                            const std::vector<double>& scales) {
+  const torch::Device device = group_.device();
+  const Key key{batch.B, shape.S, shape.T, shape.R, shape.N, shape.M, shape.P};
+  model::BlockTensors fresh = model::ToTensors(batch, device, &shape);
+  const torch::Tensor fresh_scales =
+      model::HostToDevice(scales.data(), {static_cast<int64_t>(scales.size())}, torch::kFloat64, device,
+                          torch::kFloat64);
+  std::unique_ptr<Entry>& slot = entries_[key];
+  if (!slot) {
+    slot = std::make_unique<Entry>();
+    std::vector<torch::Tensor*> to = Parts(slot->inputs), from = Parts(fresh);
+    for (size_t i = 0; i < to.size(); ++i) *to[i] = from[i]->clone();  // storage of its own, not the batch's
+    slot->scales = fresh_scales.clone();
+    return *slot;
+  }
+  // The same bucket: the same shapes, written in place where the graph reads.
+  std::vector<torch::Tensor*> to = Parts(slot->inputs), from = Parts(fresh);
+  for (size_t i = 0; i < to.size(); ++i) to[i]->copy_(*from[i], /*non_blocking=*/true);
+  slot->scales.copy_(fresh_scales, /*non_blocking=*/true);
+  return *slot;
+}
+
+torch::Tensor CapturedSmithSteps::Body(Entry& entry, bool backward) {
+  const bool blocks = options_.sentence_blocks;
+  SmithSums sums = SmithPretrainingSums(model_, entry.inputs, blocks, group_, options_.detach_block_targets);
+  torch::Tensor loss = sums.lm * entry.scales[0];
+  if (blocks) loss = loss + sums.block * entry.scales[1];
+  const torch::Tensor zero = torch::zeros({}, entry.scales.options());
+  entry.sums = torch::stack({sums.lm.detach().to(torch::kFloat64).reshape({}),
+                             blocks ? sums.block.detach().to(torch::kFloat64).reshape({}) : zero,
+                             blocks ? sums.top1.reshape({}) : zero});
+  entry.outputs = SmithSums{};
+  entry.outputs.targets = sums.targets;
+  entry.outputs.pooled_real = sums.pooled_real;
+  if (!backward) return loss;
+  const AutocastPaused paused(group_.device().type());
+  loss.backward();
+  return torch::Tensor();
+}
+
+void CapturedSmithSteps::RunOnCaptureStream(Entry& entry) {
+#ifdef DOCMATCH_HAS_CUDA
+  const c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream(group_.device().index());
+  at::cuda::CUDAEvent inputs_ready;
+  inputs_ready.record(main);
+  inputs_ready.block(cuda_->stream);
+  {
+    const c10::cuda::CUDAStreamGuard on_capture_stream(cuda_->stream);
+    if (entry.uses < options_.warmup_steps) {
+      Body(entry, /*backward=*/true);  // eager: the bucket's gradients exist before its capture
+    } else {
+      if (!entry.graph) {
+        // The warm-up's outputs go before the capture: nothing outside the
+        // graph's pool is freed while capturing.
+        entry.sums = torch::Tensor();
+        entry.outputs = SmithSums{};
+        c10::cuda::device_synchronize();  // nothing of the eager steps still running into the capture
+        const AutocastCacheOff cache_off;
+        auto graph = std::make_unique<at::cuda::CUDAGraph>();
+        graph->capture_begin(cuda_->pool);
+        try {
+          Body(entry, /*backward=*/true);
+          graph->capture_end();
+        } catch (...) {
+          // End the capture, so that the error that stopped it is the one
+          // reported, not the failures of every later call on a stream
+          // still capturing.
+          cudaGraph_t broken = nullptr;
+          if (cudaStreamEndCapture(cuda_->stream, &broken) == cudaSuccess && broken != nullptr)
+            cudaGraphDestroy(broken);
+          (void)cudaGetLastError();
+          c10::cuda::CUDACachingAllocator::endAllocateToPool(group_.device().index(), cuda_->pool);
+          throw;
+        }
+        entry.graph = std::move(graph);
+        ++graphs_;
+        LOG(INFO) << "[train] CUDA graph " << graphs_ << " captured: " << entry.inputs.layout.real.size(0)
+                  << " blocks, " << entry.inputs.layout.tokens.size(0) << " tokens, "
+                  << entry.inputs.layout.predicted.size(0) << " predicted words, "
+                  << entry.inputs.layout.masked.size(0) << " masked blocks";
+      }
+      entry.graph->replay();  // a capture runs nothing: this is the step
+      ++replays_;
+    }
+  }
+  at::cuda::CUDAEvent done;
+  done.record(cuda_->stream);
+  done.block(main);
+#else
+  (void)entry;
+#endif
+}
+
+Objective CapturedSmithSteps::Step(const data::BlockBatch& batch, const data::StepCounts& real,
+                                   const data::StepShape& shape, double scale) {
+  // The global counts (host values, on the control plane) and each term's
+  // share: world / count, the loop's scale folded in where the backward is ours.
+  std::vector<double> counts = {static_cast<double>(real.M), static_cast<double>(real.P)};
+  group_.control().Sum(counts);
+  std::vector<double> scales;
+  for (const double count : counts)
+    scales.push_back(count > 0 ? static_cast<double>(group_.size()) / count * (captures_ ? scale : 1.0) : 0.0);
+  Entry& entry = StaticInputs(batch, shape, scales);
+  torch::Tensor loss;
+  if (captures_) {
+    RunOnCaptureStream(entry);
+  } else {
+    loss = Body(entry, /*backward=*/false);
+  }
+  ++entry.uses;
+  // The values: every rank's sums, read once (the step's one host sync).
+  torch::Tensor sums = entry.sums.clone();
+  if (group_.size() > 1) group_.data().AllReduce(sums);
+  sums = sums.to(torch::kCPU);
+  const double* sum = sums.data_ptr<double>();
+  const auto mean = [&](int term, int count) { return counts[count] > 0 ? sum[term] / counts[count] : 0.0; };
+  Objective objective;
+  objective.loss = loss;
+  objective.parts["lm"] = mean(0, 0);
+  if (options_.sentence_blocks) objective.parts["block"] = mean(1, 1);
+  for (const auto& [name, value] : objective.parts) objective.value += value;
+  if (options_.sentence_blocks) {
+    objective.parts["block_top1"] = mean(2, 1);
+    // A replay rewrites the graph's outputs: the diagnostics keep their own copy.
+    SmithSums pool = entry.outputs;
+    if (captures_) {
+      pool.targets = pool.targets.clone();
+      if (pool.pooled_real.defined()) pool.pooled_real = pool.pooled_real.clone();
+    }
+    objective.diagnostics = BlockPoolDiagnostics(pool);
+  }
+  if (captures_) {
+    objective.backward = [scale](double loop_scale, const std::function<void(bool last)>& prepare) {
+      TORCH_CHECK(loop_scale == scale, "a captured step back-propagated at scale ", scale, ", not ", loop_scale);
+      prepare(true);  // one rank: the synchronizer's life cycle, nothing to reduce
+    };
+  }
+  return objective;
+}
+
+}  // namespace docmatch::train

@@ -1,0 +1,103 @@
+// SMITH pre-training's micro-step replayed from CUDA graphs (pretrain
+// --cuda-graphs), one graph a step bucket (data/batches/step_buckets.h). At
+// batch 32 on the paper's model the eager step launches about 1,000 kernels
+// for 17 ms of GPU work, so the GPU idles half the step; a graph is one
+// launch. Every batch of a bucket has the bucket's tensor shapes, so one
+// capture serves them all.
+//
+// A bucket's graph reads static inputs and writes static outputs: the
+// batch's tensors (copied in before each replay), the loss's scales (this
+// rank's share of the global means: world size / global count, times the
+// loop's 1/accumulation, copied in too, since counts differ within a bucket),
+// and the local sums the logs and the non-finite check read after the
+// replay. Forward, loss and backward are captured; the optimizer step and
+// clipping (a few fused and foreach kernels) stay eager, after the replay.
+//
+// Gradients: a graph's backward accumulates in place into the .grad tensors
+// that exist when it is captured, made by the eager backward of the bucket's
+// first use(s) (`warmup_steps`, on the capture stream, which also settles
+// the libraries' lazy set-up). So the loop zeroes them instead of dropping
+// them (TrainingStage::KeepsGradients), every graph writes where the
+// optimizer reads, micro-steps accumulate, and all graphs can share one
+// memory pool that holds only each replay's temporaries, in any order of
+// buckets.
+//
+// Safe to replay, read from the code (and only where the bucket path holds):
+// no host read and no host-made tensor between forward and backward;
+// dropout draws from the CUDA generator, which a capture registers, so each
+// replay draws anew; autocast's weight cache is off while capturing (a cast
+// the graph replays is made inside it); the backward runs with autocast off,
+// as the loop's own backward does.
+//
+// Graphs run at one rank: the step's collectives (the block pool's
+// all-gather, the gradients' all-reduce) are not captured. Without capture
+// (`capture` false, or not on CUDA) the same body runs eagerly on the static
+// inputs, its loss back-propagated by the loop: how the CPU tests check the
+// static inputs, the scales and the sums read back.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "data/batches/blocks.h"
+#include "data/batches/step_buckets.h"
+#include "dist/process_group.h"
+#include "model/smith.h"
+#include "train/objectives.h"
+
+namespace docmatch::train {
+
+class CapturedSmithSteps {
+ public:
+  struct Options {
+    bool sentence_blocks = true;  // wp+sp (true) or wp
+    bool detach_block_targets = false;
+    bool capture = true;   // graphs on a CUDA device at one rank; false: the static inputs, eagerly
+    int warmup_steps = 1;  // eager uses of a bucket before its capture (at least 1: they make the gradients)
+  };
+  CapturedSmithSteps(model::SmithPretraining model, dist::ProcessGroup& group, Options options);
+  ~CapturedSmithSteps();
+  CapturedSmithSteps(const CapturedSmithSteps&) = delete;
+  CapturedSmithSteps& operator=(const CapturedSmithSteps&) = delete;
+
+  // Whether steps are captured and replayed (capture asked, CUDA, one rank).
+  bool captures() const { return captures_; }
+
+  // A micro-step on `batch`, whose real counts are `real` (data::CountStep)
+  // and bucket `shape` (data::BucketFor): its objective's value and parts as
+  // SmithPretraining gives them. `scale` is what the loop's Backward scales
+  // the loss by (1 / accumulation). Where steps are captured, forward and
+  // backward have run (eagerly on a bucket's first uses, then replayed), the
+  // returned loss is undefined and its `backward` only checks the scale;
+  // otherwise the loss is defined and Backward runs it as any objective's.
+  Objective Step(const data::BlockBatch& batch, const data::StepCounts& real, const data::StepShape& shape,
+                 double scale);
+
+  int64_t buckets() const { return static_cast<int64_t>(entries_.size()); }  // static input sets made
+  int64_t graphs() const { return graphs_; }                                  // captures made
+  int64_t replays() const { return replays_; }
+
+ private:
+  struct Entry;  // a bucket's static inputs, outputs and graph
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;  // B, S, T, R, N, M, P
+
+  Entry& StaticInputs(const data::BlockBatch& batch, const data::StepShape& shape, const std::vector<double>& scales);
+  // Forward and loss on the entry's inputs into its outputs; with `backward`,
+  // the loss back-propagated (autocast off) and undefined after.
+  torch::Tensor Body(Entry& entry, bool backward);
+  void RunOnCaptureStream(Entry& entry);  // warm-up, capture or replay; CUDA only
+
+  model::SmithPretraining model_;
+  dist::ProcessGroup& group_;
+  const Options options_;
+  const bool captures_;
+  std::map<Key, std::unique_ptr<Entry>> entries_;
+  int64_t graphs_ = 0, replays_ = 0;
+  struct Cuda;  // the capture stream and the graphs' shared memory pool
+  std::unique_ptr<Cuda> cuda_;
+};
+
+}  // namespace docmatch::train
