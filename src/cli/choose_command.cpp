@@ -46,6 +46,11 @@ eval::TunedModel FineTuneForChoose(const eval::ChooseOptions& o, const std::stri
   f.run = run;
   f.steps = o.finetune_steps;
   f.batch_size = std::min<int64_t>(o.finetune_batch_size, std::max<int64_t>(1, count / group.size()));
+  // A batch of more pairs is embedded this many at a time (gradient caching:
+  // the same loss and gradients, one chunk's activations in memory), so a
+  // large --finetune-batch-size does not outgrow the machine.
+  constexpr int64_t kPairsInMemory = 32;
+  f.grad_cache = f.batch_size > kPairsInMemory ? kPairsInMemory : 0;
   f.optimizer.lr = o.finetune_lr;
   f.optimizer.warmup_steps = std::max<int64_t>(1, o.finetune_steps / 10);
   f.optimizer.total_steps = o.finetune_steps;
@@ -132,7 +137,8 @@ Command AddChooseCommand(CLI::App* app) {
                   "(fewer when --budget runs out), embed again and measure its readers beside the rest (0 = no)")
       ->capture_default_str()
       ->check(NonNegative());
-  sub->add_option("--finetune-batch-size", o->finetune_batch_size, "related pairs a fine-tuning step")
+  sub->add_option("--finetune-batch-size", o->finetune_batch_size, "related pairs a fine-tuning step (above 32, embedded 32 at a time: the "
+                  "same step in the memory of 32)")
       ->capture_default_str()
       ->check(Positive());
   sub->add_option("--finetune-lr", o->finetune_lr, "fine-tuning's peak learning rate (10% warm-up, linear decay)")

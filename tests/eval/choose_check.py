@@ -18,7 +18,8 @@ tokens, against a second formulation here:
   * a second run into the same folder reads the first one's windows and
     measures the same rows; another --windows embeds again;
   * --finetune trains on the choosing queries' pairs that touch no measured
-    query, and the fine-tuned windows' rows rank as numpy's; a budget that
+    query (a batch of all of them embedded 32 at a time: under 6 GiB), and
+    the fine-tuned windows' rows rank as numpy's; a budget that
     runs out in training stops it there, one spent before skips it;
   * a --budget spent by the embedding pass leaves out the three-way rows and
     the proxy, and says so; --prefer cheapest writes the cheapest row within
@@ -28,6 +29,7 @@ usage: choose_check.py DOCMATCH FIXTURE SCRATCH
 """
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -234,6 +236,12 @@ def main():
                     "--proxy-documents", "0", "--finetune", "3", "--finetune-batch-size", "100000", "--output", out,
                     "--no-progress")
     tuned = json.load(open(os.path.join(out, "choice.json")))
+    # Its batch holds every training pair, embedded 32 at a time: the peak of
+    # every command so far (the largest child's resident memory).
+    peak_gib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    print(f"[choose_check] largest command's peak memory so far: {peak_gib:.2f} GiB", flush=True)
+    check(peak_gib < 6, f"choose --finetune held {peak_gib:.2f} GiB (measured: 2.4 embedded 32 pairs at a time, "
+          "19.5 all at once)")
     held_out = set(measured)
     expected_pairs = sorted((ids[q], ids[d]) for q in choosing for d in relevant[q] if d not in held_out)
     written = sorted((p["source"], p["target"]) for p in map(json.loads, open(tuned["finetune"]["pairs_file"])))
