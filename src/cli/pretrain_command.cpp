@@ -66,7 +66,8 @@ Command AddPretrainCommand(CLI::App* app) {
   sub->add_flag("--cuda-graphs,!--no-cuda-graphs", o->cuda_graphs,
                 "SMITH wp, wp+sp on one GPU: each step bucket's forward and backward captured once as a CUDA "
                 "graph and replayed (one launch instead of ~1,000 kernels a step); implies --step-buckets. "
-                "One rank only; not with --freeze-sentence-steps");
+                "One rank only; not with --freeze-sentence-steps. Experimental: tested on CPU for its inputs, "
+                "not yet measured on a GPU (bench/NOTES.md)");
   AddSentenceLevelFlags(sub, o.get());
   AddGradCacheFlag(sub, &o->grad_cache, "DocSplit", "documents");
   sub->add_option("--valid-corpus", o->valid_corpus,
