@@ -44,8 +44,9 @@
 #                  (replays against eager steps), then the trainer's docs/s
 #                  with --cuda-graphs, with --step-buckets alone (the same
 #                  padding, eager) and plain, paper config bf16, batch 32 and
-#                  128, interleaved in two rounds; the graphs captured, the
-#                  losses at step 40, the epoch time at each rate; the input
+#                  128, interleaved in two rounds; the graphs captured and
+#                  the micro-steps replayed, docs/s of steps 51-60, the loss
+#                  at step 60, the epoch time at each rate; the input
 #                  pipeline over 30 epochs at 2, 4 and 8 builders
 #   profile.txt    (stage profile) this build's trainer profiled over steps 31-33
 #                  at batch 32 and 256 (each step's GPU busy time, its operators;
@@ -376,7 +377,9 @@ graphs() {
   # micro-steps against eager ones, and dropout drawn anew at each replay),
   # then the trainer three ways in one call, interleaved: --cuda-graphs,
   # --step-buckets (the graphs' padding, eager) and plain; docs/s of steps
-  # 31-40 (the log interval's rate) and the loss at step 40.
+  # 51-60 (the log interval's rate: most buckets captured by then; the run's
+  # last log line says how many of its micro-steps were replays) and the
+  # loss at step 60.
   "${mpi[@]}" -np 1 $DOCMATCH_BUILD_DIR/tests/dist_mpi_tests --gtest_filter='CapturedSmithSteps.*' --gtest_color=no \
     > "$OUT/graphs-test.log" 2>&1
   grep -E "^\[ +(OK|SKIPPED|FAILED|PASSED) +\]|Failure|error" "$OUT/graphs-test.log" | head -n 20 | tee -a "$OUT/graphs.txt"
@@ -388,9 +391,9 @@ graphs() {
         [ $side = graphs ] && flags=(--cuda-graphs)
         [ $side = buckets ] && flags=(--step-buckets)
         "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml --device cuda \
-          --backend nccl --precision bf16 --steps 40 --batch-size $batch --checkpoint-every 1000 "${flags[@]}" \
+          --backend nccl --precision bf16 --steps 60 --batch-size $batch --checkpoint-every 1000 "${flags[@]}" \
           --run /tmp/gpu-graphs > "$OUT/graphs-$side-$batch-$round.log" 2>&1
-        echo "exit $? captured $(grep -c 'CUDA graph .* captured' "$OUT/graphs-$side-$batch-$round.log")" |
+        echo "exit $? $(grep -o 'CUDA graphs: .*' "$OUT/graphs-$side-$batch-$round.log" | tail -n 1)" |
           tr '\n' ' ' | tee -a "$OUT/graphs.txt"
         python3 -c 'import json, sys
 rows = [json.loads(l) for l in open("/tmp/gpu-graphs/metrics.jsonl") if "train/docs_per_s" in l]

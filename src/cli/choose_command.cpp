@@ -47,7 +47,8 @@ eval::TunedModel FineTuneForChoose(const eval::ChooseOptions& o, const std::stri
   f.steps = o.finetune_steps;
   f.batch_size = std::min<int64_t>(o.finetune_batch_size, std::max<int64_t>(1, count / group.size()));
   // A batch of more pairs is embedded this many at a time (gradient caching:
-  // the same loss and gradients, one chunk's activations in memory), so a
+  // the same loss and gradients up to dropout's draws, one chunk's
+  // activations in memory), so a
   // large --finetune-batch-size does not outgrow the machine.
   constexpr int64_t kPairsInMemory = 32;
   f.grad_cache = f.batch_size > kPairsInMemory ? kPairsInMemory : 0;
@@ -138,7 +139,7 @@ Command AddChooseCommand(CLI::App* app) {
       ->capture_default_str()
       ->check(NonNegative());
   sub->add_option("--finetune-batch-size", o->finetune_batch_size, "related pairs a fine-tuning step (above 32, embedded 32 at a time: the "
-                  "same step in the memory of 32)")
+                  "same step up to dropout's draws, in the memory of 32)")
       ->capture_default_str()
       ->check(Positive());
   sub->add_option("--finetune-lr", o->finetune_lr, "fine-tuning's peak learning rate (10% warm-up, linear decay)")

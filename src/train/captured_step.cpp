@@ -101,7 +101,12 @@ CapturedSmithSteps::CapturedSmithSteps(model::SmithPretraining model, dist::Proc
 #endif
 }
 
-CapturedSmithSteps::~CapturedSmithSteps() = default;
+CapturedSmithSteps::~CapturedSmithSteps() {
+  if (captures_) {
+    LOG(INFO) << "[train] CUDA graphs: " << graphs_ << " captured for " << entries_.size() << " step buckets, "
+              << replays_ << " micro-steps replayed";
+  }
+}
 
 CapturedSmithSteps::Entry& CapturedSmithSteps::StaticInputs(const data::BlockBatch& batch,
                                                             const data::StepShape& shape,
