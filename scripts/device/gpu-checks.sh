@@ -41,7 +41,9 @@
 #                  fp32, batch 32, 128, 256; attention.jsonl), then the
 #                  trainer's docs/s both ways at batch 32 and 128, A B A B
 #   graphs.txt     (stage graphs) CUDA graphs: the captured step's CUDA test
-#                  (replays against eager steps), then the trainer's docs/s
+#                  (replays against eager steps), the trainer's losses with
+#                  --cuda-graphs against --step-buckets (fp32, dropout off,
+#                  --accumulation 2, 8 steps), then the trainer's docs/s
 #                  with --cuda-graphs, with --step-buckets alone (the same
 #                  padding, eager) and plain, paper config bf16, batch 32 and
 #                  128, interleaved in two rounds; the graphs captured and
@@ -383,7 +385,30 @@ graphs() {
   "${mpi[@]}" -np 1 $DOCMATCH_BUILD_DIR/tests/dist_mpi_tests --gtest_filter='CapturedSmithSteps.*' --gtest_color=no \
     > "$OUT/graphs-test.log" 2>&1
   grep -E "^\[ +(OK|SKIPPED|FAILED|PASSED) +\]|Failure|error" "$OUT/graphs-test.log" | head -n 20 | tee -a "$OUT/graphs.txt"
-  local batch round side
+  # The trainer's captured path against its eager twin: fp32, dropout off,
+  # two micro-steps a step (the scale folded into the graph), 8 steps; the
+  # same buckets, so the losses agree to float rounding.
+  sed 's/dropout: .*/dropout: 0.0/' configs/models/smith-paper.yaml > /tmp/gpu-graphs-no-dropout.yaml
+  local side
+  for side in graphs buckets; do
+    "${mpi[@]}" -np 1 $bin pretrain --corpus $corpus --objective wp+sp --lr 1e-4 --warmup-steps 2 --log-every 1 \
+      --fresh --no-progress --model-config /tmp/gpu-graphs-no-dropout.yaml --device cuda \
+      --backend nccl --precision fp32 --steps 8 --batch-size 16 --accumulation 2 \
+      --checkpoint-every 1000 --$( [ $side = graphs ] && echo cuda-graphs || echo step-buckets ) \
+      --run /tmp/gpu-graphs-$side > "$OUT/graphs-fp32-$side.log" 2>&1
+    echo "fp32 $side: exit $?" | tee -a "$OUT/graphs.txt"
+  done
+  python3 -c 'import json
+def losses(side):
+    return [j["train/loss"] for j in map(json.loads, open(f"/tmp/gpu-graphs-{side}/metrics.jsonl")) if "train/loss" in j]
+try:
+    a, b = losses("graphs"), losses("buckets")
+    print("fp32 accumulation 2, losses graphs vs buckets:", len(a), "steps, max relative difference %.2e"
+          % max(abs(x - y) / abs(y) for x, y in zip(a, b)))
+except Exception as e:
+    print("fp32 comparison failed:", e)' 2>&1 | tee -a "$OUT/graphs.txt"
+  rm -rf /tmp/gpu-graphs-graphs /tmp/gpu-graphs-buckets /tmp/gpu-graphs-no-dropout.yaml
+  local batch round
   for batch in 32 128; do
     for round in 1 2; do
       for side in graphs buckets plain; do
