@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../data/test_corpus.h"
+#include "tiny_smith.h"
 #include "data/batches/blocks.h"
 #include "data/batches/step_buckets.h"
 #include "dist/gradient_synchronizer.h"
@@ -24,19 +25,7 @@
 namespace docmatch {
 namespace {
 
-model::SmithConfig Tiny(double dropout) {
-  model::SmithConfig c;
-  c.vocab_size = 1005;
-  c.hidden = 16;
-  c.heads = 2;
-  c.intermediate = 32;
-  c.sentence_layers = 1;
-  c.document_layers = 1;
-  c.block_length = 8;
-  c.max_blocks = 12;
-  c.dropout = dropout;
-  return c;
-}
+model::SmithConfig Tiny(double dropout) { return testing::TinySmith(dropout); }
 
 model::SmithPretraining Seeded(const model::SmithConfig& c) {
   torch::manual_seed(0);

@@ -12,6 +12,7 @@
 
 #include "../data/test_corpus.h"
 #include "../model/host_reads.h"
+#include "tiny_smith.h"
 #include "data/batches/docsplit.h"
 #include "dist/gradient_synchronizer.h"
 #include "dist/process_group.h"
@@ -42,19 +43,7 @@ std::vector<const data::Document*> Range(int64_t begin, int64_t end, int64_t shi
   return out;
 }
 
-model::SmithConfig SmithTiny() {
-  model::SmithConfig c;
-  c.vocab_size = 1005;
-  c.hidden = 16;
-  c.heads = 2;
-  c.intermediate = 32;
-  c.sentence_layers = 1;
-  c.document_layers = 1;
-  c.block_length = 8;
-  c.max_blocks = 12;
-  c.dropout = 0.0;
-  return c;
-}
+model::SmithConfig SmithTiny() { return testing::TinySmith(); }
 
 // Mean pooling over up to two windows of 12 tokens per document.
 model::MatchBertConfig MatchBertTiny() {
