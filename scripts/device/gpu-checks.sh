@@ -40,8 +40,9 @@
 #                  alternating the two step by step (paper config, bf16 and
 #                  fp32, batch 32, 128, 256; attention.jsonl), then the
 #                  trainer's docs/s both ways at batch 32 and 128, A B A B
-#   graphs.txt     (stage graphs) CUDA graphs: the captured step's CUDA test
-#                  (replays against eager steps), the trainer's losses with
+#   graphs.txt     (stage graphs) CUDA graphs: the captured step's and the
+#                  captured update's CUDA tests (replays against eager
+#                  steps), the trainer's losses with
 #                  --cuda-graphs against --step-buckets (fp32, dropout off,
 #                  --accumulation 2, 8 steps), then the trainer's docs/s
 #                  with --cuda-graphs, with --step-buckets alone (the same
@@ -375,8 +376,9 @@ print("trainer", sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step"
 }
 
 graphs() {
-  # The captured step (train/captured_step.h): its CUDA test first (graphed
-  # micro-steps against eager ones, and dropout drawn anew at each replay),
+  # The captured step (train/captured_step.h): its CUDA tests first (graphed
+  # micro-steps against eager ones, dropout drawn anew at each replay; the
+  # graphed update against the eager one),
   # then the trainer three ways in one call, interleaved: --cuda-graphs,
   # --step-buckets (the graphs' padding, eager) and plain; docs/s of steps
   # 51-60 (the log interval's rate: most buckets captured by then; the run's
@@ -384,6 +386,8 @@ graphs() {
   # loss at step 60.
   "${mpi[@]}" -np 1 $DOCMATCH_BUILD_DIR/tests/dist_mpi_tests --gtest_filter='CapturedSmithSteps.*' --gtest_color=no \
     > "$OUT/graphs-test.log" 2>&1
+  $DOCMATCH_BUILD_DIR/tests/train_tests --gtest_filter='Optimizer.TheCapturedUpdate*' --gtest_color=no \
+    >> "$OUT/graphs-test.log" 2>&1
   grep -E "^\[ +(OK|SKIPPED|FAILED|PASSED) +\]|Failure|error" "$OUT/graphs-test.log" | head -n 20 | tee -a "$OUT/graphs.txt"
   # The trainer's captured path against its eager twin: fp32, dropout off,
   # two micro-steps a step (the scale folded into the graph), 8 steps; the
@@ -418,7 +422,7 @@ except Exception as e:
         "${mpi[@]}" -np 1 $bin pretrain "${common[@]}" --model-config configs/models/smith-paper.yaml --device cuda \
           --backend nccl --precision bf16 --steps 60 --batch-size $batch --checkpoint-every 1000 "${flags[@]}" \
           --run /tmp/gpu-graphs > "$OUT/graphs-$side-$batch-$round.log" 2>&1
-        echo "exit $? $(grep -o 'CUDA graphs: .*' "$OUT/graphs-$side-$batch-$round.log" | tail -n 1)" |
+        echo "exit $? $(grep -o 'CUDA graphs: .*' "$OUT/graphs-$side-$batch-$round.log" | tail -n 2)" |
           tr '\n' ' ' | tee -a "$OUT/graphs.txt"
         python3 -c 'import json, sys
 rows = [json.loads(l) for l in open("/tmp/gpu-graphs/metrics.jsonl") if "train/docs_per_s" in l]

@@ -64,8 +64,9 @@ Command AddPretrainCommand(CLI::App* app) {
                 "SMITH wp, wp+sp, docsplit: pad each batch to its step bucket (a few fixed shapes, what a "
                 "CUDA-graph step needs); the losses and gradients are the unpadded batch's, the padding costs time");
   sub->add_flag("--cuda-graphs,!--no-cuda-graphs", o->cuda_graphs,
-                "SMITH wp, wp+sp on one GPU: each step bucket's forward and backward captured once as a CUDA "
-                "graph and replayed (one launch instead of ~1,000 kernels a step); implies --step-buckets. "
+                "SMITH wp, wp+sp on one GPU: each step bucket's forward and backward, and the update "
+                "(clipping, AdamW), captured once as CUDA graphs and replayed (a launch each instead of ~1,000 "
+                "kernels a step); implies --step-buckets. "
                 "One rank only; not with --freeze-sentence-steps. Experimental: tested on CPU for its inputs, "
                 "not yet measured on a GPU (bench/NOTES.md)");
   AddSentenceLevelFlags(sub, o.get());

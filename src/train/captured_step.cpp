@@ -1,5 +1,5 @@
-// SMITH's micro-step on static inputs, captured and replayed on CUDA
-// (captured_step.h).
+// SMITH's micro-step on static inputs and the update after it, captured and
+// replayed on CUDA (captured_step.h).
 #include "train/captured_step.h"
 
 #include <ATen/autocast_mode.h>
@@ -34,13 +34,15 @@ struct CapturedSmithSteps::Entry {
 #endif
 };
 
-struct CapturedSmithSteps::Cuda {
+struct GraphStream {
 #ifdef DOCMATCH_HAS_CUDA
-  explicit Cuda(const torch::Device& device)
+  explicit GraphStream(const torch::Device& device)
       : stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())),
-        pool(at::cuda::graph_pool_handle()) {}
+        pool(at::cuda::graph_pool_handle()),
+        device(device.index()) {}
   c10::cuda::CUDAStream stream;  // warm-ups, captures and replays
   c10::MempoolId_t pool;         // every graph's temporaries
+  c10::DeviceIndex device;
 #endif
 };
 
@@ -76,6 +78,52 @@ class AutocastCacheOff {
  private:
   bool was_;
 };
+
+// Work on a GraphStream while alive, ordered after everything queued on the
+// current stream before, and everything queued there after waits for it.
+class OnGraphStream {
+ public:
+  explicit OnGraphStream(GraphStream& graphs)
+      : graphs_(graphs), main_(c10::cuda::getCurrentCUDAStream(graphs.device)), guard_(graphs.stream) {
+    at::cuda::CUDAEvent ready;
+    ready.record(main_);
+    ready.block(graphs_.stream);
+  }
+  ~OnGraphStream() {
+    at::cuda::CUDAEvent done;
+    done.record(graphs_.stream);
+    done.block(main_);
+  }
+  OnGraphStream(const OnGraphStream&) = delete;
+  OnGraphStream& operator=(const OnGraphStream&) = delete;
+
+ private:
+  GraphStream& graphs_;
+  c10::cuda::CUDAStream main_;
+  c10::cuda::CUDAStreamGuard guard_;
+};
+
+// `body` captured into a graph in the stream's pool (it runs nothing), on
+// the stream, which must be current (OnGraphStream). A body that throws ends
+// the capture first, so that its error is the one reported, not the failures
+// of every later call on a stream still capturing.
+std::unique_ptr<at::cuda::CUDAGraph> Capture(GraphStream& graphs, const std::function<void()>& body) {
+  c10::cuda::device_synchronize();  // nothing of the eager steps still running into the capture
+  const AutocastCacheOff cache_off;
+  auto graph = std::make_unique<at::cuda::CUDAGraph>();
+  graph->capture_begin(graphs.pool);
+  try {
+    body();
+    graph->capture_end();
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    if (cudaStreamEndCapture(graphs.stream, &broken) == cudaSuccess && broken != nullptr) cudaGraphDestroy(broken);
+    (void)cudaGetLastError();
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(graphs.device, graphs.pool);
+    throw;
+  }
+  return graph;
+}
 #endif
 
 // The tensors of a BlockTensors, in one order, for copying one into another.
@@ -95,7 +143,7 @@ CapturedSmithSteps::CapturedSmithSteps(model::SmithPretraining model, dist::Proc
                  "a captured step needs at least one eager use of its bucket first (its gradients), not ",
                  options.warmup_steps);
 #ifdef DOCMATCH_HAS_CUDA
-  if (captures_) cuda_ = std::make_unique<Cuda>(group.device());
+  if (captures_) cuda_ = std::make_unique<GraphStream>(group.device());
 #else
   DOCMATCH_CHECK(!captures_, "train", "this build has no CUDA: CUDA graphs need one");
 #endif
@@ -152,52 +200,24 @@ torch::Tensor CapturedSmithSteps::Body(Entry& entry, bool backward) {
 
 void CapturedSmithSteps::RunOnCaptureStream(Entry& entry) {
 #ifdef DOCMATCH_HAS_CUDA
-  const c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream(group_.device().index());
-  at::cuda::CUDAEvent inputs_ready;
-  inputs_ready.record(main);
-  inputs_ready.block(cuda_->stream);
-  {
-    const c10::cuda::CUDAStreamGuard on_capture_stream(cuda_->stream);
-    if (entry.uses < options_.warmup_steps) {
-      Body(entry, /*backward=*/true);  // eager: the bucket's gradients exist before its capture
-    } else {
-      if (!entry.graph) {
-        // The warm-up's outputs go before the capture: nothing outside the
-        // graph's pool is freed while capturing.
-        entry.sums = torch::Tensor();
-        entry.outputs = SmithSums{};
-        c10::cuda::device_synchronize();  // nothing of the eager steps still running into the capture
-        const AutocastCacheOff cache_off;
-        auto graph = std::make_unique<at::cuda::CUDAGraph>();
-        graph->capture_begin(cuda_->pool);
-        try {
-          Body(entry, /*backward=*/true);
-          graph->capture_end();
-        } catch (...) {
-          // End the capture, so that the error that stopped it is the one
-          // reported, not the failures of every later call on a stream
-          // still capturing.
-          cudaGraph_t broken = nullptr;
-          if (cudaStreamEndCapture(cuda_->stream, &broken) == cudaSuccess && broken != nullptr)
-            cudaGraphDestroy(broken);
-          (void)cudaGetLastError();
-          c10::cuda::CUDACachingAllocator::endAllocateToPool(group_.device().index(), cuda_->pool);
-          throw;
-        }
-        entry.graph = std::move(graph);
-        ++graphs_;
-        LOG(INFO) << "[train] CUDA graph " << graphs_ << " captured: " << entry.inputs.layout.real.size(0)
-                  << " blocks, " << entry.inputs.layout.tokens.size(0) << " tokens, "
-                  << entry.inputs.layout.predicted.size(0) << " predicted words, "
-                  << entry.inputs.layout.masked.size(0) << " masked blocks";
-      }
-      entry.graph->replay();  // a capture runs nothing: this is the step
-      ++replays_;
-    }
+  const OnGraphStream on_graph_stream(*cuda_);
+  if (entry.uses < options_.warmup_steps) {
+    Body(entry, /*backward=*/true);  // eager: the bucket's gradients exist before its capture
+    return;
   }
-  at::cuda::CUDAEvent done;
-  done.record(cuda_->stream);
-  done.block(main);
+  if (!entry.graph) {
+    // The warm-up's outputs go before the capture: nothing outside the
+    // graph's pool is freed while capturing.
+    entry.sums = torch::Tensor();
+    entry.outputs = SmithSums{};
+    entry.graph = Capture(*cuda_, [&] { Body(entry, /*backward=*/true); });
+    ++graphs_;
+    LOG(INFO) << "[train] CUDA graph " << graphs_ << " captured: " << entry.inputs.layout.real.size(0) << " blocks, "
+              << entry.inputs.layout.tokens.size(0) << " tokens, " << entry.inputs.layout.predicted.size(0)
+              << " predicted words, " << entry.inputs.layout.masked.size(0) << " masked blocks";
+  }
+  entry.graph->replay();  // a capture runs nothing: this is the step
+  ++replays_;
 #else
   (void)entry;
 #endif
@@ -248,6 +268,73 @@ Objective CapturedSmithSteps::Step(const data::BlockBatch& batch, const data::St
     };
   }
   return objective;
+}
+
+struct CapturedOptimizerStep::Graph {
+#ifdef DOCMATCH_HAS_CUDA
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+#endif
+};
+
+CapturedOptimizerStep::CapturedOptimizerStep(FusedAdamW& optimizer, std::vector<torch::Tensor> parameters,
+                                             const torch::Device& device, Options options)
+    : optimizer_(optimizer),
+      parameters_(std::move(parameters)),
+      options_(options),
+      captures_(options.capture && device.is_cuda()) {
+  DOCMATCH_CHECK(options.warmup_steps >= 1, "train",
+                 "a captured update needs at least one eager update first (it makes the optimizer capturable), not ",
+                 options.warmup_steps);
+#ifdef DOCMATCH_HAS_CUDA
+  if (captures_) cuda_ = std::make_unique<GraphStream>(device);
+#else
+  DOCMATCH_CHECK(!captures_, "train", "this build has no CUDA: CUDA graphs need one");
+#endif
+}
+
+CapturedOptimizerStep::~CapturedOptimizerStep() {
+  if (captures_) LOG(INFO) << "[train] CUDA graphs: the update captured, " << replays_ << " updates replayed";
+}
+
+torch::Tensor CapturedOptimizerStep::Body() {
+  torch::Tensor norm = options_.max_grad_norm > 0 ? ClipGradientNorm(parameters_, options_.max_grad_norm)
+                                                  : GradientNorm(parameters_);
+  optimizer_.step();
+  std::vector<torch::Tensor> grads;
+  for (const torch::Tensor& p : parameters_)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  at::_foreach_zero_(grads);
+  return norm;
+}
+
+torch::Tensor CapturedOptimizerStep::Step() {
+  if (!optimizer_.capturable()) optimizer_.MakeCapturable();  // the first update: the gradients exist now
+  ++updates_;
+  if (!captures_) return Body();
+#ifdef DOCMATCH_HAS_CUDA
+  {
+    const OnGraphStream on_graph_stream(*cuda_);
+    if (updates_ <= options_.warmup_steps) {
+      norm_ = Body();
+    } else {
+      if (!graph_) {
+        norm_ = torch::Tensor();  // the warm-up's output goes before the capture
+        graph_ = std::make_unique<Graph>();
+        graph_->graph = Capture(*cuda_, [&] { norm_ = Body(); });
+        LOG(INFO) << "[train] CUDA graph captured: the update (clipping, AdamW, gradients zeroed)";
+      }
+      graph_->graph->replay();
+      ++replays_;
+    }
+  }
+  return norm_.clone();  // the next replay rewrites norm_
+#else
+  return torch::Tensor();
+#endif
+}
+
+void CapturedOptimizerStep::SyncHostSteps() {
+  if (optimizer_.capturable()) optimizer_.SyncHostSteps();
 }
 
 }  // namespace docmatch::train

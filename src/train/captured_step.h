@@ -10,14 +10,14 @@
 // rank's share of the global means: world size / global count, times the
 // loop's 1/accumulation, copied in too, since counts differ within a bucket),
 // and the local sums the logs and the non-finite check read after the
-// replay. Forward, loss and backward are captured; the optimizer step and
-// clipping (a few fused and foreach kernels) stay eager, after the replay.
+// replay. Forward, loss and backward are captured here; the update after
+// the step's micro-steps is CapturedOptimizerStep's graph, below.
 //
 // Gradients: a graph's backward accumulates in place into the .grad tensors
 // that exist when it is captured, made by the eager backward of the bucket's
 // first use(s) (`warmup_steps`, on the capture stream, which also settles
 // the libraries' lazy set-up). So the loop zeroes them instead of dropping
-// them (TrainingStage::KeepsGradients), every graph writes where the
+// them (TrainingStage::CapturesSteps), every graph writes where the
 // optimizer reads, micro-steps accumulate, and all graphs can share one
 // memory pool that holds only each replay's temporaries, in any order of
 // buckets.
@@ -41,14 +41,18 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "data/batches/blocks.h"
 #include "data/batches/step_buckets.h"
 #include "dist/process_group.h"
 #include "model/smith.h"
 #include "train/objectives.h"
+#include "train/optimizer.h"
 
 namespace docmatch::train {
+
+struct GraphStream;  // a capture stream and its graphs' shared memory pool (CUDA only)
 
 class CapturedSmithSteps {
  public:
@@ -96,8 +100,60 @@ class CapturedSmithSteps {
   const bool captures_;
   std::map<Key, std::unique_ptr<Entry>> entries_;
   int64_t graphs_ = 0, replays_ = 0;
-  struct Cuda;  // the capture stream and the graphs' shared memory pool
-  std::unique_ptr<Cuda> cuda_;
+  std::unique_ptr<GraphStream> cuda_;
+};
+
+// The update of a step whose micro-steps replay graphs, as one graph too:
+// the gradients' global norm and clipping (sync-free foreach kernels),
+// FusedAdamW's capturable step (its counts and learning rates in device
+// tensors: FusedAdamW::MakeCapturable) and the gradients zeroed in place for
+// the next step's graphs, which accumulate into them. Eager, that is about
+// one kernel a parameter for the zeroing alone.
+//
+// Call it where the loop steps the optimizer: after the gradients are final
+// and the learning rates set (SetLearningRate, which writes the lr tensors).
+// The first `warmup_steps` updates run eagerly on the capture stream (the
+// first makes the optimizer capturable, with the parameters that then have
+// a gradient); the next is captured and every later one replayed. Before a
+// checkpoint saves the optimizer, SyncHostSteps brings its step counts back
+// to the host. One rank, as the micro-steps' graphs; without capture (`capture`
+// false, or not on CUDA) the same body runs eagerly, which the CPU tests check
+// against the loop's eager update.
+class CapturedOptimizerStep {
+ public:
+  struct Options {
+    double max_grad_norm = 0;  // clip to this global norm; 0: only measure it
+    bool capture = true;       // a graph on a CUDA device; false: the same body, eagerly
+    int warmup_steps = 1;      // eager updates before the capture (at least 1)
+  };
+  CapturedOptimizerStep(FusedAdamW& optimizer, std::vector<torch::Tensor> parameters, const torch::Device& device,
+                        Options options);
+  ~CapturedOptimizerStep();
+  CapturedOptimizerStep(const CapturedOptimizerStep&) = delete;
+  CapturedOptimizerStep& operator=(const CapturedOptimizerStep&) = delete;
+
+  bool captures() const { return captures_; }
+  // Clips (or measures), steps and zeroes the gradients; returns the
+  // gradients' global norm before clipping (a copy, on the device).
+  torch::Tensor Step();
+  // The optimizer's step counts back on the host, for its checkpoint.
+  void SyncHostSteps();
+
+  int64_t updates() const { return updates_; }
+  int64_t replays() const { return replays_; }
+
+ private:
+  torch::Tensor Body();  // the update; returns the norm
+
+  FusedAdamW& optimizer_;
+  const std::vector<torch::Tensor> parameters_;
+  const Options options_;
+  const bool captures_;
+  torch::Tensor norm_;  // the last update's norm (the graph's output once captured)
+  int64_t updates_ = 0, replays_ = 0;
+  std::unique_ptr<GraphStream> cuda_;
+  struct Graph;  // the update's graph, once captured
+  std::unique_ptr<Graph> graph_;
 };
 
 }  // namespace docmatch::train

@@ -102,36 +102,45 @@ torch::optim::AdamWParamState& StateOf(
 }  // namespace
 
 void FusedAdamW::MakeCapturable() {
+  stepped_.clear();
   counts_.clear();
   lrs_.clear();
   for (auto& group : param_groups_) {
     const auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
     TORCH_CHECK(!options.amsgrad(), "a capturable FusedAdamW has no amsgrad");
-    TORCH_CHECK(!group.params().empty(), "a capturable FusedAdamW has no empty parameter group");
-    const torch::Tensor& first = group.params().front();
+    std::vector<torch::Tensor> stepped;
     int64_t step = -1;
     for (const auto& p : group.params()) {
-      TORCH_CHECK(p.device() == first.device() && p.dtype() == first.dtype() && at::isFloatingType(p.scalar_type()),
-                  "a capturable FusedAdamW's group holds parameters of one floating type on one device");
+      if (!p.grad().defined()) continue;
+      TORCH_CHECK(stepped.empty() || (p.device() == stepped.front().device() && p.dtype() == stepped.front().dtype()),
+                  "a capturable FusedAdamW's group holds parameters of one type on one device");
+      TORCH_CHECK(at::isFloatingType(p.scalar_type()) && !p.grad().is_sparse(),
+                  "a capturable FusedAdamW steps floating parameters with dense gradients");
       const int64_t s = StateOf(state_, p).step();
       TORCH_CHECK(step < 0 || s == step, "a capturable FusedAdamW's group shares one step count; its parameters "
                   "have taken ", step, " and ", s, " steps");
       step = s;
+      stepped.push_back(p);
     }
-    counts_.push_back(torch::full({}, static_cast<double>(step), first.options()));
-    lrs_.push_back(torch::full({}, options.lr(), first.options()));
+    const bool any = !stepped.empty();
+    counts_.push_back(any ? torch::full({}, static_cast<double>(step), stepped.front().options()) : torch::Tensor());
+    lrs_.push_back(any ? torch::full({}, options.lr(), stepped.front().options()) : torch::Tensor());
+    stepped_.push_back(std::move(stepped));
   }
+  capturable_ = true;
 }
 
 void FusedAdamW::WriteLearningRates() {
-  for (size_t g = 0; g < lrs_.size(); ++g)
-    lrs_[g].fill_(static_cast<torch::optim::AdamWOptions&>(param_groups_[g].options()).lr());
+  for (size_t g = 0; g < lrs_.size(); ++g) {
+    if (lrs_[g].defined()) lrs_[g].fill_(static_cast<torch::optim::AdamWOptions&>(param_groups_[g].options()).lr());
+  }
 }
 
 void FusedAdamW::SyncHostSteps() {
   for (size_t g = 0; g < counts_.size(); ++g) {
+    if (!counts_[g].defined()) continue;
     const auto step = static_cast<int64_t>(std::llround(counts_[g].item<double>()));
-    for (const auto& p : param_groups_[g].params()) StateOf(state_, p).step(step);
+    for (const auto& p : stepped_[g]) StateOf(state_, p).step(step);
   }
 }
 
@@ -152,12 +161,13 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   }
   if (capturable()) {
     for (size_t g = 0; g < param_groups_.size(); ++g) {
+      const std::vector<torch::Tensor>& params = stepped_[g];
+      if (params.empty()) continue;
       const auto& options = static_cast<torch::optim::AdamWOptions&>(param_groups_[g].options());
-      const std::vector<torch::Tensor>& params = param_groups_[g].params();
       std::vector<torch::Tensor> grads, exp_avgs, exp_avg_sqs;
       for (const auto& p : params) {
-        TORCH_CHECK(p.grad().defined(), "a capturable FusedAdamW steps every parameter of a group at once; one has "
-                    "no gradient");
+        TORCH_CHECK(p.grad().defined(), "a capturable FusedAdamW steps the parameters that had a gradient when it "
+                    "was made capturable, at every step; one has none now");
         auto& state = StateOf(state_, p);
         grads.push_back(p.grad());
         exp_avgs.push_back(state.exp_avg());

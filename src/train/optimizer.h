@@ -108,18 +108,23 @@ class FusedAdamW : public torch::optim::AdamW {
   // each group's step count and learning rate live in tensors on its
   // parameters' device; step() advances the count in place, reads the lr
   // tensor and changes no host state, so a replay does what the captured
-  // step did. Every parameter of a group must then have a gradient at every
-  // step (they share the count), and the counts start from the host state
-  // (a resumed run's). SetLearningRate writes the lr tensors (before a step,
-  // outside any capture); SyncHostSteps writes the counts back into the host
-  // state (a device read: before a checkpoint, outside any capture).
+  // step did. The parameters stepped are those with a gradient when
+  // MakeCapturable runs (after a first backward); each then needs one at
+  // every step (a group's share its count), and the others are never
+  // stepped, as a backward that never reaches them leaves them. The counts
+  // start from the host state (a resumed run's). SetLearningRate writes the
+  // lr tensors (before a step, outside any capture); SyncHostSteps writes
+  // the counts back into the host state (a device read: before a
+  // checkpoint, outside any capture).
   void MakeCapturable();
-  bool capturable() const { return !counts_.empty(); }
+  bool capturable() const { return capturable_; }
   void WriteLearningRates();
   void SyncHostSteps();
 
  private:
-  std::vector<torch::Tensor> counts_, lrs_;  // per group, 0-d on its parameters' device
+  bool capturable_ = false;
+  std::vector<std::vector<torch::Tensor>> stepped_;  // per group, its parameters with a gradient
+  std::vector<torch::Tensor> counts_, lrs_;          // per group, 0-d on its parameters' device (undefined: none stepped)
 };
 
 // Scales the gradients of `parameters` so that their global 2-norm is at most

@@ -59,7 +59,7 @@ struct Task {
   std::function<int64_t(const Batch&)> tokens;     // real tokens in this rank's batch
   std::function<double(const Batch&)> flops;       // model FLOPs of a step on it; null: not counted
   io::ModelFolderInfo info;                        // how checkpoints describe the model
-  bool keeps_gradients = false;                    // a captured step's: TrainingStage::KeepsGradients
+  bool captures_steps = false;                     // TrainingStage::CapturesSteps
 };
 
 // A rank's batch as the objective reads it: its documents in chunks of
@@ -141,7 +141,7 @@ class PretrainingStage : public TrainingStage {
   const char* name() const override { return "train"; }
   const char* unit() const override { return "docs"; }
   torch::nn::Module& module() override { return task_.module; }
-  bool KeepsGradients() const override { return task_.keeps_gradients; }
+  bool CapturesSteps() const override { return task_.captures_steps; }
   const io::ModelFolderInfo& info() const override { return task_.info; }
   const data::Corpus& corpus() const override { return *corpus_; }
   void Start(const std::optional<ResumedState>& resumed) override;
@@ -295,7 +295,7 @@ LoopResult PretrainSdr(PretrainSetup& s) {
       },
       nullptr,
       s.info,
-      /*keeps_gradients=*/false};
+      /*captures_steps=*/false};
   return Loop(s.options, s.corpus, std::move(task), group);
 }
 
@@ -332,7 +332,7 @@ LoopResult PretrainFlat(PretrainSetup& s) {
                    [](const Batch& batch) { return batch.Sum([](const data::FlatBatch& b) { return b.real_tokens; }); },
                    nullptr,
                    s.info,
-                   /*keeps_gradients=*/false};
+                   /*captures_steps=*/false};
   return Loop(s.options, s.corpus, std::move(task), group);
 }
 
@@ -402,7 +402,7 @@ LoopResult PretrainSmith(PretrainSetup& s) {
         return total;
       },
       s.info,
-      /*keeps_gradients=*/captured != nullptr};
+      /*captures_steps=*/captured != nullptr};
   return Loop(options, s.corpus, std::move(task), group);
 }
 

@@ -16,6 +16,7 @@
 #include "dist/gradient_synchronizer.h"
 #include "train/autocast.h"
 #include "train/best_model.h"
+#include "train/captured_step.h"
 #include "train/sentence_level.h"
 #include "train/step_profiling.h"
 
@@ -31,16 +32,25 @@ dist::SynchronizerOptions SynchronizerOptionsOf(const LoopOptions& options) {
 // learning rate for `step` (times lr_factors[g] in parameter group g) and
 // steps. `frozen` parameters lose their gradient first: no update, and no
 // part in the clipping norm. The wait for the gradients is charged to "comm"
-// and the update to "optimizer".
-// The gradients are then zeroed, or dropped unless `keep_gradients`.
-// Returns the gradients' global norm before clipping when clipping is on
-// or `want_norm` (a step that logs), else an undefined tensor.
+// and the update to "optimizer". The gradients are then dropped; with
+// `captured` (a stage whose micro-steps replay graphs), clipping, the step
+// and the gradients zeroed in place are its replayed graph instead.
+// Returns the gradients' global norm before clipping when clipping is on,
+// `want_norm` (a step that logs) or `captured`, else an undefined tensor.
 torch::Tensor OptimizerStep(dist::GradientSynchronizer& synchronizer, torch::nn::Module& module,
                             torch::optim::Optimizer& optimizer, const OptimizerOptions& options, int64_t step,
                             PhaseTimer& timer, const std::vector<double>& lr_factors,
-                            const std::vector<torch::Tensor>& frozen, bool want_norm, bool keep_gradients) {
+                            const std::vector<torch::Tensor>& frozen, bool want_norm,
+                            CapturedOptimizerStep* captured) {
   synchronizer.Finalize();
   timer.Mark("comm");
+  SetLearningRate(optimizer, LearningRate(options, step), lr_factors);
+  if (captured != nullptr) {
+    TORCH_CHECK(frozen.empty(), "a captured update steps every parameter with a gradient; none can be frozen");
+    torch::Tensor norm = captured->Step();
+    timer.Mark("optimizer");
+    return norm;
+  }
   // Frozen parameters: no gradient, so neither the clipping norm nor AdamW's
   // moments and step count see this step.
   for (const torch::Tensor& p : frozen) p.mutable_grad() = torch::Tensor();
@@ -50,9 +60,8 @@ torch::Tensor OptimizerStep(dist::GradientSynchronizer& synchronizer, torch::nn:
   } else if (want_norm) {
     norm = GradientNorm(module.parameters());
   }
-  SetLearningRate(optimizer, LearningRate(options, step), lr_factors);
   optimizer.step();
-  optimizer.zero_grad(/*set_to_none=*/!keep_gradients);
+  optimizer.zero_grad();
   timer.Mark("optimizer");
   return norm;
 }
@@ -129,6 +138,7 @@ class TrainingLoop {
   SentenceLevel levels_;  // SMITH's sentence level, when it has groups of its own
   dist::GradientSynchronizer synchronizer_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<CapturedOptimizerStep> captured_update_;  // for a stage that CapturesSteps
   TrainingRun run_;
   BestModel best_;
   int64_t step_ = 0;
@@ -166,6 +176,13 @@ TrainingLoop::TrainingLoop(TrainingStage& stage, const LoopOptions& options, dis
   run_.RecordConfig(options.config_yaml, resumed.has_value());
   step_ = resumed ? resumed->step : 0;
   if (resumed) best_.Restore(resumed->trainer);
+  if (stage_.CapturesSteps()) {
+    auto* fused = dynamic_cast<FusedAdamW*>(optimizer_.get());
+    TORCH_CHECK(fused != nullptr, "a stage that captures its steps needs a FusedAdamW (MakeAdamW's)");
+    captured_update_ = std::make_unique<CapturedOptimizerStep>(
+        *fused, stage_.module().parameters(), device_,
+        CapturedOptimizerStep::Options{options.optimizer.max_grad_norm});
+  }
   stage_.Start(resumed);
 }
 
@@ -260,10 +277,10 @@ void TrainingLoop::Update(bool finite) {
   if (finite) {
     // step_ is the step being taken, numbered from 0 here; Report sees it as step_ + 1.
     grad_norm_ = OptimizerStep(synchronizer_, stage_.module(), *optimizer_, options_.optimizer, step_, *timer_,
-                               LrFactors(), levels_.Frozen(step_), LogDue(options_, step_ + 1), stage_.KeepsGradients());
+                               LrFactors(), levels_.Frozen(step_), LogDue(options_, step_ + 1), captured_update_.get());
   } else {
     grad_norm_ = torch::Tensor();
-    SkipStep(synchronizer_, *optimizer_, stage_.KeepsGradients());
+    SkipStep(synchronizer_, *optimizer_, stage_.CapturesSteps());
   }
 }
 
@@ -316,6 +333,7 @@ void TrainingLoop::CheckpointWhenDue() {
   nlohmann::json trainer = {{"validation", best_.ToJson()}, {"corpus", CorpusCounts(stage_.corpus())}};
   stage_.Save(&trainer);
   levels_.Save(&trainer);
+  if (captured_update_) captured_update_->SyncHostSteps();  // the optimizer's step counts, from the device
   run_.Save(step_, now.epoch, now.position, stage_.module(), *optimizer_, stage_.info(), trainer);
 }
 

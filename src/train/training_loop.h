@@ -61,10 +61,11 @@ class TrainingStage {
   virtual const char* unit() const = 0;
   virtual const char* headline() const { return nullptr; }
   virtual torch::nn::Module& module() = 0;
-  // Whether the stage's backward writes into the .grad tensors it was set up
-  // with (a captured step, train/captured_step.h): the loop then zeroes the
-  // gradients after a step instead of dropping them.
-  virtual bool KeepsGradients() const { return false; }
+  // Whether the stage's micro-steps replay CUDA graphs (train/captured_step.h),
+  // whose backward writes into the .grad tensors they were captured with: the
+  // loop then zeroes the gradients instead of dropping them, and replays its
+  // one-rank update as a graph too (CapturedOptimizerStep).
+  virtual bool CapturesSteps() const { return false; }
   // How checkpoints and best/ describe module().
   virtual const io::ModelFolderInfo& info() const = 0;
   // Names the documents of a batch whose loss is not finite.

@@ -201,7 +201,7 @@ TEST(CapturedSmithSteps, ReplaysGiveTheEagerStepsOnCuda) {
   noisy->to(gpu.device());
   train::CapturedSmithSteps noisy_steps(noisy, gpu, {true, false, true});
   std::vector<double> values;
-  for (int i = 0; i < 4; ++i) {  // each its own update's micro-step: gradients zeroed between  // warm-up, capture + replay, replay, replay
+  for (int i = 0; i < 4; ++i) {  // warm-up, capture + replay, replay, replay; gradients zeroed between
     values.push_back(noisy_steps.Step(steps[0].batch, steps[0].counts, steps[0].shape, 1.0).value);
     for (auto& p : noisy->parameters())
       if (p.grad().defined()) p.mutable_grad().zero_();

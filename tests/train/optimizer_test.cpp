@@ -1,7 +1,8 @@
 // FusedAdamW against torch::optim::AdamW (the per-parameter loop it replaces)
 // over several steps of two parameter groups in float64, including a
 // checkpoint of the fused optimizer's state loaded into a plain AdamW; and
-// ClipGradientNorm against torch::nn::utils::clip_grad_norm_, clipping and not.
+// ClipGradientNorm against torch::nn::utils::clip_grad_norm_, clipping and not;
+// the captured update (train/captured_step.h) against the loop's eager one.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -9,12 +10,14 @@
 #include <memory>
 #include <sstream>
 
+#include "train/captured_step.h"
 #include "train/optimizer.h"
 
 namespace docmatch::train {
 namespace {
 
-// Two groups as MakeAdamW builds them: decayed weights, undecayed biases.
+// Two groups as MakeAdamW builds them: decayed weights, undecayed biases
+// (and p[3], if given, which the Backward below never reaches).
 std::vector<torch::Tensor> Parameters(uint64_t seed) {
   torch::manual_seed(seed);
   return {torch::randn({5, 4}, torch::kFloat64).requires_grad_(), torch::randn({4}, torch::kFloat64).requires_grad_(),
@@ -26,15 +29,20 @@ std::unique_ptr<Optimizer> Make(const std::vector<torch::Tensor>& p) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(std::vector<torch::Tensor>{p[0], p[2]},
                       std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
-  groups.emplace_back(std::vector<torch::Tensor>{p[1]},
+  std::vector<torch::Tensor> undecayed{p[1]};
+  if (p.size() > 3) undecayed.push_back(p[3]);
+  groups.emplace_back(undecayed,
                       std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.02).weight_decay(0)));
   return std::make_unique<Optimizer>(groups, torch::optim::AdamWOptions(0.01));
 }
 
 // Gradients that change every step (a fixed function of the parameters).
+torch::Tensor Loss(const std::vector<torch::Tensor>& p) {
+  return (p[0].sin() * 3).sum() + (p[1] * p[1]).sum() + (p[2].exp() - 1).pow(2).sum();
+}
 void Backward(const std::vector<torch::Tensor>& p) {
   for (const auto& t : p) t.mutable_grad() = torch::Tensor();
-  ((p[0].sin() * 3).sum() + (p[1] * p[1]).sum() + (p[2].exp() - 1).pow(2).sum()).backward();
+  Loss(p).backward();
 }
 
 void ExpectSame(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, const std::string& when) {
@@ -201,6 +209,68 @@ TEST(Optimizer, ClipGradientNormEqualsClipGradNorm) {
       EXPECT_NEAR(std::sqrt(norm), 0.5, 1e-6);
     }
   }
+}
+
+
+// The captured update's (CapturedOptimizerStep) `updates` against the loop's
+// eager one (ClipGradientNorm at 1.0, FusedAdamW, gradients dropped) on
+// `device` in float64, the lr changed before each: the same norms and
+// parameters; gradients zeroed in place (the tensors the next backward
+// accumulates into); p[3], which no backward reaches, never stepped and
+// without state; the step counts synced back the eager optimizer's.
+void ExpectTheCapturedUpdateIsTheEagerOne(const torch::Device& device, bool capture, int updates) {
+  std::vector<torch::Tensor> a = Parameters(6), b = Parameters(6);
+  for (auto* p : {&a, &b}) {
+    torch::manual_seed(7);
+    p->push_back(torch::randn({2}, torch::kFloat64).requires_grad_());
+    for (auto& t : *p) t = t.detach().to(device).requires_grad_();
+  }
+  const torch::Tensor unreached = a[3].detach().clone();
+  auto graphed = Make<FusedAdamW>(a);
+  auto eager = Make<FusedAdamW>(b);
+  CapturedOptimizerStep update(*graphed, a, device, {/*max_grad_norm=*/1.0, capture});
+  std::vector<const void*> storage;  // the gradients' memory after the first update
+  bool clipped = false;
+  for (int step = 0; step < updates; ++step) {
+    const std::string when = "update " + std::to_string(step);
+    SetLearningRate(*graphed, 0.01 * (step + 1), {1.0, 2.0});
+    SetLearningRate(*eager, 0.01 * (step + 1), {1.0, 2.0});
+    Loss(a).backward();  // into the zeroed gradients after the first update
+    Backward(b);
+    const double norm = update.Step().item<double>();
+    const double expected = ClipGradientNorm(b, 1.0).item<double>();
+    eager->step();
+    eager->zero_grad();
+    EXPECT_NEAR(norm, expected, 1e-12 * expected) << when;
+    clipped |= expected > 1.0;
+    ExpectSame(a, b, when);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(a[i].grad().defined()) << when;
+      EXPECT_EQ(a[i].grad().abs().max().item<double>(), 0.0) << when << ": gradient " << i << " not zeroed";
+      if (step == 0) storage.push_back(a[i].grad().data_ptr());
+      EXPECT_EQ(a[i].grad().data_ptr(), storage[i]) << when << ": gradient " << i << " replaced, not zeroed";
+    }
+    EXPECT_FALSE(a[3].grad().defined()) << when;
+  }
+  EXPECT_TRUE(clipped) << "no update clipped: the test does not check clipping";
+  EXPECT_TRUE(torch::equal(a[3], unreached)) << "a parameter without gradient moved";
+  EXPECT_EQ(graphed->state().count(a[3].unsafeGetTensorImpl()), 0u) << "a parameter without gradient got state";
+  update.SyncHostSteps();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(static_cast<torch::optim::AdamWParamState&>(*graphed->state().at(a[i].unsafeGetTensorImpl())).step(),
+              updates);
+  }
+  EXPECT_EQ(update.captures(), capture && device.is_cuda());
+  EXPECT_EQ(update.replays(), update.captures() ? updates - 1 : 0) << "one eager update, then the graph's";
+}
+
+TEST(Optimizer, TheCapturedUpdateEqualsTheEagerOne) {
+  ExpectTheCapturedUpdateIsTheEagerOne(torch::kCPU, /*capture=*/true, 5);
+}
+
+TEST(Optimizer, TheCapturedUpdateReplaysTheEagerOneOnCuda) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
+  ExpectTheCapturedUpdateIsTheEagerOne(torch::Device(torch::kCUDA, 0), /*capture=*/true, 6);
 }
 
 }  // namespace
