@@ -74,8 +74,8 @@ class Pipeline:
         quiet = [] if args[0] == "export" else ["--no-progress"]
         return self.mpiexec + ["-np", str(ranks or self.ranks), self.docmatch] + args + quiet
 
-    def run(self, args, ranks=None, expect_failure=False):
-        result = subprocess.run(self.command(args, ranks), capture_output=True, text=True)
+    def run(self, args, ranks=None, expect_failure=False, env=None):
+        result = subprocess.run(self.command(args, ranks), capture_output=True, text=True, env=env)
         if expect_failure:
             check(result.returncode != 0, f"{args[0]} should have failed")
         elif result.returncode != 0:
@@ -244,7 +244,8 @@ def check_step_buckets(p):
     and docsplit runs whose batches are padded to their step buckets log the
     losses of the same runs unpadded, step by step (fp32: to 1e-5);
     --step-buckets with --grad-cache is refused, and so is --cuda-graphs on a
-    CPU run.
+    CPU run; the graphs' code path run on CPU without capture gives the
+    --step-buckets losses, resumed or not.
     Returns the largest relative difference."""
     args = ["pretrain", "--corpus", p.corpus, "--model-config", p.path("no-dropout.yaml"), "--batch-size", "3",
             "--steps", "3", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "3", "--log-every", "1",
@@ -265,6 +266,41 @@ def check_step_buckets(p):
                             "--run", p.path("step-buckets-grad-cache")], expect_failure=True)
     check("--step-buckets pads the whole batch; it does not take --grad-cache's chunks" in refused.stderr,
           refused.stderr[-2000:])
+    # The graphs' code path on CPU (DOCMATCH_GRAPH_PATH_ON_CPU=1: static
+    # inputs, the update's body with FusedAdamW's device-side step counts and
+    # gradients zeroed in place, nothing captured) logs the --step-buckets
+    # losses; a run stopped at its step-2 checkpoint and resumed logs the
+    # straight run's (the optimizer's step counts synced back for the
+    # checkpoint). One rank, as graphs run: in the one-rank pipeline only.
+    graph_args = [a for a in args if a != "--fresh"]
+    graph_args[graph_args.index("--steps") + 1] = "5"
+    graph_args[graph_args.index("--decay-steps") + 1] = "5"
+    graph_args[graph_args.index("--checkpoint-every") + 1] = "2"
+    environment = dict(os.environ, DOCMATCH_GRAPH_PATH_ON_CPU="1")
+    graph_losses = {}
+    for objective in ("wp+sp", "wp") if p.ranks == 1 else ():
+        for name, extra in (("buckets", ["--step-buckets"]), ("graphs", ["--cuda-graphs"])):
+            run = p.path(f"graph-path-{objective}-{name}")
+            ran = p.run(graph_args + ["--objective", objective, "--run", run] + extra, ranks=1, env=environment)
+            if name == "graphs":
+                check("the graphs' code path, nothing captured" in ran.stderr, ran.stderr[-2000:])
+            graph_losses[name] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl"))
+                                  if "train/loss" in l]
+        run = p.path(f"graph-path-{objective}-resumed")
+        stopped = list(graph_args)
+        stopped[stopped.index("--steps") + 1] = "2"
+        p.run(stopped + ["--objective", objective, "--run", run, "--cuda-graphs"], ranks=1, env=environment)
+        p.run(graph_args + ["--objective", objective, "--run", run, "--cuda-graphs"], ranks=1, env=environment)
+        graph_losses["resumed"] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl"))
+                                   if "train/loss" in l]
+        check(len(graph_losses["buckets"]) == 5 and len(set(graph_losses["buckets"])) == 5,
+              f"{objective}: logged losses {graph_losses}")
+        for name in ("graphs", "resumed"):
+            check(len(graph_losses[name]) == 5, f"{objective} {name}: logged losses {graph_losses}")
+            for step, (a, b) in enumerate(zip(graph_losses["buckets"], graph_losses[name]), 1):
+                difference = abs(a - b) / max(1e-12, abs(a))
+                worst = max(worst, difference)
+                check(difference <= 1e-5, f"{objective} step {step}: loss {b} {name}, {a} with --step-buckets")
     # CUDA graphs on a CPU run: refused before any step, naming the device.
     refused = p.run(args + ["--objective", "wp+sp", "--cuda-graphs", "--device", "cpu",
                             "--run", p.path("cuda-graphs-cpu")], expect_failure=True)
