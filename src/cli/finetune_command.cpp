@@ -82,6 +82,9 @@ Command AddFinetuneCommand(CLI::App* app) {
                 "labels related to it (either direction); without it only copies of the pair's own documents "
                 "and the other pairs of the same source are left out. Matters where related pairs crowd together "
                 "(a link graph's hubs): their count in the batch grows with it (scripts/in-batch-related.py)");
+  sub->add_flag("--step-buckets", o->step_buckets,
+                "SMITH: pad each embedding pass to its step bucket (a few fixed shapes, what a CUDA-graph step "
+                "needs); the vectors, losses and gradients are the unpadded pass's, the padding costs time");
   AddSentenceLevelFlags(sub, o.get());
   AddGradCacheFlag(sub, &o->grad_cache, "contrastive", "pairs");
   AddLoopFlags(sub, o.get(), "pairs");

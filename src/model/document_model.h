@@ -81,6 +81,14 @@ class DocumentModel {
   // Whether pair logits are a monotone function of the vectors' cosine (then
   // ranking needs only the vectors).
   virtual bool cosine() const { return true; }
+  // Step buckets (finetune --step-buckets): with them on, EmbedBatch pads
+  // each batch to its step bucket (data/batches/step_buckets.h), a few fixed
+  // tensor shapes, what a CUDA-graph step needs; the vectors are the
+  // unpadded batch's, the padding costs time. Kinds that cannot pad say so
+  // (takes_step_buckets false) and are refused the flag.
+  virtual bool takes_step_buckets() const { return false; }
+  void set_step_buckets(bool on) { step_buckets_ = on; }
+  bool step_buckets() const { return step_buckets_; }
   // SDR only: each document's sentence vectors with its paragraph structure.
   virtual bool has_sentences() const { return false; }
   virtual std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,
@@ -91,6 +99,7 @@ class DocumentModel {
 
  private:
   ModelConfig config_;
+  bool step_buckets_ = false;
 };
 
 // For the kinds' DocumentModels: a kind's host batch holds what its builder

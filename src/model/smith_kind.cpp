@@ -2,6 +2,7 @@
 // config keys and checks, and its row of the kind registry (model/kinds.h).
 #include <algorithm>
 
+#include "data/batches/step_buckets.h"
 #include "model/config.h"
 #include "model/document_model.h"
 #include "model/host_to_device.h"
@@ -20,8 +21,15 @@ class SmithModel : public DocumentModel {
         data::BuildBlockBatch(documents, config().smith.Blocks(), nullptr, 0));
   }
   torch::Tensor EmbedBatch(const HostBatch& batch, const torch::Device& device) override {
-    return encoder_(ToTensors(BatchOf<data::BlockBatch>(batch), device));
+    const data::BlockBatch& b = BatchOf<data::BlockBatch>(batch);
+    if (!step_buckets()) return encoder_(ToTensors(b, device));
+    // Fillers are blocks and tokens, never documents: the layout's real
+    // counts keep them out of every document's vector.
+    const data::StepShape shape =
+        data::BucketFor(data::CountStep(b), b.B, b.K, config().smith.Blocks(), data::StepBuckets{});
+    return encoder_(ToTensors(b, device, &shape));
   }
+  bool takes_step_buckets() const override { return true; }
   int64_t TokensRead(const data::Document& document) const override {
     const data::BlockOptions blocks = config().smith.Blocks();
     const int64_t special = blocks.separator ? 2 : 1;  // [CLS] (+ [SEP]) in every block

@@ -53,7 +53,8 @@ nlohmann::json OptionsJson(const FinetuneOptions& o) {
                {"mine_margin", o.mine_margin},
                {"refresh_negatives", o.refresh_negatives},
                {"grad_cache", o.grad_cache},
-               {"drop_related", o.drop_related}});
+               {"drop_related", o.drop_related},
+               {"step_buckets", o.step_buckets}});
   return json;
 }
 
@@ -194,6 +195,9 @@ StartingModel LoadStartingModel(const FinetuneOptions& options, const FinetuneLo
   UseDeterministicAlgorithms(options.deterministic);
   torch::manual_seed(options.seed);  // the same initial weights on every rank
   start.model = model::DocumentModel::Create(info.config);
+  DOCMATCH_CHECK(!options.step_buckets || start.model->takes_step_buckets(), "finetune",
+                 "--step-buckets pads SMITH's embedding passes; not a ", info.config.kind, " model's");
+  start.model->set_step_buckets(options.step_buckets);
   if (!options.init.empty() && !source.resuming) {
     io::LoadFolderWeights(start.model->module(), options.init, info);
     if (rank == 0) LOG(INFO) << "[finetune] encoder from " << options.init << " (" << info.stage << ")";

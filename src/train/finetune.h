@@ -52,6 +52,7 @@ struct FinetuneOptions : LoopOptions {
       0;                      // contrastive: re-mine them from the model's own vectors every N steps (ANCE; 0 = off)
   int64_t grad_cache = 0;     // contrastive: gradient caching, this many pairs a chunk (0 = off)
   bool drop_related = false;  // contrastive: in-batch candidates labelled related to the query are not negatives
+  bool step_buckets = false;  // SMITH: each embedding pass padded to its step bucket (DocumentModel::step_buckets)
 };
 
 LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& group);

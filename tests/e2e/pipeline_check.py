@@ -241,8 +241,9 @@ def check_grad_cache(p):
 
 def check_step_buckets(p):
     """--step-buckets through the real command: with dropout off, wp+sp, wp
-    and docsplit runs whose batches are padded to their step buckets log the
-    losses of the same runs unpadded, step by step (fp32: to 1e-5);
+    and docsplit runs whose batches are padded to their step buckets, and a
+    contrastive fine-tuning run whose passes are, log the losses of the same
+    runs unpadded, step by step (fp32: to 1e-5);
     --step-buckets with --grad-cache is refused, and so is --cuda-graphs on a
     CPU run; the graphs' code path run on CPU without capture gives the
     --step-buckets losses, resumed or not.
@@ -262,6 +263,23 @@ def check_step_buckets(p):
             difference = abs(a - b) / max(1e-12, abs(a))
             worst = max(worst, difference)
             check(difference <= 1e-5, f"{objective} step {step}: loss {b} with --step-buckets, {a} without")
+    # finetune --step-buckets: SMITH's embedding passes padded, the same
+    # contrastive losses (a hard negative each, the temperature learned).
+    pairs = os.path.join(p.fixture, "pairs.train.jsonl")
+    finetune = ["finetune", "--corpus", p.corpus, "--model-config", p.path("no-dropout.yaml"), "--train-pairs", pairs,
+                "--loss", "contrastive", "--hard-negatives", "1", "--learn-temperature", "--batch-size", "3",
+                "--steps", "3", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "3", "--log-every", "1",
+                "--checkpoint-every", "3", "--fresh"]
+    losses = {}
+    for name, extra in (("plain", []), ("bucketed", ["--step-buckets"])):
+        run = p.path(f"step-buckets-finetune-{name}")
+        p.run(finetune + ["--run", run] + extra)
+        losses[name] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
+    check(len(losses["plain"]) == 3 and len(set(losses["plain"])) == 3, f"finetune: logged losses {losses}")
+    for step, (a, b) in enumerate(zip(losses["plain"], losses["bucketed"]), 1):
+        difference = abs(a - b) / max(1e-12, abs(a))
+        worst = max(worst, difference)
+        check(difference <= 1e-5, f"finetune step {step}: loss {b} with --step-buckets, {a} without")
     refused = p.run(args + ["--objective", "docsplit", "--step-buckets", "--grad-cache", "1",
                             "--run", p.path("step-buckets-grad-cache")], expect_failure=True)
     check("--step-buckets pads the whole batch; it does not take --grad-cache's chunks" in refused.stderr,
@@ -302,8 +320,9 @@ def check_step_buckets(p):
                 worst = max(worst, difference)
                 check(difference <= 1e-5, f"{objective} step {step}: loss {b} {name}, {a} with --step-buckets")
     # CUDA graphs on a CPU run: refused before any step, naming the device.
+    without_hook = {k: v for k, v in os.environ.items() if k != "DOCMATCH_GRAPH_PATH_ON_CPU"}
     refused = p.run(args + ["--objective", "wp+sp", "--cuda-graphs", "--device", "cpu",
-                            "--run", p.path("cuda-graphs-cpu")], expect_failure=True)
+                            "--run", p.path("cuda-graphs-cpu")], expect_failure=True, env=without_hook)
     check("--cuda-graphs needs a CUDA device; this run is on cpu" in refused.stderr, refused.stderr[-2000:])
     check(not os.path.exists(os.path.join(p.path("cuda-graphs-cpu"), "metrics.jsonl")), "a refused run trained")
     return worst

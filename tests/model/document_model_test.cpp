@@ -3,12 +3,15 @@
 // reads no value back from the device, and the config survives the JSON
 // that checkpoints carry; SMASH's factored score
 // matrix equals its head on concatenated pairs; SDR's document vector is the
-// normalised mean of its sentence vectors.
+// normalised mean of its sentence vectors; SMITH's passes padded to their step
+// buckets give the unpadded vectors and gradients.
 #include "model/document_model.h"
 
 #include <gtest/gtest.h>
 
 #include "../data/test_corpus.h"
+#include "data/batches/blocks.h"
+#include "data/batches/step_buckets.h"
 #include "host_reads.h"
 
 namespace docmatch::model {
@@ -124,6 +127,54 @@ TEST(DocumentModel, SdrVectorIsTheNormalisedMeanOfItsSentenceVectors) {
   const torch::Tensor mean = sentences[0].vectors.mean(0);
   EXPECT_TRUE(torch::allclose(model->Embed({&doc}, torch::kCPU)[0], mean / mean.norm(), 1e-5, 1e-5));
   EXPECT_FALSE(DocumentModel::Create(Tiny("smith"))->has_sentences());
+}
+
+
+// finetune --step-buckets: SMITH's embedding passes padded to their step
+// buckets give the unpadded passes' vectors and parameter gradients
+// (float64, dropout off), over passes of documents of unlike lengths whose
+// buckets do pad; the other kinds do not take step buckets.
+TEST(DocumentModel, SmithPassesPaddedToTheirStepBucketsGiveTheUnpaddedVectors) {
+  ModelConfig config = Tiny("smith");
+  config.smith.dropout = 0.0;
+  torch::manual_seed(5);
+  std::unique_ptr<DocumentModel> plain = DocumentModel::Create(config);
+  torch::manual_seed(5);
+  std::unique_ptr<DocumentModel> padded = DocumentModel::Create(config);
+  plain->module().to(torch::kFloat64);
+  padded->module().to(torch::kFloat64);
+  ASSERT_TRUE(padded->takes_step_buckets());
+  padded->set_step_buckets(true);
+  std::vector<data::Document> docs;
+  for (int i = 0; i < 12; ++i) docs.push_back(data::testing::SyntheticDocument(i, 3 + i % 4));
+  int padded_passes = 0;
+  for (int start = 0; start + 4 <= 12; start += 4) {
+    std::vector<const data::Document*> pass;
+    for (int i = start; i < start + 4; ++i) pass.push_back(&docs[i]);
+    const auto host = plain->Batch(pass);
+    const data::BlockBatch& b = BatchOf<data::BlockBatch>(*host);
+    const data::StepCounts counts = data::CountStep(b);
+    const data::StepShape shape = data::BucketFor(counts, b.B, b.K, config.smith.Blocks(), data::StepBuckets{});
+    padded_passes += shape.R > counts.R && shape.N > counts.N;
+    for (auto* m : {plain.get(), padded.get()}) m->module().zero_grad();
+    const torch::Tensor a = plain->EmbedBatch(*host, torch::kCPU), v = padded->EmbedBatch(*host, torch::kCPU);
+    ASSERT_EQ(v.sizes(), a.sizes());
+    EXPECT_LT((a - v).abs().max().item<double>(), 1e-12) << "pass from " << start;
+    const torch::Tensor weights = torch::randn(a.sizes(), torch::kFloat64);
+    (a * weights).sum().backward();
+    (v * weights).sum().backward();
+    const auto pa = plain->module().named_parameters(), pv = padded->module().named_parameters();
+    for (size_t i = 0; i < pa.size(); ++i) {
+      const torch::Tensor& ga = pa[i].value().grad();
+      const torch::Tensor& gv = pv[i].value().grad();
+      ASSERT_EQ(ga.defined(), gv.defined()) << pa[i].key();
+      if (ga.defined()) EXPECT_LT((ga - gv).abs().max().item<double>(), 1e-11) << pa[i].key() << ", pass " << start;
+    }
+  }
+  EXPECT_GT(padded_passes, 0) << "no pass was padded: the test compares nothing";
+  for (const std::string& kind : KindNames()) {
+    if (kind != "smith") EXPECT_FALSE(DocumentModel::Create(Tiny(kind))->takes_step_buckets()) << kind;
+  }
 }
 
 }  // namespace
