@@ -308,7 +308,18 @@ torch::Tensor CapturedOptimizerStep::Body() {
 }
 
 torch::Tensor CapturedOptimizerStep::Step() {
-  if (!optimizer_.capturable()) optimizer_.MakeCapturable();  // the first update: the gradients exist now
+  // Which parameters have a gradient, and where (host reads, no sync): the
+  // same at every update, for the graph reads and zeroes those tensors and
+  // the optimizer steps exactly those parameters.
+  std::vector<const void*> gradients;
+  for (const torch::Tensor& p : parameters_) gradients.push_back(p.grad().defined() ? p.grad().data_ptr() : nullptr);
+  if (!optimizer_.capturable()) {
+    optimizer_.MakeCapturable();  // the first update: the gradients exist now
+    gradients_ = gradients;
+  }
+  TORCH_CHECK(gradients == gradients_, "a captured update steps the parameters that had a gradient at the first "
+              "update, and zeroes those gradients in place: since then a parameter's gradient was made, dropped or "
+              "replaced");
   ++updates_;
   if (!captures_) return Body();
 #ifdef DOCMATCH_HAS_CUDA
@@ -319,8 +330,9 @@ torch::Tensor CapturedOptimizerStep::Step() {
     } else {
       if (!graph_) {
         norm_ = torch::Tensor();  // the warm-up's output goes before the capture
-        graph_ = std::make_unique<Graph>();
-        graph_->graph = Capture(*cuda_, [&] { norm_ = Body(); });
+        auto captured = std::make_unique<Graph>();
+        captured->graph = Capture(*cuda_, [&] { norm_ = Body(); });
+        graph_ = std::move(captured);
         LOG(INFO) << "[train] CUDA graph captured: the update (clipping, AdamW, gradients zeroed)";
       }
       graph_->graph->replay();

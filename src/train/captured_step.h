@@ -114,7 +114,10 @@ class CapturedSmithSteps {
 // and the learning rates set (SetLearningRate, which writes the lr tensors).
 // The first `warmup_steps` updates run eagerly on the capture stream (the
 // first makes the optimizer capturable, with the parameters that then have
-// a gradient); the next is captured and every later one replayed. Before a
+// a gradient); the next is captured and every later one replayed. Every
+// update must find the same parameters with a gradient, in the same memory
+// (checked on the host before each: a gradient made, dropped or replaced
+// since would be missed by the graph). Before a
 // checkpoint saves the optimizer, SyncHostSteps brings its step counts back
 // to the host. One rank, as the micro-steps' graphs; without capture (`capture`
 // false, or not on CUDA) the same body runs eagerly, which the CPU tests check
@@ -149,7 +152,8 @@ class CapturedOptimizerStep {
   const std::vector<torch::Tensor> parameters_;
   const Options options_;
   const bool captures_;
-  torch::Tensor norm_;  // the last update's norm (the graph's output once captured)
+  torch::Tensor norm_;                   // the last update's norm (the graph's output once captured)
+  std::vector<const void*> gradients_;  // each parameter's gradient memory at the first update (null: none)
   int64_t updates_ = 0, replays_ = 0;
   std::unique_ptr<GraphStream> cuda_;
   struct Graph;  // the update's graph, once captured

@@ -85,6 +85,13 @@ std::optional<std::vector<torch::Tensor>> FusableParameters(torch::optim::Optimi
 
 namespace {
 
+// The fused kernel's step counts and tensor learning rate: float32 on the
+// parameter's device, whatever the parameters' type (the CUDA kernel reads
+// them as floats, as PyTorch's fused optimizers make them).
+torch::TensorOptions StepOptions(const torch::Tensor& p) {
+  return torch::TensorOptions().dtype(torch::kFloat32).device(p.device());
+}
+
 // The AdamW state of `p`, made as AdamW makes it when it has none.
 torch::optim::AdamWParamState& StateOf(
     ska::flat_hash_map<void*, std::unique_ptr<torch::optim::OptimizerParamState>>& states, const torch::Tensor& p) {
@@ -102,9 +109,7 @@ torch::optim::AdamWParamState& StateOf(
 }  // namespace
 
 void FusedAdamW::MakeCapturable() {
-  stepped_.clear();
-  counts_.clear();
-  lrs_.clear();
+  TORCH_CHECK(!capturable_, "a FusedAdamW is made capturable once: a graph may hold its count and lr tensors");
   for (auto& group : param_groups_) {
     const auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
     TORCH_CHECK(!options.amsgrad(), "a capturable FusedAdamW has no amsgrad");
@@ -123,8 +128,8 @@ void FusedAdamW::MakeCapturable() {
       stepped.push_back(p);
     }
     const bool any = !stepped.empty();
-    counts_.push_back(any ? torch::full({}, static_cast<double>(step), stepped.front().options()) : torch::Tensor());
-    lrs_.push_back(any ? torch::full({}, options.lr(), stepped.front().options()) : torch::Tensor());
+    counts_.push_back(any ? torch::full({}, static_cast<double>(step), StepOptions(stepped.front())) : torch::Tensor());
+    lrs_.push_back(any ? torch::full({}, options.lr(), StepOptions(stepped.front())) : torch::Tensor());
     stepped_.push_back(std::move(stepped));
   }
   capturable_ = true;
@@ -191,7 +196,7 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       auto& state = StateOf(state_, p);
       state.step(state.step() + 1);
       torch::Tensor& count = step_tensors[state.step()];
-      if (!count.defined()) count = torch::full({}, static_cast<double>(state.step()), p.options());
+      if (!count.defined()) count = torch::full({}, static_cast<double>(state.step()), StepOptions(p));
       grads.push_back(p.grad());
       exp_avgs.push_back(state.exp_avg());
       exp_avg_sqs.push_back(state.exp_avg_sq());

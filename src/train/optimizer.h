@@ -105,17 +105,19 @@ class FusedAdamW : public torch::optim::AdamW {
   torch::Tensor step(LossClosure closure = nullptr) override;
 
   // Graph-safe steps, for a step captured once and replayed (CUDA graphs):
-  // each group's step count and learning rate live in tensors on its
+  // each group's step count and learning rate live in float32 tensors on its
   // parameters' device; step() advances the count in place, reads the lr
   // tensor and changes no host state, so a replay does what the captured
   // step did. The parameters stepped are those with a gradient when
-  // MakeCapturable runs (after a first backward); each then needs one at
-  // every step (a group's share its count), and the others are never
-  // stepped, as a backward that never reaches them leaves them. The counts
-  // start from the host state (a resumed run's). SetLearningRate writes the
-  // lr tensors (before a step, outside any capture); SyncHostSteps writes
-  // the counts back into the host state (a device read: before a
-  // checkpoint, outside any capture).
+  // MakeCapturable runs (once, after a first backward); each then needs one
+  // at every step (a group's share its count; CapturedOptimizerStep checks
+  // it before each replay), and the others are never stepped, as a backward
+  // that never reaches them leaves them. The counts start from the host
+  // state (a resumed run's). SetLearningRate writes the lr tensors (before a
+  // step, outside any capture); SyncHostSteps writes the counts back into
+  // the host state (a device read: before a checkpoint, outside any
+  // capture). Once a step is captured, a graph holds the state's tensors:
+  // nothing may replace them (load a checkpoint before, not after).
   void MakeCapturable();
   bool capturable() const { return capturable_; }
   void WriteLearningRates();

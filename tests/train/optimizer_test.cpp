@@ -105,8 +105,8 @@ TEST(Optimizer, CapturableStepsEqualTheHostCountedOnesAndSyncBack) {
   capturable->MakeCapturable();
   ASSERT_TRUE(capturable->capturable());
   for (int step = 0; step < 4; ++step) {
-    SetLearningRate(*capturable, 0.01 * (step + 1), {1.0, 2.0});
-    SetLearningRate(*eager, 0.01 * (step + 1), {1.0, 2.0});
+    SetLearningRate(*capturable, (step + 1) / 128.0, {1.0, 2.0});
+    SetLearningRate(*eager, (step + 1) / 128.0, {1.0, 2.0});
     Backward(a);
     Backward(b);
     capturable->step();
@@ -213,12 +213,13 @@ TEST(Optimizer, ClipGradientNormEqualsClipGradNorm) {
 
 
 // The captured update's (CapturedOptimizerStep) `updates` against the loop's
-// eager one (ClipGradientNorm at 1.0, FusedAdamW, gradients dropped) on
-// `device` in float64, the lr changed before each: the same norms and
+// eager one (ClipGradientNorm at `max_norm`, or only the norm at 0;
+// FusedAdamW; gradients dropped) on `device` in float64, the lr changed
+// before each (values exact in float32, as the lr tensors hold them): the same norms and
 // parameters; gradients zeroed in place (the tensors the next backward
 // accumulates into); p[3], which no backward reaches, never stepped and
 // without state; the step counts synced back the eager optimizer's.
-void ExpectTheCapturedUpdateIsTheEagerOne(const torch::Device& device, bool capture, int updates) {
+void ExpectTheCapturedUpdateIsTheEagerOne(const torch::Device& device, bool capture, int updates, double max_norm) {
   std::vector<torch::Tensor> a = Parameters(6), b = Parameters(6);
   for (auto* p : {&a, &b}) {
     torch::manual_seed(7);
@@ -228,21 +229,21 @@ void ExpectTheCapturedUpdateIsTheEagerOne(const torch::Device& device, bool capt
   const torch::Tensor unreached = a[3].detach().clone();
   auto graphed = Make<FusedAdamW>(a);
   auto eager = Make<FusedAdamW>(b);
-  CapturedOptimizerStep update(*graphed, a, device, {/*max_grad_norm=*/1.0, capture});
+  CapturedOptimizerStep update(*graphed, a, device, {max_norm, capture});
   std::vector<const void*> storage;  // the gradients' memory after the first update
   bool clipped = false;
   for (int step = 0; step < updates; ++step) {
     const std::string when = "update " + std::to_string(step);
-    SetLearningRate(*graphed, 0.01 * (step + 1), {1.0, 2.0});
-    SetLearningRate(*eager, 0.01 * (step + 1), {1.0, 2.0});
+    SetLearningRate(*graphed, (step + 1) / 128.0, {1.0, 2.0});
+    SetLearningRate(*eager, (step + 1) / 128.0, {1.0, 2.0});
     Loss(a).backward();  // into the zeroed gradients after the first update
     Backward(b);
     const double norm = update.Step().item<double>();
-    const double expected = ClipGradientNorm(b, 1.0).item<double>();
+    const double expected = (max_norm > 0 ? ClipGradientNorm(b, max_norm) : GradientNorm(b)).item<double>();
     eager->step();
     eager->zero_grad();
     EXPECT_NEAR(norm, expected, 1e-12 * expected) << when;
-    clipped |= expected > 1.0;
+    clipped |= expected > max_norm;
     ExpectSame(a, b, when);
     for (int i = 0; i < 3; ++i) {
       ASSERT_TRUE(a[i].grad().defined()) << when;
@@ -252,7 +253,7 @@ void ExpectTheCapturedUpdateIsTheEagerOne(const torch::Device& device, bool capt
     }
     EXPECT_FALSE(a[3].grad().defined()) << when;
   }
-  EXPECT_TRUE(clipped) << "no update clipped: the test does not check clipping";
+  if (max_norm > 0) EXPECT_TRUE(clipped) << "no update clipped: the test does not check clipping";
   EXPECT_TRUE(torch::equal(a[3], unreached)) << "a parameter without gradient moved";
   EXPECT_EQ(graphed->state().count(a[3].unsafeGetTensorImpl()), 0u) << "a parameter without gradient got state";
   update.SyncHostSteps();
@@ -262,15 +263,19 @@ void ExpectTheCapturedUpdateIsTheEagerOne(const torch::Device& device, bool capt
   }
   EXPECT_EQ(update.captures(), capture && device.is_cuda());
   EXPECT_EQ(update.replays(), update.captures() ? updates - 1 : 0) << "one eager update, then the graph's";
+  // A gradient replaced (new memory) is refused, not silently missed.
+  a[0].mutable_grad() = torch::zeros_like(a[0]);
+  EXPECT_THROW(update.Step(), c10::Error);
 }
 
 TEST(Optimizer, TheCapturedUpdateEqualsTheEagerOne) {
-  ExpectTheCapturedUpdateIsTheEagerOne(torch::kCPU, /*capture=*/true, 5);
+  ExpectTheCapturedUpdateIsTheEagerOne(torch::kCPU, /*capture=*/true, 5, /*max_norm=*/1.0);
+  ExpectTheCapturedUpdateIsTheEagerOne(torch::kCPU, /*capture=*/true, 3, /*max_norm=*/0.0);  // measured, not clipped
 }
 
 TEST(Optimizer, TheCapturedUpdateReplaysTheEagerOneOnCuda) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
-  ExpectTheCapturedUpdateIsTheEagerOne(torch::Device(torch::kCUDA, 0), /*capture=*/true, 6);
+  ExpectTheCapturedUpdateIsTheEagerOne(torch::Device(torch::kCUDA, 0), /*capture=*/true, 6, /*max_norm=*/1.0);
 }
 
 }  // namespace
