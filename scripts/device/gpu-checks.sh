@@ -49,8 +49,12 @@
 #                  padding, eager) and plain, paper config bf16, batch 32 and
 #                  128, interleaved in two rounds; the graphs captured and
 #                  the micro-steps replayed, docs/s of steps 51-60, the loss
-#                  at step 60, the epoch time at each rate; the input
-#                  pipeline over 30 epochs at 2, 4 and 8 builders
+#                  at step 60, the epoch time at each rate; contrastive
+#                  fine-tuning with --cuda-graphs against --step-buckets
+#                  (fp32, 8 steps, losses and learned temperatures), then
+#                  graphs / buckets / plain at batch 32, 2 hard negatives,
+#                  bf16, in two rounds; the input pipeline over 30 epochs
+#                  at 2, 4 and 8 builders
 #   profile.txt    (stage profile) this build's trainer profiled over steps 31-33
 #                  at batch 32 and 256 (each step's GPU busy time, its operators;
 #                  trainer-profile-B.json.gz: the traces) and smith_step's host
@@ -435,6 +439,49 @@ print("trainer", sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step"
     done
   done
   rm -rf /tmp/gpu-graphs
+  # Contrastive fine-tuning (finetune --cuda-graphs): fp32, dropout off,
+  # 8 steps against --step-buckets (the losses agree to float rounding),
+  # then bf16 at batch 32 with 2 hard negatives, graphs / buckets / plain,
+  # docs/s and ms a step of steps 31-40.
+  sed 's/dropout: .*/dropout: 0.0/' configs/models/smith-paper.yaml > /tmp/gpu-graphs-no-dropout.yaml
+  local ft=(finetune --corpus $corpus --train-pairs .device/pairs.jsonl --loss contrastive --hard-negatives 2
+    --device cuda --backend nccl --fresh --no-progress --checkpoint-every 1000)
+  for side in graphs buckets; do
+    "${mpi[@]}" -np 1 $bin "${ft[@]}" --model-config /tmp/gpu-graphs-no-dropout.yaml --precision fp32 --batch-size 16 \
+      --steps 8 --log-every 1 --learn-temperature --$( [ $side = graphs ] && echo cuda-graphs || echo step-buckets ) \
+      --run /tmp/gpu-ft-graphs-$side > "$OUT/graphs-ft-fp32-$side.log" 2>&1
+    echo "finetune fp32 $side: exit $?" | tee -a "$OUT/graphs.txt"
+  done
+  python3 -c 'import json
+def logged(side):
+    return [j for j in map(json.loads, open(f"/tmp/gpu-ft-graphs-{side}/metrics.jsonl")) if "train/loss" in j]
+try:
+    a, b = logged("graphs"), logged("buckets")
+    print("finetune fp32, graphs vs buckets:", len(a), "steps, max relative difference: loss %.2e, temperature %.2e" % (
+        max(abs(x["train/loss"] - y["train/loss"]) / abs(y["train/loss"]) for x, y in zip(a, b)),
+        max(abs(x["train/temperature"] - y["train/temperature"]) / y["train/temperature"] for x, y in zip(a, b))))
+except Exception as e:
+    print("finetune fp32 comparison failed:", e)' 2>&1 | tee -a "$OUT/graphs.txt"
+  rm -rf /tmp/gpu-ft-graphs-graphs /tmp/gpu-ft-graphs-buckets /tmp/gpu-graphs-no-dropout.yaml
+  for round in 1 2; do
+    for side in graphs buckets plain; do
+      local flags=()
+      [ $side = graphs ] && flags=(--cuda-graphs)
+      [ $side = buckets ] && flags=(--step-buckets)
+      "${mpi[@]}" -np 1 $bin "${ft[@]}" --model-config configs/models/smith-paper.yaml --precision bf16 \
+        --batch-size 32 --steps 40 --log-every 10 --time-split "${flags[@]}" --run /tmp/gpu-ft-graphs \
+        > "$OUT/graphs-ft-$side-$round.log" 2>&1
+      echo "exit $? $(grep -o 'CUDA graph.*' "$OUT/graphs-ft-$side-$round.log" | tail -n 2)" | tr '\n' ' ' |
+        tee -a "$OUT/graphs.txt"
+      tail -n 1 /tmp/gpu-ft-graphs/metrics.jsonl | python3 -c 'import json, sys
+m = json.loads(sys.stdin.read())
+get = lambda end: next((v for k, v in m.items() if k.endswith(end)), 0)
+print("finetune", sys.argv[1], "round", sys.argv[2], "step", m["step"], "pairs/s %.1f" % get("docs_per_s"),
+      "step ms %.1f" % get("time/step_ms"), "loss %.4f" % m["train/loss"])' $side $round 2>&1 |
+        tee -a "$OUT/graphs.txt"
+    done
+  done
+  rm -rf /tmp/gpu-ft-graphs
   # What the loader gives against what the graphed step takes: 30 epochs
   # (the 3-epoch figure of the bench stage is mostly start-up), with the
   # buckets' host work, at 2, 4 and 8 builders.

@@ -85,6 +85,11 @@ Command AddFinetuneCommand(CLI::App* app) {
   sub->add_flag("--step-buckets", o->step_buckets,
                 "SMITH: pad each embedding pass to its step bucket (a few fixed shapes, what a CUDA-graph step "
                 "needs); the vectors, losses and gradients are the unpadded pass's, the padding costs time");
+  sub->add_flag("--cuda-graphs,!--no-cuda-graphs", o->cuda_graphs,
+                "SMITH, --loss contrastive, one GPU: each step bucket's embedding pass, loss and backward, and "
+                "the update, captured once as CUDA graphs and replayed; implies --step-buckets. One rank only; "
+                "not with --drop-related, --grad-cache or --freeze-sentence-steps. Experimental: tested on CPU "
+                "for its inputs, not yet measured on a GPU (bench/NOTES.md)");
   AddSentenceLevelFlags(sub, o.get());
   AddGradCacheFlag(sub, &o->grad_cache, "contrastive", "pairs");
   AddLoopFlags(sub, o.get(), "pairs");

@@ -29,4 +29,12 @@ std::vector<DocumentSentences> DocumentModel::EmbedSentences(const std::vector<c
   throw std::logic_error("a " + config_.kind + " model has no sentence vectors");
 }
 
+DocumentModel::PaddedBatch DocumentModel::Pad(const HostBatch&, const torch::Device&) const {
+  throw std::logic_error("a " + config_.kind + " model takes no step buckets");
+}
+
+torch::Tensor DocumentModel::EmbedPadded(const PaddedBatch&) {
+  throw std::logic_error("a " + config_.kind + " model takes no step buckets");
+}
+
 }  // namespace docmatch::model

@@ -89,6 +89,17 @@ class DocumentModel {
   virtual bool takes_step_buckets() const { return false; }
   void set_step_buckets(bool on) { step_buckets_ = on; }
   bool step_buckets() const { return step_buckets_; }
+  // A batch padded to its step bucket as device tensors (a captured step's
+  // static inputs, train/captured_step.h): batches with equal keys have
+  // tensors of equal shapes, in the same order (undefined ones alike), so
+  // one's can be copied into another's. EmbedPadded gives their vectors,
+  // EmbedBatch's with step buckets on. For kinds that take step buckets.
+  struct PaddedBatch {
+    std::vector<torch::Tensor> tensors;
+    std::vector<int64_t> key;
+  };
+  virtual PaddedBatch Pad(const HostBatch& batch, const torch::Device& device) const;
+  virtual torch::Tensor EmbedPadded(const PaddedBatch& batch);
   // SDR only: each document's sentence vectors with its paragraph structure.
   virtual bool has_sentences() const { return false; }
   virtual std::vector<DocumentSentences> EmbedSentences(const std::vector<const data::Document*>& documents,

@@ -21,15 +21,35 @@ class SmithModel : public DocumentModel {
         data::BuildBlockBatch(documents, config().smith.Blocks(), nullptr, 0));
   }
   torch::Tensor EmbedBatch(const HostBatch& batch, const torch::Device& device) override {
-    const data::BlockBatch& b = BatchOf<data::BlockBatch>(batch);
-    if (!step_buckets()) return encoder_(ToTensors(b, device));
-    // Fillers are blocks and tokens, never documents: the layout's real
-    // counts keep them out of every document's vector.
-    const data::StepShape shape =
-        data::BucketFor(data::CountStep(b), b.B, b.K, config().smith.Blocks(), data::StepBuckets{});
-    return encoder_(ToTensors(b, device, &shape));
+    if (!step_buckets()) return encoder_(ToTensors(BatchOf<data::BlockBatch>(batch), device));
+    return EmbedPadded(Pad(batch, device));
   }
   bool takes_step_buckets() const override { return true; }
+  // Fillers are blocks and tokens, never documents: the layout's real
+  // counts keep them out of every document's vector.
+  PaddedBatch Pad(const HostBatch& batch, const torch::Device& device) const override {
+    const data::BlockBatch& b = BatchOf<data::BlockBatch>(batch);
+    const data::StepShape shape =
+        data::BucketFor(data::CountStep(b), b.B, b.K, config().smith.Blocks(), data::StepBuckets{});
+    BlockTensors t = ToTensors(b, device, &shape);
+    return {{t.tokens, t.block_mask, t.lm_labels, t.layout.real, t.layout.tokens, t.layout.predicted, t.layout.masked,
+             t.layout.counts},
+            {b.B, shape.S, shape.T, shape.R, shape.N, shape.M, shape.P}};
+  }
+  torch::Tensor EmbedPadded(const PaddedBatch& batch) override {
+    const std::vector<torch::Tensor>& v = batch.tensors;
+    TORCH_CHECK(v.size() == 8, "a padded SMITH batch has 8 tensors, not ", v.size());
+    BlockTensors t;
+    t.tokens = v[0];
+    t.block_mask = v[1];
+    t.lm_labels = v[2];
+    t.layout.real = v[3];
+    t.layout.tokens = v[4];
+    t.layout.predicted = v[5];
+    t.layout.masked = v[6];
+    t.layout.counts = v[7];
+    return encoder_(t);
+  }
   int64_t TokensRead(const data::Document& document) const override {
     const data::BlockOptions blocks = config().smith.Blocks();
     const int64_t special = blocks.separator ? 2 : 1;  // [CLS] (+ [SEP]) in every block

@@ -14,6 +14,7 @@
 
 #include <glog/logging.h>
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@
 #include "model/host_to_device.h"
 
 namespace docmatch::train {
+
+bool GraphPathOnCpu() {
+  const char* value = std::getenv("DOCMATCH_GRAPH_PATH_ON_CPU");
+  return value != nullptr && std::string(value) == "1";
+}
 
 struct CapturedSmithSteps::Entry {
   model::BlockTensors inputs;  // the bucket's static inputs, on the device
@@ -124,6 +130,27 @@ std::unique_ptr<at::cuda::CUDAGraph> Capture(GraphStream& graphs, const std::fun
   }
   return graph;
 }
+
+// A bucket's step (`body`) on the graph stream: eagerly for its first
+// `warmup` uses, then captured into `graph` at the next (`before_capture`
+// first drops what the warm-up left in the outputs: nothing outside the
+// graph's pool is freed while capturing) and replayed at every use. Returns
+// whether this use captured.
+bool WarmUpCaptureOrReplay(GraphStream& graphs, int64_t uses, int warmup, std::unique_ptr<at::cuda::CUDAGraph>& graph,
+                           const std::function<void()>& body, const std::function<void()>& before_capture) {
+  const OnGraphStream on_graph_stream(graphs);
+  if (uses < warmup) {
+    body();
+    return false;
+  }
+  const bool capturing = graph == nullptr;
+  if (capturing) {
+    before_capture();
+    graph = Capture(graphs, body);
+  }
+  graph->replay();  // a capture runs nothing: this is the step
+  return capturing;
+}
 #endif
 
 // The tensors of a BlockTensors, in one order, for copying one into another.
@@ -200,24 +227,20 @@ torch::Tensor CapturedSmithSteps::Body(Entry& entry, bool backward) {
 
 void CapturedSmithSteps::RunOnCaptureStream(Entry& entry) {
 #ifdef DOCMATCH_HAS_CUDA
-  const OnGraphStream on_graph_stream(*cuda_);
-  if (entry.uses < options_.warmup_steps) {
-    Body(entry, /*backward=*/true);  // eager: the bucket's gradients exist before its capture
-    return;
-  }
-  if (!entry.graph) {
-    // The warm-up's outputs go before the capture: nothing outside the
-    // graph's pool is freed while capturing.
-    entry.sums = torch::Tensor();
-    entry.outputs = SmithSums{};
-    entry.graph = Capture(*cuda_, [&] { Body(entry, /*backward=*/true); });
+  const bool captured = WarmUpCaptureOrReplay(
+      *cuda_, entry.uses, options_.warmup_steps, entry.graph, [&] { Body(entry, /*backward=*/true); },
+      [&] {
+        entry.sums = torch::Tensor();
+        entry.outputs = SmithSums{};
+      });
+  if (entry.uses < options_.warmup_steps) return;
+  ++replays_;
+  if (captured) {
     ++graphs_;
     LOG(INFO) << "[train] CUDA graph " << graphs_ << " captured: " << entry.inputs.layout.real.size(0) << " blocks, "
               << entry.inputs.layout.tokens.size(0) << " tokens, " << entry.inputs.layout.predicted.size(0)
               << " predicted words, " << entry.inputs.layout.masked.size(0) << " masked blocks";
   }
-  entry.graph->replay();  // a capture runs nothing: this is the step
-  ++replays_;
 #else
   (void)entry;
 #endif
@@ -270,18 +293,147 @@ Objective CapturedSmithSteps::Step(const data::BlockBatch& batch, const data::St
   return objective;
 }
 
+struct CapturedContrastiveSteps::Entry {
+  model::DocumentModel::PaddedBatch inputs;               // the bucket's padded pass, on the device
+  torch::Tensor source_ids, target_ids, negative_ids;    // (b,), (b,), (h,) int64 corpus indices, on the device
+  torch::Tensor scale;                                   // (1,) float64: the loss's
+  torch::Tensor sums;                                    // (4,) float64 output: loss, top-1, reciprocal ranks, log-scale
+  int64_t uses = 0;
+#ifdef DOCMATCH_HAS_CUDA
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+#endif
+};
+
+CapturedContrastiveSteps::CapturedContrastiveSteps(model::DocumentModel& model, model::Temperature temperature,
+                                                   const torch::Device& device, bool capture, int warmup_steps)
+    : model_(model),
+      temperature_(std::move(temperature)),
+      device_(device),
+      warmup_steps_(warmup_steps),
+      captures_(capture && device.is_cuda()) {
+  DOCMATCH_CHECK(warmup_steps >= 1, "train",
+                 "a captured step needs at least one eager use of its bucket first (its gradients), not ",
+                 warmup_steps);
+  DOCMATCH_CHECK(model.takes_step_buckets(), "train", "a captured fine-tuning step pads its passes to step buckets; a ",
+                 model.config().kind, " model takes none");
+#ifdef DOCMATCH_HAS_CUDA
+  if (captures_) cuda_ = std::make_unique<GraphStream>(device);
+#else
+  DOCMATCH_CHECK(!captures_, "train", "this build has no CUDA: CUDA graphs need one");
+#endif
+}
+
+CapturedContrastiveSteps::~CapturedContrastiveSteps() {
+  if (captures_) {
+    LOG(INFO) << "[finetune] CUDA graphs: " << graphs_ << " captured for " << entries_.size() << " step buckets, "
+              << replays_ << " micro-steps replayed";
+  }
+}
+
+CapturedContrastiveSteps::Entry& CapturedContrastiveSteps::StaticInputs(const PreparedChunk& chunk, double scale) {
+  const PairDocuments& documents = chunk.documents;
+  model::DocumentModel::PaddedBatch fresh = model_.Pad(*chunk.batch, device_);
+  const auto ids = [&](const std::vector<int64_t>& v) {
+    return model::HostToDevice(v.data(), {static_cast<int64_t>(v.size())}, torch::kLong, device_, torch::kLong);
+  };
+  torch::Tensor sources = ids(documents.sources), targets = ids(documents.targets),
+                negatives = ids(documents.negatives);
+  const torch::Tensor fresh_scale = model::HostToDevice(&scale, {1}, torch::kFloat64, device_, torch::kFloat64);
+  std::vector<int64_t> key = fresh.key;
+  key.push_back(static_cast<int64_t>(documents.sources.size()));
+  key.push_back(static_cast<int64_t>(documents.negatives.size()));
+  std::unique_ptr<Entry>& slot = entries_[key];
+  if (!slot) {
+    slot = std::make_unique<Entry>();
+    for (const torch::Tensor& t : fresh.tensors) slot->inputs.tensors.push_back(t.defined() ? t.clone() : t);
+    slot->inputs.key = fresh.key;
+    slot->source_ids = sources.clone();
+    slot->target_ids = targets.clone();
+    slot->negative_ids = negatives.clone();
+    slot->scale = fresh_scale.clone();
+    return *slot;
+  }
+  for (size_t i = 0; i < fresh.tensors.size(); ++i) {
+    if (fresh.tensors[i].defined()) slot->inputs.tensors[i].copy_(fresh.tensors[i], /*non_blocking=*/true);
+  }
+  slot->source_ids.copy_(sources, /*non_blocking=*/true);
+  slot->target_ids.copy_(targets, /*non_blocking=*/true);
+  slot->negative_ids.copy_(negatives, /*non_blocking=*/true);
+  slot->scale.copy_(fresh_scale, /*non_blocking=*/true);
+  return *slot;
+}
+
+torch::Tensor CapturedContrastiveSteps::Body(Entry& entry, bool backward) {
+  const torch::Tensor vectors = model_.EmbedPadded(entry.inputs).to(torch::kFloat);
+  const int64_t b = entry.source_ids.size(0), h = entry.negative_ids.size(0);
+  const ContrastivePairs pairs{vectors.narrow(0, 0, b), vectors.narrow(0, b, b),     entry.source_ids,
+                               entry.target_ids,        vectors.narrow(0, 2 * b, h), entry.negative_ids};
+  const ContrastiveTotals totals = ContrastiveSumsHere(pairs, temperature_);
+  torch::Tensor loss = totals.loss * entry.scale[0];
+  const torch::Tensor log_scale = temperature_.learned()
+                                      ? temperature_.log_scale().detach().to(torch::kFloat64).reshape({})
+                                      : torch::zeros({}, entry.scale.options());
+  entry.sums = torch::stack({totals.loss.detach().to(torch::kFloat64).reshape({}),
+                             totals.top1.to(torch::kFloat64).reshape({}),
+                             totals.reciprocal_ranks.detach().to(torch::kFloat64).reshape({}), log_scale});
+  if (!backward) return loss;
+  const AutocastPaused paused(device_.type());
+  loss.backward();
+  return torch::Tensor();
+}
+
+Objective CapturedContrastiveSteps::Step(const PreparedChunk& chunk, double scale) {
+  const double queries = 2.0 * static_cast<double>(chunk.documents.sources.size());
+  Entry& entry = StaticInputs(chunk, 1.0 / queries * (captures_ ? scale : 1.0));
+  torch::Tensor loss;
+  if (captures_) {
+#ifdef DOCMATCH_HAS_CUDA
+    const bool captured = WarmUpCaptureOrReplay(
+        *cuda_, entry.uses, warmup_steps_, entry.graph, [&] { Body(entry, /*backward=*/true); },
+        [&] { entry.sums = torch::Tensor(); });
+    if (entry.uses >= warmup_steps_) ++replays_;
+    if (captured) {
+      ++graphs_;
+      LOG(INFO) << "[finetune] CUDA graph " << graphs_ << " captured: " << entry.source_ids.size(0) << " pairs, "
+                << entry.negative_ids.size(0) << " hard negatives, " << entry.inputs.tensors[0].numel()
+                << " token slots";
+    }
+#endif
+  } else {
+    loss = Body(entry, /*backward=*/false);
+  }
+  ++entry.uses;
+  const torch::Tensor sums = entry.sums.to(torch::kCPU);  // the step's one host sync
+  const double* sum = sums.data_ptr<double>();
+  Objective objective;
+  objective.loss = loss;
+  objective.value = sum[0] / queries;
+  objective.parts = {{"infonce", objective.value}, {"top1", sum[1] / queries}, {"mrr", sum[2] / queries}};
+  if (temperature_.learned()) objective.parts["temperature"] = model::Temperature::OfLogScale(sum[3]);
+  if (captures_) {
+    objective.backward = [scale](double loop_scale, const std::function<void(bool last)>& prepare) {
+      TORCH_CHECK(loop_scale == scale, "a captured step back-propagated at scale ", scale, ", not ", loop_scale);
+      prepare(true);  // one rank: the synchronizer's life cycle, nothing to reduce
+    };
+  }
+  return objective;
+}
+
 struct CapturedOptimizerStep::Graph {
 #ifdef DOCMATCH_HAS_CUDA
   std::unique_ptr<at::cuda::CUDAGraph> graph;
 #endif
 };
 
-CapturedOptimizerStep::CapturedOptimizerStep(FusedAdamW& optimizer, std::vector<torch::Tensor> parameters,
-                                             const torch::Device& device, Options options)
+CapturedOptimizerStep::CapturedOptimizerStep(FusedAdamW& optimizer, std::vector<torch::Tensor> clipped,
+                                             std::vector<torch::Tensor> trained, const torch::Device& device,
+                                             Options options)
     : optimizer_(optimizer),
-      parameters_(std::move(parameters)),
+      clipped_(std::move(clipped)),
+      trained_(std::move(trained)),
       options_(options),
-      captures_(options.capture && device.is_cuda()) {
+      captures_(options.capture && device.is_cuda()),
+      graph_(std::make_unique<Graph>()) {
   DOCMATCH_CHECK(options.warmup_steps >= 1, "train",
                  "a captured update needs at least one eager update first (it makes the optimizer capturable), not ",
                  options.warmup_steps);
@@ -297,11 +449,11 @@ CapturedOptimizerStep::~CapturedOptimizerStep() {
 }
 
 torch::Tensor CapturedOptimizerStep::Body() {
-  torch::Tensor norm = options_.max_grad_norm > 0 ? ClipGradientNorm(parameters_, options_.max_grad_norm)
-                                                  : GradientNorm(parameters_);
+  torch::Tensor norm = options_.max_grad_norm > 0 ? ClipGradientNorm(clipped_, options_.max_grad_norm)
+                                                  : GradientNorm(clipped_);
   optimizer_.step();
   std::vector<torch::Tensor> grads;
-  for (const torch::Tensor& p : parameters_)
+  for (const torch::Tensor& p : trained_)
     if (p.grad().defined()) grads.push_back(p.grad());
   at::_foreach_zero_(grads);
   return norm;
@@ -312,7 +464,7 @@ torch::Tensor CapturedOptimizerStep::Step() {
   // same at every update, for the graph reads and zeroes those tensors and
   // the optimizer steps exactly those parameters.
   std::vector<const void*> gradients;
-  for (const torch::Tensor& p : parameters_) gradients.push_back(p.grad().defined() ? p.grad().data_ptr() : nullptr);
+  for (const torch::Tensor& p : trained_) gradients.push_back(p.grad().defined() ? p.grad().data_ptr() : nullptr);
   if (!optimizer_.capturable()) {
     optimizer_.MakeCapturable();  // the first update: the gradients exist now
     gradients_ = gradients;
@@ -323,22 +475,11 @@ torch::Tensor CapturedOptimizerStep::Step() {
   ++updates_;
   if (!captures_) return Body();
 #ifdef DOCMATCH_HAS_CUDA
-  {
-    const OnGraphStream on_graph_stream(*cuda_);
-    if (updates_ <= options_.warmup_steps) {
-      norm_ = Body();
-    } else {
-      if (!graph_) {
-        norm_ = torch::Tensor();  // the warm-up's output goes before the capture
-        auto captured = std::make_unique<Graph>();
-        captured->graph = Capture(*cuda_, [&] { norm_ = Body(); });
-        graph_ = std::move(captured);
-        LOG(INFO) << "[train] CUDA graph captured: the update (clipping, AdamW, gradients zeroed)";
-      }
-      graph_->graph->replay();
-      ++replays_;
-    }
-  }
+  const bool captured = WarmUpCaptureOrReplay(
+      *cuda_, updates_ - 1, options_.warmup_steps, graph_->graph, [&] { norm_ = Body(); },
+      [&] { norm_ = torch::Tensor(); });
+  if (updates_ > options_.warmup_steps) ++replays_;
+  if (captured) LOG(INFO) << "[train] CUDA graph captured: the update (clipping, AdamW, gradients zeroed)";
   return norm_.clone();  // the next replay rewrites norm_
 #else
   return torch::Tensor();

@@ -46,13 +46,20 @@
 #include "data/batches/blocks.h"
 #include "data/batches/step_buckets.h"
 #include "dist/process_group.h"
+#include "model/document_model.h"
 #include "model/smith.h"
+#include "train/finetune_batches.h"
 #include "train/objectives.h"
 #include "train/optimizer.h"
 
 namespace docmatch::train {
 
 struct GraphStream;  // a capture stream and its graphs' shared memory pool (CUDA only)
+
+// DOCMATCH_GRAPH_PATH_ON_CPU=1: --cuda-graphs may run on CPU, taking the
+// graphs' code path with nothing captured (static inputs, the update's body,
+// eagerly): how the CPU tests reach the loop's wiring of it.
+bool GraphPathOnCpu();
 
 class CapturedSmithSteps {
  public:
@@ -103,6 +110,53 @@ class CapturedSmithSteps {
   std::unique_ptr<GraphStream> cuda_;
 };
 
+// Contrastive fine-tuning's micro-step replayed from CUDA graphs (finetune
+// --cuda-graphs, one rank, a model that takes step buckets: SMITH), one
+// graph a bucket: the embedding pass of the chunk's sources, targets and
+// hard negatives padded to its step bucket (DocumentModel::Pad), their ids
+// and the loss's scale (1 / 2b queries, times the loop's 1/accumulation) are
+// static inputs, copied in before each replay; forward, InfoNCE
+// (ContrastiveSumsHere: no relation, so no --drop-related) and backward are
+// captured, and the sums (loss, top-1, reciprocal ranks, and the learned
+// temperature's log-scale) read back after, the step's one host sync. The
+// key is the bucket's with the pair and negative counts. As
+// CapturedSmithSteps: gradients accumulate in place (the loop zeroes them),
+// each bucket's first use runs eagerly, and without capture (`capture`
+// false, or not on CUDA) the same body runs eagerly on the static inputs,
+// its loss back-propagated by the loop.
+class CapturedContrastiveSteps {
+ public:
+  CapturedContrastiveSteps(model::DocumentModel& model, model::Temperature temperature, const torch::Device& device,
+                           bool capture, int warmup_steps = 1);
+  ~CapturedContrastiveSteps();
+  CapturedContrastiveSteps(const CapturedContrastiveSteps&) = delete;
+  CapturedContrastiveSteps& operator=(const CapturedContrastiveSteps&) = delete;
+
+  bool captures() const { return captures_; }
+  // A micro-step on `chunk`'s pairs: Contrastive's value and parts ("infonce",
+  // "top1", "mrr", and "temperature" when learned). `scale` as
+  // CapturedSmithSteps::Step's.
+  Objective Step(const PreparedChunk& chunk, double scale);
+
+  int64_t buckets() const { return static_cast<int64_t>(entries_.size()); }
+  int64_t graphs() const { return graphs_; }
+  int64_t replays() const { return replays_; }
+
+ private:
+  struct Entry;
+  Entry& StaticInputs(const PreparedChunk& chunk, double scale);
+  torch::Tensor Body(Entry& entry, bool backward);
+
+  model::DocumentModel& model_;
+  const model::Temperature temperature_;
+  const torch::Device device_;
+  const int warmup_steps_;
+  const bool captures_;
+  std::map<std::vector<int64_t>, std::unique_ptr<Entry>> entries_;
+  int64_t graphs_ = 0, replays_ = 0;
+  std::unique_ptr<GraphStream> cuda_;
+};
+
 // The update of a step whose micro-steps replay graphs, as one graph too:
 // the gradients' global norm and clipping (sync-free foreach kernels),
 // FusedAdamW's capturable step (its counts and learning rates in device
@@ -129,8 +183,11 @@ class CapturedOptimizerStep {
     bool capture = true;       // a graph on a CUDA device; false: the same body, eagerly
     int warmup_steps = 1;      // eager updates before the capture (at least 1)
   };
-  CapturedOptimizerStep(FusedAdamW& optimizer, std::vector<torch::Tensor> parameters, const torch::Device& device,
-                        Options options);
+  // `clipped`: the parameters whose gradients' norm is clipped (the
+  // module's); `trained`: every parameter the optimizer steps (those and any
+  // beside them, a learned temperature), whose gradients are zeroed.
+  CapturedOptimizerStep(FusedAdamW& optimizer, std::vector<torch::Tensor> clipped, std::vector<torch::Tensor> trained,
+                        const torch::Device& device, Options options);
   ~CapturedOptimizerStep();
   CapturedOptimizerStep(const CapturedOptimizerStep&) = delete;
   CapturedOptimizerStep& operator=(const CapturedOptimizerStep&) = delete;
@@ -149,7 +206,7 @@ class CapturedOptimizerStep {
   torch::Tensor Body();  // the update; returns the norm
 
   FusedAdamW& optimizer_;
-  const std::vector<torch::Tensor> parameters_;
+  const std::vector<torch::Tensor> clipped_, trained_;
   const Options options_;
   const bool captures_;
   torch::Tensor norm_;                   // the last update's norm (the graph's output once captured)

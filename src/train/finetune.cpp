@@ -28,6 +28,7 @@
 #include "model/transformer.h"
 #include "train/finetune_batches.h"
 #include "train/finetuning_losses.h"
+#include "train/captured_step.h"
 #include "train/grad_cache.h"
 #include "train/mined_negatives.h"
 #include "train/objectives.h"
@@ -54,7 +55,8 @@ nlohmann::json OptionsJson(const FinetuneOptions& o) {
                {"refresh_negatives", o.refresh_negatives},
                {"grad_cache", o.grad_cache},
                {"drop_related", o.drop_related},
-               {"step_buckets", o.step_buckets}});
+               {"step_buckets", o.step_buckets},
+               {"cuda_graphs", o.cuda_graphs}});
   return json;
 }
 
@@ -197,7 +199,7 @@ StartingModel LoadStartingModel(const FinetuneOptions& options, const FinetuneLo
   start.model = model::DocumentModel::Create(info.config);
   DOCMATCH_CHECK(!options.step_buckets || start.model->takes_step_buckets(), "finetune",
                  "--step-buckets pads SMITH's embedding passes; not a ", info.config.kind, " model's");
-  start.model->set_step_buckets(options.step_buckets);
+  start.model->set_step_buckets(options.step_buckets || options.cuda_graphs);
   if (!options.init.empty() && !source.resuming) {
     io::LoadFolderWeights(start.model->module(), options.init, info);
     if (rank == 0) LOG(INFO) << "[finetune] encoder from " << options.init << " (" << info.stage << ")";
@@ -391,6 +393,7 @@ struct PairLossContext {
   const TrainingPairs& pairs;
   const RunTemperature& temperature;
   dist::ProcessGroup& group;
+  CapturedContrastiveSteps* captured;  // --cuda-graphs' steps (contrastive only), or null
 };
 
 // --loss contrastive: related pairs in chunks of --grad-cache (the whole
@@ -413,6 +416,10 @@ class ContrastivePairLoss : public PairLoss {
     }
   }
   Objective Compute(MicroBatch& b) override {
+    if (c_.captured != nullptr) {  // the captured step: one chunk, no relation
+      TORCH_CHECK(b.chunks.size() == 1, "a captured fine-tuning step embeds its batch in one pass");
+      return c_.captured->Step(b.chunks.front(), 1.0 / static_cast<double>(c_.options.accumulation));
+    }
     const RelatedPairs& related = c_.pairs.relation;
     return PairObjectiveOverChunks(
         c_.model, std::move(b.chunks), c_.temperature.get(),
@@ -593,6 +600,34 @@ class MicroBatches {
   std::future<MicroBatch> ahead_;
 };
 
+// finetune --cuda-graphs: the captured contrastive steps, after checking
+// that the run can take them; null without the flag.
+std::unique_ptr<CapturedContrastiveSteps> MakeCapturedSteps(const FinetuneOptions& options,
+                                                            const FinetuneLossInfo& loss, model::DocumentModel& model,
+                                                            const model::Temperature& temperature,
+                                                            const dist::ProcessGroup& group) {
+  if (!options.cuda_graphs) return nullptr;
+  DOCMATCH_CHECK(model.takes_step_buckets(), "finetune", "--cuda-graphs captures SMITH's fine-tuning steps; not a ",
+                 model.config().kind, " model's");
+  DOCMATCH_CHECK(loss.id == FinetuneLoss::kContrastive, "finetune", "--cuda-graphs captures --loss contrastive; not ",
+                 loss.name);
+  DOCMATCH_CHECK(!options.drop_related, "finetune",
+                 "--cuda-graphs cannot take --drop-related: its relation masks are made on the host at every step");
+  DOCMATCH_CHECK(options.grad_cache == 0, "finetune",
+                 "--cuda-graphs captures the whole batch's step; it does not take --grad-cache's chunks");
+  DOCMATCH_CHECK(group.device().is_cuda() || GraphPathOnCpu(), "finetune", "--cuda-graphs needs a CUDA device; this run "
+                 "is on ", group.device().str(), " (use --device cuda on a GPU machine, or leave the flag out)");
+  DOCMATCH_CHECK(group.size() == 1, "finetune", "--cuda-graphs runs at one rank (the step's collectives are not ",
+                 "captured); this run has ", group.size());
+  DOCMATCH_CHECK(options.freeze_sentence_steps == 0, "finetune",
+                 "--cuda-graphs cannot take --freeze-sentence-steps: thawing the sentence level changes the "
+                 "captured backward");
+  if (!group.device().is_cuda() && group.rank() == 0)
+    LOG(WARNING) << "[finetune] --cuda-graphs on " << group.device().str()
+                 << " (DOCMATCH_GRAPH_PATH_ON_CPU=1): the graphs' code path, nothing captured";
+  return std::make_unique<CapturedContrastiveSteps>(model, temperature, group.device(), /*capture=*/true);
+}
+
 // Fine-tuning as a stage of the training loop (training_loop.h): the
 // starting model, the labelled pairs drawn in micro-batches, the loss
 // (FinetuneLosses()), the temperature, and the negatives mined again from
@@ -607,6 +642,7 @@ class FinetuningStage : public TrainingStage {
   torch::nn::Module& module() override { return model_.module(); }
   const io::ModelFolderInfo& info() const override { return start_.info; }
   const data::Corpus& corpus() const override { return corpus_; }
+  bool CapturesSteps() const override { return captured_ != nullptr; }
   std::vector<torch::Tensor> TrainedParameters() override { return temperature_.After(model_.module().parameters()); }
   void AddOptimizerGroups(torch::optim::AdamW* optimizer) override { temperature_.AddGroup(optimizer); }
   void AddLrFactors(std::vector<double>* factors) const override { temperature_.AddLrFactor(factors); }
@@ -638,6 +674,7 @@ class FinetuningStage : public TrainingStage {
   model::DocumentModel& model_;
   TrainingPairs pairs_;
   RunTemperature temperature_;
+  std::unique_ptr<CapturedContrastiveSteps> captured_;  // --cuda-graphs
   std::unique_ptr<PairLoss> pair_loss_;
   std::optional<MicroBatches> batches_;
   std::optional<MicroBatch> batch_;  // the micro-batch taken
@@ -653,7 +690,8 @@ FinetuningStage::FinetuningStage(const FinetuneOptions& options, dist::ProcessGr
       model_(*start_.model),
       pairs_(ReadTrainingPairs(options, loss_, corpus_, group.rank(), group.size())),
       temperature_(options, loss_, device_),
-      pair_loss_(MakePairLoss(loss_.id, {options, model_, corpus_, pairs_, temperature_, group})) {}
+      captured_(MakeCapturedSteps(options, loss_, model_, temperature_.get(), group)),
+      pair_loss_(MakePairLoss(loss_.id, {options, model_, corpus_, pairs_, temperature_, group, captured_.get()})) {}
 
 void FinetuningStage::Start(const std::optional<ResumedState>& resumed) {
   if (resumed) {

@@ -53,6 +53,7 @@ struct FinetuneOptions : LoopOptions {
   int64_t grad_cache = 0;     // contrastive: gradient caching, this many pairs a chunk (0 = off)
   bool drop_related = false;  // contrastive: in-batch candidates labelled related to the query are not negatives
   bool step_buckets = false;  // SMITH: each embedding pass padded to its step bucket (DocumentModel::step_buckets)
+  bool cuda_graphs = false;   // SMITH contrastive, one GPU: steps replayed from CUDA graphs (train/captured_step.h)
 };
 
 LoopResult RunFinetuning(const FinetuneOptions& options, dist::ProcessGroup& group);

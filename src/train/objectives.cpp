@@ -71,10 +71,6 @@ enum class RelatedCandidates {
 // reciprocal rank of its best-scored positive among its candidates (ties
 // against it); 0-dim tensors: no host sync. The ids (host tensors, or already
 // on the device) meet the vectors' device here.
-struct ContrastiveTotals {
-  torch::Tensor loss, top1, reciprocal_ranks;
-};
-
 ContrastiveTotals ContrastiveSums(const ContrastivePairs& local_pairs, const torch::Tensor& mine,
                                   const ContrastivePairs& pool_pairs, const model::Temperature& temperature,
                                   const RelatedPairs* related, RelatedCandidates rule) {
@@ -265,6 +261,12 @@ Objective ContrastiveHere(const ContrastivePairs& pairs, const model::Temperatur
 Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group,
                       const RelatedPairs* related) {
   return GatheredContrastive(pairs, temperature, group, related, RelatedCandidates::kLeftOut);
+}
+
+ContrastiveTotals ContrastiveSumsHere(const ContrastivePairs& pairs, const model::Temperature& temperature) {
+  const torch::Tensor mine =
+      torch::arange(pairs.sources.size(0), torch::TensorOptions(torch::kLong).device(pairs.sources.device()));
+  return ContrastiveSums(pairs, mine, pairs, temperature, nullptr, RelatedCandidates::kLeftOut);
 }
 
 Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,

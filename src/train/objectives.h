@@ -189,6 +189,16 @@ class RelatedPairs {
 // GradientSynchronizer averages them) and adds part "temperature".
 Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group,
                       const RelatedPairs* related = nullptr);
+// Contrastive's device half for pairs all in this process, without a
+// relation (a captured fine-tuning step's body, train/captured_step.h): the
+// summed loss, the top-1 count and the summed reciprocal ranks over both
+// directions' 2b queries, 0-dim tensors; the ids must be on the vectors'
+// device; nothing is read back to the host.
+struct ContrastiveTotals {
+  torch::Tensor loss, top1, reciprocal_ranks;
+};
+ContrastiveTotals ContrastiveSumsHere(const ContrastivePairs& pairs, const model::Temperature& temperature);
+
 // The same objective over pairs that are all in this process (validation):
 // every pair is a query, on no group.
 Objective ContrastiveInOneProcess(const ContrastivePairs& pairs, const model::Temperature& temperature,

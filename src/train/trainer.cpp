@@ -5,7 +5,6 @@
 
 #include <glog/logging.h>
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -454,12 +453,7 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& gr
                                               objective.id == PretrainObjective::kWordAndBlocks),
                    "train", "--cuda-graphs captures SMITH's wp and wp+sp steps; not ", objective.name, " on a ",
                    config.kind, " model");
-    // DOCMATCH_GRAPH_PATH_ON_CPU=1 lets a CPU run take the graphs' code path
-    // with nothing captured (the static inputs and the update's body run
-    // eagerly): how the CPU tests cover the loop's wiring of it.
-    const char* graph_path_on_cpu = std::getenv("DOCMATCH_GRAPH_PATH_ON_CPU");
-    const bool on_cpu_asked = graph_path_on_cpu != nullptr && std::string(graph_path_on_cpu) == "1";
-    DOCMATCH_CHECK(group.device().is_cuda() || on_cpu_asked, "train", "--cuda-graphs needs a CUDA device; this run "
+    DOCMATCH_CHECK(group.device().is_cuda() || GraphPathOnCpu(), "train", "--cuda-graphs needs a CUDA device; this run "
                    "is on ", group.device().str(), " (use --device cuda on a GPU machine, or leave the flag out)");
     if (!group.device().is_cuda() && group.rank() == 0)
       LOG(WARNING) << "[train] --cuda-graphs on " << group.device().str()

@@ -180,7 +180,7 @@ TrainingLoop::TrainingLoop(TrainingStage& stage, const LoopOptions& options, dis
     auto* fused = dynamic_cast<FusedAdamW*>(optimizer_.get());
     TORCH_CHECK(fused != nullptr, "a stage that captures its steps needs a FusedAdamW (MakeAdamW's)");
     captured_update_ = std::make_unique<CapturedOptimizerStep>(
-        *fused, stage_.module().parameters(), device_,
+        *fused, stage_.module().parameters(), stage_.TrainedParameters(), device_,
         CapturedOptimizerStep::Options{options.optimizer.max_grad_norm});
   }
   stage_.Start(resumed);

@@ -280,6 +280,40 @@ def check_step_buckets(p):
         difference = abs(a - b) / max(1e-12, abs(a))
         worst = max(worst, difference)
         check(difference <= 1e-5, f"finetune step {step}: loss {b} with --step-buckets, {a} without")
+    environment = dict(os.environ, DOCMATCH_GRAPH_PATH_ON_CPU="1")  # the graphs' code path on CPU
+    # finetune --cuda-graphs' code path on CPU (one rank): the --step-buckets
+    # losses and learned temperatures, straight and resumed at step 2.
+    if p.ranks == 1:
+        graph_finetune = [a for a in finetune if a != "--fresh"]
+        for flag, value in (("--steps", "5"), ("--decay-steps", "5"), ("--checkpoint-every", "2")):
+            graph_finetune[graph_finetune.index(flag) + 1] = value
+        logged = {}
+        for name, extra in (("buckets", ["--step-buckets"]), ("graphs", ["--cuda-graphs"])):
+            run = p.path(f"graph-path-finetune-{name}")
+            p.run(graph_finetune + ["--run", run] + extra, ranks=1, env=environment)
+            logged[name] = [l for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
+        run = p.path("graph-path-finetune-resumed")
+        stopped = list(graph_finetune)
+        stopped[stopped.index("--steps") + 1] = "2"
+        p.run(stopped + ["--run", run, "--cuda-graphs"], ranks=1, env=environment)
+        p.run(graph_finetune + ["--run", run, "--cuda-graphs"], ranks=1, env=environment)
+        logged["resumed"] = [l for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
+        check(len({l["train/loss"] for l in logged["buckets"]}) == 5, f"finetune: logged {logged['buckets']}")
+        for name in ("graphs", "resumed"):
+            check(len(logged[name]) == 5, f"finetune {name}: logged {logged[name]}")
+            for a, b in zip(logged["buckets"], logged[name]):
+                for key in ("train/loss", "train/top1", "train/temperature"):
+                    difference = abs(a[key] - b[key]) / max(1e-12, abs(a[key]))
+                    worst = max(worst, difference)
+                    check(difference <= 1e-4, f"finetune step {a['step']}: {key} {b[key]} {name}, {a[key]} "
+                          "with --step-buckets")
+    without_hook = {k: v for k, v in os.environ.items() if k != "DOCMATCH_GRAPH_PATH_ON_CPU"}
+    refused = p.run(finetune + ["--run", p.path("ft-graphs-cpu"), "--cuda-graphs"], expect_failure=True,
+                    env=without_hook)
+    check("--cuda-graphs needs a CUDA device; this run is on cpu" in refused.stderr, refused.stderr[-2000:])
+    refused = p.run(finetune + ["--run", p.path("ft-graphs-drop"), "--cuda-graphs", "--drop-related"],
+                    ranks=1, expect_failure=True, env=environment)
+    check("--cuda-graphs cannot take --drop-related" in refused.stderr, refused.stderr[-2000:])
     refused = p.run(args + ["--objective", "docsplit", "--step-buckets", "--grad-cache", "1",
                             "--run", p.path("step-buckets-grad-cache")], expect_failure=True)
     check("--step-buckets pads the whole batch; it does not take --grad-cache's chunks" in refused.stderr,
@@ -294,7 +328,6 @@ def check_step_buckets(p):
     graph_args[graph_args.index("--steps") + 1] = "5"
     graph_args[graph_args.index("--decay-steps") + 1] = "5"
     graph_args[graph_args.index("--checkpoint-every") + 1] = "2"
-    environment = dict(os.environ, DOCMATCH_GRAPH_PATH_ON_CPU="1")
     graph_losses = {}
     for objective in ("wp+sp", "wp") if p.ranks == 1 else ():
         for name, extra in (("buckets", ["--step-buckets"]), ("graphs", ["--cuda-graphs"])):
@@ -320,7 +353,6 @@ def check_step_buckets(p):
                 worst = max(worst, difference)
                 check(difference <= 1e-5, f"{objective} step {step}: loss {b} {name}, {a} with --step-buckets")
     # CUDA graphs on a CPU run: refused before any step, naming the device.
-    without_hook = {k: v for k, v in os.environ.items() if k != "DOCMATCH_GRAPH_PATH_ON_CPU"}
     refused = p.run(args + ["--objective", "wp+sp", "--cuda-graphs", "--device", "cpu",
                             "--run", p.path("cuda-graphs-cpu")], expect_failure=True, env=without_hook)
     check("--cuda-graphs needs a CUDA device; this run is on cpu" in refused.stderr, refused.stderr[-2000:])

@@ -229,7 +229,7 @@ void ExpectTheCapturedUpdateIsTheEagerOne(const torch::Device& device, bool capt
   const torch::Tensor unreached = a[3].detach().clone();
   auto graphed = Make<FusedAdamW>(a);
   auto eager = Make<FusedAdamW>(b);
-  CapturedOptimizerStep update(*graphed, a, device, {max_norm, capture});
+  CapturedOptimizerStep update(*graphed, a, a, device, {max_norm, capture});
   std::vector<const void*> storage;  // the gradients' memory after the first update
   bool clipped = false;
   for (int step = 0; step < updates; ++step) {
