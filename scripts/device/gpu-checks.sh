@@ -395,7 +395,8 @@ graphs() {
   grep -E "^\[ +(OK|SKIPPED|FAILED|PASSED) +\]|Failure|error" "$OUT/graphs-test.log" | head -n 20 | tee -a "$OUT/graphs.txt"
   # The trainer's captured path against its eager twin: fp32, dropout off,
   # two micro-steps a step (the scale folded into the graph), 8 steps; the
-  # same buckets, so the losses agree to float rounding.
+  # same buckets, so the losses and gradient norms agree to float rounding
+  # (a wrong scale shows in the norm).
   sed 's/dropout: .*/dropout: 0.0/' configs/models/smith-paper.yaml > /tmp/gpu-graphs-no-dropout.yaml
   local side
   for side in graphs buckets; do
@@ -407,12 +408,13 @@ graphs() {
     echo "fp32 $side: exit $?" | tee -a "$OUT/graphs.txt"
   done
   python3 -c 'import json
-def losses(side):
-    return [j["train/loss"] for j in map(json.loads, open(f"/tmp/gpu-graphs-{side}/metrics.jsonl")) if "train/loss" in j]
+def logged(side):
+    return [j for j in map(json.loads, open(f"/tmp/gpu-graphs-{side}/metrics.jsonl")) if "train/loss" in j]
 try:
-    a, b = losses("graphs"), losses("buckets")
-    print("fp32 accumulation 2, losses graphs vs buckets:", len(a), "steps, max relative difference %.2e"
-          % max(abs(x - y) / abs(y) for x, y in zip(a, b)))
+    a, b = logged("graphs"), logged("buckets")
+    rel = lambda key: max(abs(x[key] - y[key]) / abs(y[key]) for x, y in zip(a, b))
+    print("fp32 accumulation 2, graphs vs buckets:", len(a), "steps, max relative difference: loss %.2e, "
+          "gradient norm %.2e" % (rel("train/loss"), rel("train/grad_norm")))
 except Exception as e:
     print("fp32 comparison failed:", e)' 2>&1 | tee -a "$OUT/graphs.txt"
   rm -rf /tmp/gpu-graphs-graphs /tmp/gpu-graphs-buckets /tmp/gpu-graphs-no-dropout.yaml
@@ -440,15 +442,18 @@ print("trainer", sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step"
   done
   rm -rf /tmp/gpu-graphs
   # Contrastive fine-tuning (finetune --cuda-graphs): fp32, dropout off,
-  # 8 steps against --step-buckets (the losses agree to float rounding),
+  # two micro-steps a step (the scale folded into the graph), 8 steps
+  # against --step-buckets (losses, temperatures and gradient norms agree
+  # to float rounding; a wrong scale shows in the norm),
   # then bf16 at batch 32 with 2 hard negatives, graphs / buckets / plain,
-  # docs/s and ms a step of steps 31-40.
+  # docs/s (sources, targets and negatives) and ms a step of steps 31-40.
   sed 's/dropout: .*/dropout: 0.0/' configs/models/smith-paper.yaml > /tmp/gpu-graphs-no-dropout.yaml
   local ft=(finetune --corpus $corpus --train-pairs .device/pairs.jsonl --loss contrastive --hard-negatives 2
     --device cuda --backend nccl --fresh --no-progress --checkpoint-every 1000)
   for side in graphs buckets; do
     "${mpi[@]}" -np 1 $bin "${ft[@]}" --model-config /tmp/gpu-graphs-no-dropout.yaml --precision fp32 --batch-size 16 \
-      --steps 8 --log-every 1 --learn-temperature --$( [ $side = graphs ] && echo cuda-graphs || echo step-buckets ) \
+      --steps 8 --log-every 1 --accumulation 2 --learn-temperature \
+      --$( [ $side = graphs ] && echo cuda-graphs || echo step-buckets ) \
       --run /tmp/gpu-ft-graphs-$side > "$OUT/graphs-ft-fp32-$side.log" 2>&1
     echo "finetune fp32 $side: exit $?" | tee -a "$OUT/graphs.txt"
   done
@@ -457,9 +462,9 @@ def logged(side):
     return [j for j in map(json.loads, open(f"/tmp/gpu-ft-graphs-{side}/metrics.jsonl")) if "train/loss" in j]
 try:
     a, b = logged("graphs"), logged("buckets")
-    print("finetune fp32, graphs vs buckets:", len(a), "steps, max relative difference: loss %.2e, temperature %.2e" % (
-        max(abs(x["train/loss"] - y["train/loss"]) / abs(y["train/loss"]) for x, y in zip(a, b)),
-        max(abs(x["train/temperature"] - y["train/temperature"]) / y["train/temperature"] for x, y in zip(a, b))))
+    rel = lambda key: max(abs(x[key] - y[key]) / abs(y[key]) for x, y in zip(a, b))
+    print("finetune fp32 accumulation 2, graphs vs buckets:", len(a), "steps, max relative difference: loss %.2e, "
+          "temperature %.2e, gradient norm %.2e" % (rel("train/loss"), rel("train/temperature"), rel("train/grad_norm")))
 except Exception as e:
     print("finetune fp32 comparison failed:", e)' 2>&1 | tee -a "$OUT/graphs.txt"
   rm -rf /tmp/gpu-ft-graphs-graphs /tmp/gpu-ft-graphs-buckets /tmp/gpu-graphs-no-dropout.yaml
@@ -476,7 +481,7 @@ except Exception as e:
       tail -n 1 /tmp/gpu-ft-graphs/metrics.jsonl | python3 -c 'import json, sys
 m = json.loads(sys.stdin.read())
 get = lambda end: next((v for k, v in m.items() if k.endswith(end)), 0)
-print("finetune", sys.argv[1], "round", sys.argv[2], "step", m["step"], "pairs/s %.1f" % get("docs_per_s"),
+print("finetune", sys.argv[1], "round", sys.argv[2], "step", m["step"], "docs/s %.1f" % get("docs_per_s"),
       "step ms %.1f" % get("time/step_ms"), "loss %.4f" % m["train/loss"])' $side $round 2>&1 |
         tee -a "$OUT/graphs.txt"
     done

@@ -84,7 +84,8 @@ Command AddFinetuneCommand(CLI::App* app) {
                 "(a link graph's hubs): their count in the batch grows with it (scripts/in-batch-related.py)");
   sub->add_flag("--step-buckets", o->step_buckets,
                 "SMITH: pad each embedding pass to its step bucket (a few fixed shapes, what a CUDA-graph step "
-                "needs); the vectors, losses and gradients are the unpadded pass's, the padding costs time");
+                "needs); with dropout off the vectors, losses and gradients are the unpadded pass's (dropout draws "
+                "over the padded grid), the padding costs time");
   sub->add_flag("--cuda-graphs,!--no-cuda-graphs", o->cuda_graphs,
                 "SMITH, --loss contrastive, one GPU: each step bucket's embedding pass, loss and backward, and "
                 "the update, captured once as CUDA graphs and replayed; implies --step-buckets. One rank only; "

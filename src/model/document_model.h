@@ -84,7 +84,8 @@ class DocumentModel {
   // Step buckets (finetune --step-buckets): with them on, EmbedBatch pads
   // each batch to its step bucket (data/batches/step_buckets.h), a few fixed
   // tensor shapes, what a CUDA-graph step needs; the vectors are the
-  // unpadded batch's, the padding costs time. Kinds that cannot pad say so
+  // unpadded batch's (dropout aside: it draws over the padded grid), the
+  // padding costs time. Kinds that cannot pad say so
   // (takes_step_buckets false) and are refused the flag.
   virtual bool takes_step_buckets() const { return false; }
   void set_step_buckets(bool on) { step_buckets_ = on; }

@@ -25,29 +25,27 @@ class SmithModel : public DocumentModel {
     return EmbedPadded(Pad(batch, device));
   }
   bool takes_step_buckets() const override { return true; }
-  // Fillers are blocks and tokens, never documents: the layout's real
-  // counts keep them out of every document's vector.
+  // Fillers are blocks and tokens, never documents: filler blocks sit in a
+  // row past the (B, S) grid, which the document level never reads. What the
+  // encoder reads, no more: the tokens, the block mask and the layout's real
+  // blocks, real tokens and counts.
   PaddedBatch Pad(const HostBatch& batch, const torch::Device& device) const override {
     const data::BlockBatch& b = BatchOf<data::BlockBatch>(batch);
     const data::StepShape shape =
         data::BucketFor(data::CountStep(b), b.B, b.K, config().smith.Blocks(), data::StepBuckets{});
-    BlockTensors t = ToTensors(b, device, &shape);
-    return {{t.tokens, t.block_mask, t.lm_labels, t.layout.real, t.layout.tokens, t.layout.predicted, t.layout.masked,
-             t.layout.counts},
+    const BlockTensors t = ToTensors(b, device, &shape);
+    return {{t.tokens, t.block_mask, t.layout.real, t.layout.tokens, t.layout.counts},
             {b.B, shape.S, shape.T, shape.R, shape.N, shape.M, shape.P}};
   }
   torch::Tensor EmbedPadded(const PaddedBatch& batch) override {
     const std::vector<torch::Tensor>& v = batch.tensors;
-    TORCH_CHECK(v.size() == 8, "a padded SMITH batch has 8 tensors, not ", v.size());
+    TORCH_CHECK(v.size() == 5, "a padded SMITH batch has 5 tensors, not ", v.size());
     BlockTensors t;
     t.tokens = v[0];
     t.block_mask = v[1];
-    t.lm_labels = v[2];
-    t.layout.real = v[3];
-    t.layout.tokens = v[4];
-    t.layout.predicted = v[5];
-    t.layout.masked = v[6];
-    t.layout.counts = v[7];
+    t.layout.real = v[2];
+    t.layout.tokens = v[3];
+    t.layout.counts = v[4];
     return encoder_(t);
   }
   int64_t TokensRead(const data::Document& document) const override {

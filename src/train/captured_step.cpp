@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,19 @@ namespace docmatch::train {
 bool GraphPathOnCpu() {
   const char* value = std::getenv("DOCMATCH_GRAPH_PATH_ON_CPU");
   return value != nullptr && std::string(value) == "1";
+}
+
+void CheckCudaGraphsRun(const char* stage, const dist::ProcessGroup& group, int64_t freeze_sentence_steps) {
+  DOCMATCH_CHECK(group.device().is_cuda() || GraphPathOnCpu(), stage, "--cuda-graphs needs a CUDA device; this run is "
+                 "on ", group.device().str(), " (use --device cuda on a GPU machine, or leave the flag out)");
+  DOCMATCH_CHECK(group.size() == 1, stage, "--cuda-graphs runs at one rank (the step's collectives are not captured); ",
+                 "this run has ", group.size(), ": run one process, or leave the flag out");
+  DOCMATCH_CHECK(freeze_sentence_steps == 0, stage,
+                 "--cuda-graphs cannot take --freeze-sentence-steps: thawing the sentence level changes the captured "
+                 "backward; leave one of them out");
+  if (!group.device().is_cuda() && group.rank() == 0)
+    LOG(WARNING) << "[" << stage << "] --cuda-graphs on " << group.device().str()
+                 << " (DOCMATCH_GRAPH_PATH_ON_CPU=1): the graphs' code path, nothing captured";
 }
 
 struct CapturedSmithSteps::Entry {
@@ -153,6 +167,29 @@ bool WarmUpCaptureOrReplay(GraphStream& graphs, int64_t uses, int warmup, std::u
 }
 #endif
 
+// A static input: a copy of `from` on first use (storage of its own, not
+// the batch's), then `from` written into it in place, where the graph reads;
+// the shapes must agree (copy_ would broadcast).
+void CopyStatic(torch::Tensor& to, const torch::Tensor& from, bool first) {
+  if (first) {
+    to = from.defined() ? from.clone() : from;
+    return;
+  }
+  TORCH_CHECK(to.defined() == from.defined() && (!to.defined() || to.sizes() == from.sizes()),
+              "a static input of another shape: the bucket's key does not decide its tensors' shapes");
+  if (to.defined()) to.copy_(from, /*non_blocking=*/true);
+}
+
+// A captured micro-step's backward: it has run in the replay; the loop's
+// Backward only checks the scale folded in, and the synchronizer's life
+// cycle goes on (one rank: nothing to reduce).
+std::function<void(double, const std::function<void(bool)>&)> CapturedBackward(double scale) {
+  return [scale](double loop_scale, const std::function<void(bool last)>& prepare) {
+    TORCH_CHECK(loop_scale == scale, "a captured step back-propagated at scale ", scale, ", not ", loop_scale);
+    prepare(true);
+  };
+}
+
 // The tensors of a BlockTensors, in one order, for copying one into another.
 std::vector<torch::Tensor*> Parts(model::BlockTensors& t) {
   return {&t.tokens,        &t.block_mask,          &t.lm_labels,         &t.layout.real,
@@ -193,17 +230,11 @@ CapturedSmithSteps::Entry& CapturedSmithSteps::StaticInputs(const data::BlockBat
       model::HostToDevice(scales.data(), {static_cast<int64_t>(scales.size())}, torch::kFloat64, device,
                           torch::kFloat64);
   std::unique_ptr<Entry>& slot = entries_[key];
-  if (!slot) {
-    slot = std::make_unique<Entry>();
-    std::vector<torch::Tensor*> to = Parts(slot->inputs), from = Parts(fresh);
-    for (size_t i = 0; i < to.size(); ++i) *to[i] = from[i]->clone();  // storage of its own, not the batch's
-    slot->scales = fresh_scales.clone();
-    return *slot;
-  }
-  // The same bucket: the same shapes, written in place where the graph reads.
+  const bool first = slot == nullptr;
+  if (first) slot = std::make_unique<Entry>();
   std::vector<torch::Tensor*> to = Parts(slot->inputs), from = Parts(fresh);
-  for (size_t i = 0; i < to.size(); ++i) to[i]->copy_(*from[i], /*non_blocking=*/true);
-  slot->scales.copy_(fresh_scales, /*non_blocking=*/true);
+  for (size_t i = 0; i < to.size(); ++i) CopyStatic(*to[i], *from[i], first);
+  CopyStatic(slot->scales, fresh_scales, first);
   return *slot;
 }
 
@@ -284,12 +315,7 @@ Objective CapturedSmithSteps::Step(const data::BlockBatch& batch, const data::St
     }
     objective.diagnostics = BlockPoolDiagnostics(pool);
   }
-  if (captures_) {
-    objective.backward = [scale](double loop_scale, const std::function<void(bool last)>& prepare) {
-      TORCH_CHECK(loop_scale == scale, "a captured step back-propagated at scale ", scale, ", not ", loop_scale);
-      prepare(true);  // one rank: the synchronizer's life cycle, nothing to reduce
-    };
-  }
+  if (captures_) objective.backward = CapturedBackward(scale);
   return objective;
 }
 
@@ -305,15 +331,8 @@ struct CapturedContrastiveSteps::Entry {
 };
 
 CapturedContrastiveSteps::CapturedContrastiveSteps(model::DocumentModel& model, model::Temperature temperature,
-                                                   const torch::Device& device, bool capture, int warmup_steps)
-    : model_(model),
-      temperature_(std::move(temperature)),
-      device_(device),
-      warmup_steps_(warmup_steps),
-      captures_(capture && device.is_cuda()) {
-  DOCMATCH_CHECK(warmup_steps >= 1, "train",
-                 "a captured step needs at least one eager use of its bucket first (its gradients), not ",
-                 warmup_steps);
+                                                   const torch::Device& device)
+    : model_(model), temperature_(std::move(temperature)), device_(device), captures_(device.is_cuda()) {
   DOCMATCH_CHECK(model.takes_step_buckets(), "train", "a captured fine-tuning step pads its passes to step buckets; a ",
                  model.config().kind, " model takes none");
 #ifdef DOCMATCH_HAS_CUDA
@@ -325,8 +344,8 @@ CapturedContrastiveSteps::CapturedContrastiveSteps(model::DocumentModel& model, 
 
 CapturedContrastiveSteps::~CapturedContrastiveSteps() {
   if (captures_) {
-    LOG(INFO) << "[finetune] CUDA graphs: " << graphs_ << " captured for " << entries_.size() << " step buckets, "
-              << replays_ << " micro-steps replayed";
+    LOG(INFO) << "[finetune] CUDA graphs: " << graphs_ << " captured for " << entries_.size()
+              << " step buckets and pair counts, " << replays_ << " micro-steps replayed";
   }
 }
 
@@ -336,30 +355,24 @@ CapturedContrastiveSteps::Entry& CapturedContrastiveSteps::StaticInputs(const Pr
   const auto ids = [&](const std::vector<int64_t>& v) {
     return model::HostToDevice(v.data(), {static_cast<int64_t>(v.size())}, torch::kLong, device_, torch::kLong);
   };
-  torch::Tensor sources = ids(documents.sources), targets = ids(documents.targets),
-                negatives = ids(documents.negatives);
+  const torch::Tensor sources = ids(documents.sources), targets = ids(documents.targets),
+                      negatives = ids(documents.negatives);
   const torch::Tensor fresh_scale = model::HostToDevice(&scale, {1}, torch::kFloat64, device_, torch::kFloat64);
   std::vector<int64_t> key = fresh.key;
   key.push_back(static_cast<int64_t>(documents.sources.size()));
   key.push_back(static_cast<int64_t>(documents.negatives.size()));
   std::unique_ptr<Entry>& slot = entries_[key];
-  if (!slot) {
+  const bool first = slot == nullptr;
+  if (first) {
     slot = std::make_unique<Entry>();
-    for (const torch::Tensor& t : fresh.tensors) slot->inputs.tensors.push_back(t.defined() ? t.clone() : t);
+    slot->inputs.tensors.resize(fresh.tensors.size());
     slot->inputs.key = fresh.key;
-    slot->source_ids = sources.clone();
-    slot->target_ids = targets.clone();
-    slot->negative_ids = negatives.clone();
-    slot->scale = fresh_scale.clone();
-    return *slot;
   }
-  for (size_t i = 0; i < fresh.tensors.size(); ++i) {
-    if (fresh.tensors[i].defined()) slot->inputs.tensors[i].copy_(fresh.tensors[i], /*non_blocking=*/true);
-  }
-  slot->source_ids.copy_(sources, /*non_blocking=*/true);
-  slot->target_ids.copy_(targets, /*non_blocking=*/true);
-  slot->negative_ids.copy_(negatives, /*non_blocking=*/true);
-  slot->scale.copy_(fresh_scale, /*non_blocking=*/true);
+  for (size_t i = 0; i < fresh.tensors.size(); ++i) CopyStatic(slot->inputs.tensors[i], fresh.tensors[i], first);
+  CopyStatic(slot->source_ids, sources, first);
+  CopyStatic(slot->target_ids, targets, first);
+  CopyStatic(slot->negative_ids, negatives, first);
+  CopyStatic(slot->scale, fresh_scale, first);
   return *slot;
 }
 
@@ -369,7 +382,7 @@ torch::Tensor CapturedContrastiveSteps::Body(Entry& entry, bool backward) {
   const ContrastivePairs pairs{vectors.narrow(0, 0, b), vectors.narrow(0, b, b),     entry.source_ids,
                                entry.target_ids,        vectors.narrow(0, 2 * b, h), entry.negative_ids};
   const ContrastiveTotals totals = ContrastiveSumsHere(pairs, temperature_);
-  torch::Tensor loss = totals.loss * entry.scale[0];
+  torch::Tensor loss = totals.loss * entry.scale[0].to(totals.loss.scalar_type());  // in the loss's type, as eagerly
   const torch::Tensor log_scale = temperature_.learned()
                                       ? temperature_.log_scale().detach().to(torch::kFloat64).reshape({})
                                       : torch::zeros({}, entry.scale.options());
@@ -389,9 +402,9 @@ Objective CapturedContrastiveSteps::Step(const PreparedChunk& chunk, double scal
   if (captures_) {
 #ifdef DOCMATCH_HAS_CUDA
     const bool captured = WarmUpCaptureOrReplay(
-        *cuda_, entry.uses, warmup_steps_, entry.graph, [&] { Body(entry, /*backward=*/true); },
+        *cuda_, entry.uses, /*warmup=*/1, entry.graph, [&] { Body(entry, /*backward=*/true); },
         [&] { entry.sums = torch::Tensor(); });
-    if (entry.uses >= warmup_steps_) ++replays_;
+    if (entry.uses >= 1) ++replays_;
     if (captured) {
       ++graphs_;
       LOG(INFO) << "[finetune] CUDA graph " << graphs_ << " captured: " << entry.source_ids.size(0) << " pairs, "
@@ -405,17 +418,11 @@ Objective CapturedContrastiveSteps::Step(const PreparedChunk& chunk, double scal
   ++entry.uses;
   const torch::Tensor sums = entry.sums.to(torch::kCPU);  // the step's one host sync
   const double* sum = sums.data_ptr<double>();
-  Objective objective;
+  Objective objective =
+      ContrastiveReport(sum[0] / queries, sum[1] / queries, sum[2] / queries,
+                        temperature_.learned() ? std::optional<double>(sum[3]) : std::nullopt);
   objective.loss = loss;
-  objective.value = sum[0] / queries;
-  objective.parts = {{"infonce", objective.value}, {"top1", sum[1] / queries}, {"mrr", sum[2] / queries}};
-  if (temperature_.learned()) objective.parts["temperature"] = model::Temperature::OfLogScale(sum[3]);
-  if (captures_) {
-    objective.backward = [scale](double loop_scale, const std::function<void(bool last)>& prepare) {
-      TORCH_CHECK(loop_scale == scale, "a captured step back-propagated at scale ", scale, ", not ", loop_scale);
-      prepare(true);  // one rank: the synchronizer's life cycle, nothing to reduce
-    };
-  }
+  if (captures_) objective.backward = CapturedBackward(scale);
   return objective;
 }
 

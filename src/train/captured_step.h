@@ -61,6 +61,12 @@ struct GraphStream;  // a capture stream and its graphs' shared memory pool (CUD
 // eagerly): how the CPU tests reach the loop's wiring of it.
 bool GraphPathOnCpu();
 
+// What any --cuda-graphs run needs, checked before its first step (throws
+// a DocmatchError prefixed by `stage`, saying what to do): a CUDA device (or
+// the CPU hook above, then a warning says nothing is captured), one rank,
+// and the sentence level never frozen (thawing it changes the backward).
+void CheckCudaGraphsRun(const char* stage, const dist::ProcessGroup& group, int64_t freeze_sentence_steps);
+
 class CapturedSmithSteps {
  public:
   struct Options {
@@ -119,15 +125,17 @@ class CapturedSmithSteps {
 // (ContrastiveSumsHere: no relation, so no --drop-related) and backward are
 // captured, and the sums (loss, top-1, reciprocal ranks, and the learned
 // temperature's log-scale) read back after, the step's one host sync. The
-// key is the bucket's with the pair and negative counts. As
+// key is the bucket's with the pair and hard-negative counts (a pair may
+// draw fewer negatives than asked: each count is a graph of its own). As
 // CapturedSmithSteps: gradients accumulate in place (the loop zeroes them),
 // each bucket's first use runs eagerly, and without capture (`capture`
 // false, or not on CUDA) the same body runs eagerly on the static inputs,
 // its loss back-propagated by the loop.
 class CapturedContrastiveSteps {
  public:
-  CapturedContrastiveSteps(model::DocumentModel& model, model::Temperature temperature, const torch::Device& device,
-                           bool capture, int warmup_steps = 1);
+  // Captures on a CUDA device (each bucket's first use eager); elsewhere the
+  // static inputs, eagerly.
+  CapturedContrastiveSteps(model::DocumentModel& model, model::Temperature temperature, const torch::Device& device);
   ~CapturedContrastiveSteps();
   CapturedContrastiveSteps(const CapturedContrastiveSteps&) = delete;
   CapturedContrastiveSteps& operator=(const CapturedContrastiveSteps&) = delete;
@@ -138,9 +146,7 @@ class CapturedContrastiveSteps {
   // CapturedSmithSteps::Step's.
   Objective Step(const PreparedChunk& chunk, double scale);
 
-  int64_t buckets() const { return static_cast<int64_t>(entries_.size()); }
-  int64_t graphs() const { return graphs_; }
-  int64_t replays() const { return replays_; }
+  int64_t inputs() const { return static_cast<int64_t>(entries_.size()); }  // static input sets (and graphs) made
 
  private:
   struct Entry;
@@ -150,7 +156,6 @@ class CapturedContrastiveSteps {
   model::DocumentModel& model_;
   const model::Temperature temperature_;
   const torch::Device device_;
-  const int warmup_steps_;
   const bool captures_;
   std::map<std::vector<int64_t>, std::unique_ptr<Entry>> entries_;
   int64_t graphs_ = 0, replays_ = 0;

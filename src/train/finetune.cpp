@@ -198,8 +198,12 @@ StartingModel LoadStartingModel(const FinetuneOptions& options, const FinetuneLo
   torch::manual_seed(options.seed);  // the same initial weights on every rank
   start.model = model::DocumentModel::Create(info.config);
   DOCMATCH_CHECK(!options.step_buckets || start.model->takes_step_buckets(), "finetune",
-                 "--step-buckets pads SMITH's embedding passes; not a ", info.config.kind, " model's");
-  start.model->set_step_buckets(options.step_buckets || options.cuda_graphs);
+                 "--step-buckets pads SMITH's embedding passes; not a ", info.config.kind, " model's (leave the flag "
+                 "out)");
+  DOCMATCH_CHECK(!options.cuda_graphs || start.model->takes_step_buckets(), "finetune",
+                 "--cuda-graphs captures SMITH's fine-tuning steps; not a ", info.config.kind, " model's (leave the "
+                 "flag out)");
+  start.model->set_step_buckets(options.step_buckets);
   if (!options.init.empty() && !source.resuming) {
     io::LoadFolderWeights(start.model->module(), options.init, info);
     if (rank == 0) LOG(INFO) << "[finetune] encoder from " << options.init << " (" << info.stage << ")";
@@ -607,25 +611,16 @@ std::unique_ptr<CapturedContrastiveSteps> MakeCapturedSteps(const FinetuneOption
                                                             const model::Temperature& temperature,
                                                             const dist::ProcessGroup& group) {
   if (!options.cuda_graphs) return nullptr;
-  DOCMATCH_CHECK(model.takes_step_buckets(), "finetune", "--cuda-graphs captures SMITH's fine-tuning steps; not a ",
-                 model.config().kind, " model's");
   DOCMATCH_CHECK(loss.id == FinetuneLoss::kContrastive, "finetune", "--cuda-graphs captures --loss contrastive; not ",
-                 loss.name);
+                 loss.name, ": use --loss contrastive, or leave the flag out");
   DOCMATCH_CHECK(!options.drop_related, "finetune",
-                 "--cuda-graphs cannot take --drop-related: its relation masks are made on the host at every step");
+                 "--cuda-graphs cannot take --drop-related (its relation masks are made on the host at every step): "
+                 "leave one of them out");
   DOCMATCH_CHECK(options.grad_cache == 0, "finetune",
-                 "--cuda-graphs captures the whole batch's step; it does not take --grad-cache's chunks");
-  DOCMATCH_CHECK(group.device().is_cuda() || GraphPathOnCpu(), "finetune", "--cuda-graphs needs a CUDA device; this run "
-                 "is on ", group.device().str(), " (use --device cuda on a GPU machine, or leave the flag out)");
-  DOCMATCH_CHECK(group.size() == 1, "finetune", "--cuda-graphs runs at one rank (the step's collectives are not ",
-                 "captured); this run has ", group.size());
-  DOCMATCH_CHECK(options.freeze_sentence_steps == 0, "finetune",
-                 "--cuda-graphs cannot take --freeze-sentence-steps: thawing the sentence level changes the "
-                 "captured backward");
-  if (!group.device().is_cuda() && group.rank() == 0)
-    LOG(WARNING) << "[finetune] --cuda-graphs on " << group.device().str()
-                 << " (DOCMATCH_GRAPH_PATH_ON_CPU=1): the graphs' code path, nothing captured";
-  return std::make_unique<CapturedContrastiveSteps>(model, temperature, group.device(), /*capture=*/true);
+                 "--cuda-graphs captures the whole batch's step; it does not take --grad-cache's chunks: leave one of "
+                 "them out");
+  CheckCudaGraphsRun("finetune", group, options.freeze_sentence_steps);
+  return std::make_unique<CapturedContrastiveSteps>(model, temperature, group.device());
 }
 
 // Fine-tuning as a stage of the training loop (training_loop.h): the

@@ -175,11 +175,10 @@ Objective ContrastiveObjective(const ContrastiveTotals& sums, int64_t queries, T
   // waits for the device each step.
   const int scale_slot = temperature.learned() ? totals.Add(temperature.log_scale(), 1) : -1;
   totals.Reduce();
-  Objective objective;
+  Objective objective =
+      ContrastiveReport(totals.mean(loss_slot), totals.mean(top1_slot), totals.mean(mrr_slot),
+                        scale_slot >= 0 ? std::optional<double>(totals.mean(scale_slot)) : std::nullopt);
   objective.loss = totals.Scaled(loss, loss_slot);
-  objective.value = totals.mean(loss_slot);
-  objective.parts = {{"infonce", objective.value}, {"top1", totals.mean(top1_slot)}, {"mrr", totals.mean(mrr_slot)}};
-  if (scale_slot >= 0) objective.parts["temperature"] = model::Temperature::OfLogScale(totals.mean(scale_slot));
   return objective;
 }
 
@@ -261,6 +260,14 @@ Objective ContrastiveHere(const ContrastivePairs& pairs, const model::Temperatur
 Objective Contrastive(const ContrastivePairs& pairs, const model::Temperature& temperature, dist::ProcessGroup& group,
                       const RelatedPairs* related) {
   return GatheredContrastive(pairs, temperature, group, related, RelatedCandidates::kLeftOut);
+}
+
+Objective ContrastiveReport(double infonce, double top1, double mrr, std::optional<double> log_scale) {
+  Objective objective;
+  objective.value = infonce;
+  objective.parts = {{"infonce", infonce}, {"top1", top1}, {"mrr", mrr}};
+  if (log_scale) objective.parts["temperature"] = model::Temperature::OfLogScale(*log_scale);
+  return objective;
 }
 
 ContrastiveTotals ContrastiveSumsHere(const ContrastivePairs& pairs, const model::Temperature& temperature) {

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -198,6 +199,9 @@ struct ContrastiveTotals {
   torch::Tensor loss, top1, reciprocal_ranks;
 };
 ContrastiveTotals ContrastiveSumsHere(const ContrastivePairs& pairs, const model::Temperature& temperature);
+// What Contrastive reports, from its means over the queries: value and parts
+// "infonce", "top1", "mrr", and "temperature" from a learned one's log-scale.
+Objective ContrastiveReport(double infonce, double top1, double mrr, std::optional<double> log_scale);
 
 // The same objective over pairs that are all in this process (validation):
 // every pair is a query, on no group.

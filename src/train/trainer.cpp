@@ -452,17 +452,8 @@ LoopResult RunPretraining(const PretrainOptions& options, dist::ProcessGroup& gr
     DOCMATCH_CHECK(config.kind == "smith" && (objective.id == PretrainObjective::kWordLm ||
                                               objective.id == PretrainObjective::kWordAndBlocks),
                    "train", "--cuda-graphs captures SMITH's wp and wp+sp steps; not ", objective.name, " on a ",
-                   config.kind, " model");
-    DOCMATCH_CHECK(group.device().is_cuda() || GraphPathOnCpu(), "train", "--cuda-graphs needs a CUDA device; this run "
-                   "is on ", group.device().str(), " (use --device cuda on a GPU machine, or leave the flag out)");
-    if (!group.device().is_cuda() && group.rank() == 0)
-      LOG(WARNING) << "[train] --cuda-graphs on " << group.device().str()
-                   << " (DOCMATCH_GRAPH_PATH_ON_CPU=1): the graphs' code path, nothing captured";
-    DOCMATCH_CHECK(group.size() == 1, "train", "--cuda-graphs runs at one rank (the step's collectives are not ",
-                   "captured); this run has ", group.size());
-    DOCMATCH_CHECK(options.freeze_sentence_steps == 0, "train",
-                   "--cuda-graphs cannot take --freeze-sentence-steps: thawing the sentence level changes the ",
-                   "captured backward");
+                   config.kind, " model (leave the flag out)");
+    CheckCudaGraphsRun("train", group, options.freeze_sentence_steps);
   }
   DOCMATCH_CHECK(!options.detach_block_targets || objective.sentence_blocks, "train",
                  "--detach-block-targets applies to wp+sp, the objective with masked sentence blocks; not to ",

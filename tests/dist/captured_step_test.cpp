@@ -3,11 +3,16 @@
 // objective's values, gradients and parameters, over batches that take two
 // buckets, each bucket reused by another batch. On CUDA at one rank (skipped
 // without a GPU): the replayed graphs give the eager steps' losses, gradients
-// and parameters, and dropout draws anew at each replay.
+// and parameters, and dropout draws anew at each replay. The captured
+// contrastive fine-tuning step likewise, against the plain objective
+// (ChunkedPairObjective over Contrastive) at one rank: on CPU in float64, on
+// CUDA replayed.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
+#include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -18,7 +23,10 @@
 #include "data/batches/step_buckets.h"
 #include "dist/gradient_synchronizer.h"
 #include "dist/process_group.h"
+#include "model/document_model.h"
 #include "train/captured_step.h"
+#include "train/finetune_batches.h"
+#include "train/grad_cache.h"
 #include "train/objectives.h"
 #include "train/optimizer.h"
 
@@ -140,7 +148,114 @@ TEST(CapturedSmithSteps, StaticInputsGiveThePlainObjectiveAcrossBuckets) {
   }
 }
 
+// TF32 off while alive (a test's comparisons in fp32); the rest of the
+// process keeps its setting.
+struct Tf32Off {
+  bool cublas = at::globalContext().allowTF32CuBLAS(), cudnn = at::globalContext().allowTF32CuDNN();
+  Tf32Off() {
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
+  ~Tf32Off() {
+    at::globalContext().setAllowTF32CuBLAS(cublas);
+    at::globalContext().setAllowTF32CuDNN(cudnn);
+  }
+};
+
+// Contrastive fine-tuning's captured step (CapturedContrastiveSteps) against
+// the plain objective on `group`'s device in `dtype`, a learned temperature
+// each, four micro-steps of pairs A, B, A, C back-propagated at `scale`, SGD
+// after each: B holds A's documents in other roles (the same bucket, its
+// static inputs rewritten), C one hard negative fewer (a key of its own).
+// Values and parts to `tolerance` (relative), gradients of the module and the
+// log-scale, and the parameters after. Returns the captured side's steps.
+void ExpectTheCapturedContrastiveStep(dist::ProcessGroup& group, torch::ScalarType dtype, double scale,
+                                      double tolerance) {
+  model::ModelConfig config;
+  config.kind = "smith";
+  config.smith = Tiny(0.0);
+  const torch::Device device = group.device();
+  std::vector<std::unique_ptr<model::DocumentModel>> models;
+  std::vector<torch::Tensor> log_scales;
+  for (int side = 0; side < 2; ++side) {
+    torch::manual_seed(11);
+    models.push_back(model::DocumentModel::Create(config));
+    models.back()->module().to(device, dtype);
+    log_scales.push_back(torch::full({}, std::log(20.0), torch::TensorOptions(dtype).device(device)).requires_grad_());
+  }
+  model::DocumentModel& plain = *models[0];
+  model::DocumentModel& graphed = *models[1];
+  const model::Temperature plain_t = model::Temperature::Learned(log_scales[0]);
+  train::CapturedContrastiveSteps steps(graphed, model::Temperature::Learned(log_scales[1]), device);
+  EXPECT_EQ(steps.captures(), device.is_cuda());
+  static std::vector<data::Document> documents = [] {
+    std::vector<data::Document> d;
+    for (int i = 0; i < 8; ++i) d.push_back(data::testing::SyntheticDocument(i, 3 + i % 4));
+    return d;
+  }();
+  const auto chunk = [&](train::PairDocuments pairs) {
+    std::vector<const data::Document*> docs;
+    for (int64_t i : pairs.All()) docs.push_back(&documents[i]);
+    return train::PreparedChunk{pairs, plain.Batch(docs), 0};
+  };
+  const train::PreparedChunk a = chunk({{0, 1, 2}, {3, 4, 5}, {6, 7}}), b = chunk({{3, 4, 5}, {0, 1, 2}, {7, 6}}),
+                             c = chunk({{0, 1, 2}, {3, 4, 5}, {6}});
+  const std::vector<const train::PreparedChunk*> order = {&a, &b, &a, &c};
+  const auto gap = [](const std::vector<torch::Tensor>& x, const std::vector<torch::Tensor>& y, bool grads) {
+    double worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const torch::Tensor u = grads ? x[i].grad() : x[i], v = grads ? y[i].grad() : y[i];
+      EXPECT_EQ(u.defined(), v.defined()) << i;
+      if (u.defined() && v.defined()) worst = std::max(worst, (u - v).abs().max().item<double>());
+    }
+    return worst;
+  };
+  const auto trained = [&](model::DocumentModel& m, int side) {
+    std::vector<torch::Tensor> p = m.module().parameters();
+    p.push_back(log_scales[side]);
+    return p;
+  };
+  for (size_t s = 0; s < order.size(); ++s) {
+    const train::PreparedChunk& pass = *order[s];
+    const train::Objective p = train::ChunkedPairObjective(
+        1, [&](int64_t) { return train::EmbedPairs(plain, pass, device); }, plain_t,
+        [&](const train::ContrastivePairs& pairs, const model::Temperature& t) {
+          return train::Contrastive(pairs, t, group);
+        },
+        device);
+    const train::Objective g = steps.Step(pass, scale);
+    train::Backward(p, scale, [](bool) {});
+    train::Backward(g, scale, [](bool) {});
+    EXPECT_NEAR(g.value, p.value, tolerance * std::abs(p.value)) << "step " << s;
+    ASSERT_EQ(g.parts.size(), p.parts.size());
+    for (const auto& [part, value] : p.parts) EXPECT_NEAR(g.parts.at(part), value, tolerance) << part << " step " << s;
+    EXPECT_LT(gap(trained(plain, 0), trained(graphed, 1), /*grads=*/true), 10 * tolerance) << "step " << s;
+    torch::NoGradGuard no_grad;
+    for (int side = 0; side < 2; ++side) {
+      for (torch::Tensor& t : trained(*models[side], side)) {
+        if (!t.grad().defined()) continue;
+        t.sub_(0.1 * t.grad());
+        t.mutable_grad().zero_();  // in place, as a stage that captures its steps keeps them
+      }
+    }
+  }
+  EXPECT_EQ(steps.inputs(), 2) << "A and B share a bucket, C has a key of its own";
+  EXPECT_LT(gap(trained(plain, 0), trained(graphed, 1), /*grads=*/false), 100 * tolerance);
+}
+
+TEST(CapturedContrastiveSteps, StaticInputsGiveThePlainObjective) {
+  dist::ProcessGroup self(MPI_COMM_SELF, torch::kCPU);
+  ExpectTheCapturedContrastiveStep(self, torch::kFloat64, 0.5, 1e-12);
+}
+
 #ifdef DOCMATCH_HAS_CUDA
+TEST(CapturedContrastiveSteps, ReplaysGiveTheEagerStepsOnCuda) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
+  const Tf32Off tf32_off;
+  dist::ProcessGroup gpu(MPI_COMM_SELF, torch::Device(torch::kCUDA, 0));
+  ExpectTheCapturedContrastiveStep(gpu, torch::kFloat32, 0.5, 1e-5);  // the scale folded into the graph's loss
+}
+
 // One rank on the GPU: the graphed micro-steps (forward and backward
 // replayed, the optimizer eager) against the same steps run eagerly, fp32
 // with TF32 off and dropout off, two micro-steps accumulated at scale 1/2
@@ -150,17 +265,7 @@ TEST(CapturedSmithSteps, ReplaysGiveTheEagerStepsOnCuda) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
   dist::ProcessGroup world;
   if (world.size() > 1) GTEST_SKIP() << "graphs run at one rank";
-  struct Tf32Off {  // for this test only: the rest of the process keeps its setting
-    bool cublas = at::globalContext().allowTF32CuBLAS(), cudnn = at::globalContext().allowTF32CuDNN();
-    Tf32Off() {
-      at::globalContext().setAllowTF32CuBLAS(false);
-      at::globalContext().setAllowTF32CuDNN(false);
-    }
-    ~Tf32Off() {
-      at::globalContext().setAllowTF32CuBLAS(cublas);
-      at::globalContext().setAllowTF32CuDNN(cudnn);
-    }
-  } tf32_off;
+  const Tf32Off tf32_off;
   dist::ProcessGroup gpu(MPI_COMM_SELF, torch::Device(torch::kCUDA, 0));
   const std::vector<Batch> steps = Steps(0);
   ASSERT_FALSE(steps.empty());

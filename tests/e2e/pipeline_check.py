@@ -290,7 +290,9 @@ def check_step_buckets(p):
         logged = {}
         for name, extra in (("buckets", ["--step-buckets"]), ("graphs", ["--cuda-graphs"])):
             run = p.path(f"graph-path-finetune-{name}")
-            p.run(graph_finetune + ["--run", run] + extra, ranks=1, env=environment)
+            ran = p.run(graph_finetune + ["--run", run] + extra, ranks=1, env=environment)
+            if name == "graphs":
+                check("the graphs' code path, nothing captured" in ran.stderr, ran.stderr[-2000:])
             logged[name] = [l for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
         run = p.path("graph-path-finetune-resumed")
         stopped = list(graph_finetune)
