@@ -379,6 +379,23 @@ print("trainer", sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step"
   rm -rf /tmp/gpu-attention /tmp/gpu-attention.json
 }
 
+# Two runs' logged training rows step by step: the largest relative
+# difference of each KEY, on one line of graphs.txt.
+compare_logged() {  # LABEL RUN_A RUN_B KEY...
+  python3 - "$@" <<'PY' 2>&1 | tee -a "$OUT/graphs.txt"
+import json, sys
+label, a_run, b_run, keys = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+def logged(run):
+    return [j for j in map(json.loads, open(f"{run}/metrics.jsonl")) if "train/loss" in j]
+try:
+    a, b = logged(a_run), logged(b_run)
+    print(label + ":", len(a), "steps, max relative difference:", ", ".join(
+        "%s %.2e" % (k, max(abs(x[k] - y[k]) / abs(y[k]) for x, y in zip(a, b))) for k in keys))
+except Exception as e:
+    print(label, "comparison failed:", e)
+PY
+}
+
 graphs() {
   # The captured step (train/captured_step.h): its CUDA tests first (graphed
   # micro-steps against eager ones, dropout drawn anew at each replay; the
@@ -407,16 +424,8 @@ graphs() {
       --run /tmp/gpu-graphs-$side > "$OUT/graphs-fp32-$side.log" 2>&1
     echo "fp32 $side: exit $?" | tee -a "$OUT/graphs.txt"
   done
-  python3 -c 'import json
-def logged(side):
-    return [j for j in map(json.loads, open(f"/tmp/gpu-graphs-{side}/metrics.jsonl")) if "train/loss" in j]
-try:
-    a, b = logged("graphs"), logged("buckets")
-    rel = lambda key: max(abs(x[key] - y[key]) / abs(y[key]) for x, y in zip(a, b))
-    print("fp32 accumulation 2, graphs vs buckets:", len(a), "steps, max relative difference: loss %.2e, "
-          "gradient norm %.2e" % (rel("train/loss"), rel("train/grad_norm")))
-except Exception as e:
-    print("fp32 comparison failed:", e)' 2>&1 | tee -a "$OUT/graphs.txt"
+  compare_logged "fp32 accumulation 2, graphs vs buckets" /tmp/gpu-graphs-graphs /tmp/gpu-graphs-buckets \
+    train/loss train/grad_norm
   rm -rf /tmp/gpu-graphs-graphs /tmp/gpu-graphs-buckets /tmp/gpu-graphs-no-dropout.yaml
   local batch round
   for batch in 32 128; do
@@ -457,16 +466,8 @@ print("trainer", sys.argv[1], "batch", sys.argv[2], "round", sys.argv[3], "step"
       --run /tmp/gpu-ft-graphs-$side > "$OUT/graphs-ft-fp32-$side.log" 2>&1
     echo "finetune fp32 $side: exit $?" | tee -a "$OUT/graphs.txt"
   done
-  python3 -c 'import json
-def logged(side):
-    return [j for j in map(json.loads, open(f"/tmp/gpu-ft-graphs-{side}/metrics.jsonl")) if "train/loss" in j]
-try:
-    a, b = logged("graphs"), logged("buckets")
-    rel = lambda key: max(abs(x[key] - y[key]) / abs(y[key]) for x, y in zip(a, b))
-    print("finetune fp32 accumulation 2, graphs vs buckets:", len(a), "steps, max relative difference: loss %.2e, "
-          "temperature %.2e, gradient norm %.2e" % (rel("train/loss"), rel("train/temperature"), rel("train/grad_norm")))
-except Exception as e:
-    print("finetune fp32 comparison failed:", e)' 2>&1 | tee -a "$OUT/graphs.txt"
+  compare_logged "finetune fp32 accumulation 2, graphs vs buckets" /tmp/gpu-ft-graphs-graphs /tmp/gpu-ft-graphs-buckets \
+    train/loss train/temperature train/grad_norm
   rm -rf /tmp/gpu-ft-graphs-graphs /tmp/gpu-ft-graphs-buckets /tmp/gpu-graphs-no-dropout.yaml
   for round in 1 2; do
     for side in graphs buckets plain; do

@@ -239,126 +239,116 @@ def check_grad_cache(p):
     return worst
 
 
+def logged_steps(run):
+    """The training rows a run logged."""
+    return [l for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
+
+
+def largest_difference(label, reference, other, keys, tolerance):
+    """Checks two runs' logged rows step by step, each key relative to the
+    reference's, to `tolerance`. Returns the largest difference."""
+    check(len(other) == len(reference), f"{label}: {len(reference)} and {len(other)} logged steps")
+    worst = 0.0
+    for a, b in zip(reference, other):
+        for key in keys:
+            difference = abs(a[key] - b[key]) / max(1e-12, abs(a[key]))
+            worst = max(worst, difference)
+            check(difference <= tolerance, f"{label} step {a['step']}: {key} {b[key]}, {a[key]} in the reference")
+    return worst
+
+
+def padded_against_plain(p, label, command):
+    """`command` (3 logged steps, --fresh) with and without --step-buckets:
+    the same losses (fp32: to 1e-5). Returns the largest relative difference."""
+    rows = {}
+    for name, extra in (("plain", []), ("bucketed", ["--step-buckets"])):
+        run = p.path(f"step-buckets-{label}-{name}")
+        p.run(command + ["--run", run] + extra)
+        rows[name] = logged_steps(run)
+    check(len({l["train/loss"] for l in rows["plain"]}) == 3, f"{label}: logged {rows['plain']}")
+    return largest_difference(f"{label} --step-buckets", rows["plain"], rows["bucketed"], ("train/loss",), 1e-5)
+
+
+def graph_path_against_buckets(p, label, command, keys, tolerance, environment):
+    """`command` (5 steps, a checkpoint every 2, no --fresh) at one rank with
+    --cuda-graphs' code path on CPU (`environment` sets the hook: static
+    inputs, the update's body with FusedAdamW's device-side step counts and
+    the gradients zeroed in place, nothing captured) logs the --step-buckets
+    run's `keys`, and so does a run stopped at its step-2 checkpoint and
+    resumed (the optimizer's step counts synced back for the checkpoint).
+    Returns the largest relative difference."""
+    rows = {}
+    for name, extra in (("buckets", ["--step-buckets"]), ("graphs", ["--cuda-graphs"])):
+        run = p.path(f"graph-path-{label}-{name}")
+        ran = p.run(command + ["--run", run] + extra, ranks=1, env=environment)
+        if name == "graphs":
+            check("the graphs' code path, nothing captured" in ran.stderr, ran.stderr[-2000:])
+        rows[name] = logged_steps(run)
+    run = p.path(f"graph-path-{label}-resumed")
+    stopped = list(command)
+    stopped[stopped.index("--steps") + 1] = "2"
+    p.run(stopped + ["--run", run, "--cuda-graphs"], ranks=1, env=environment)
+    p.run(command + ["--run", run, "--cuda-graphs"], ranks=1, env=environment)
+    rows["resumed"] = logged_steps(run)
+    check(len({l["train/loss"] for l in rows["buckets"]}) == 5, f"{label}: logged {rows['buckets']}")
+    return max(largest_difference(f"{label} {name}", rows["buckets"], rows[name], keys, tolerance)
+               for name in ("graphs", "resumed"))
+
+
 def check_step_buckets(p):
     """--step-buckets through the real command: with dropout off, wp+sp, wp
     and docsplit runs whose batches are padded to their step buckets, and a
     contrastive fine-tuning run whose passes are, log the losses of the same
-    runs unpadded, step by step (fp32: to 1e-5);
-    --step-buckets with --grad-cache is refused, and so is --cuda-graphs on a
-    CPU run; the graphs' code path run on CPU without capture gives the
-    --step-buckets losses, resumed or not.
+    runs unpadded, step by step (fp32: to 1e-5); at one rank, --cuda-graphs'
+    code path on CPU logs the --step-buckets values, resumed or not
+    (pre-training's losses to 1e-5; fine-tuning's losses, top-1 and learned
+    temperatures to 1e-4: Adam normalises the temperature's one gradient);
+    refused: --step-buckets with --grad-cache, --cuda-graphs on a CPU run,
+    and fine-tuning's --cuda-graphs with --drop-related.
     Returns the largest relative difference."""
     args = ["pretrain", "--corpus", p.corpus, "--model-config", p.path("no-dropout.yaml"), "--batch-size", "3",
             "--steps", "3", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "3", "--log-every", "1",
             "--checkpoint-every", "3", "--fresh"]
-    worst = 0.0
-    for objective in ("wp+sp", "wp", "docsplit"):
-        losses = {}
-        for name, extra in (("plain", []), ("bucketed", ["--step-buckets"])):
-            run = p.path(f"step-buckets-{objective}-{name}")
-            p.run(args + ["--objective", objective, "--run", run] + extra)
-            losses[name] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
-        check(len(losses["plain"]) == 3 and len(set(losses["plain"])) == 3, f"{objective}: logged losses {losses}")
-        for step, (a, b) in enumerate(zip(losses["plain"], losses["bucketed"]), 1):
-            difference = abs(a - b) / max(1e-12, abs(a))
-            worst = max(worst, difference)
-            check(difference <= 1e-5, f"{objective} step {step}: loss {b} with --step-buckets, {a} without")
-    # finetune --step-buckets: SMITH's embedding passes padded, the same
-    # contrastive losses (a hard negative each, the temperature learned).
     pairs = os.path.join(p.fixture, "pairs.train.jsonl")
     finetune = ["finetune", "--corpus", p.corpus, "--model-config", p.path("no-dropout.yaml"), "--train-pairs", pairs,
                 "--loss", "contrastive", "--hard-negatives", "1", "--learn-temperature", "--batch-size", "3",
                 "--steps", "3", "--lr", "1e-3", "--warmup-steps", "1", "--decay-steps", "3", "--log-every", "1",
                 "--checkpoint-every", "3", "--fresh"]
-    losses = {}
-    for name, extra in (("plain", []), ("bucketed", ["--step-buckets"])):
-        run = p.path(f"step-buckets-finetune-{name}")
-        p.run(finetune + ["--run", run] + extra)
-        losses[name] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
-    check(len(losses["plain"]) == 3 and len(set(losses["plain"])) == 3, f"finetune: logged losses {losses}")
-    for step, (a, b) in enumerate(zip(losses["plain"], losses["bucketed"]), 1):
-        difference = abs(a - b) / max(1e-12, abs(a))
-        worst = max(worst, difference)
-        check(difference <= 1e-5, f"finetune step {step}: loss {b} with --step-buckets, {a} without")
-    environment = dict(os.environ, DOCMATCH_GRAPH_PATH_ON_CPU="1")  # the graphs' code path on CPU
-    # finetune --cuda-graphs' code path on CPU (one rank): the --step-buckets
-    # losses and learned temperatures, straight and resumed at step 2.
-    if p.ranks == 1:
-        graph_finetune = [a for a in finetune if a != "--fresh"]
+    worst = 0.0
+    for objective in ("wp+sp", "wp", "docsplit"):
+        worst = max(worst, padded_against_plain(p, objective, args + ["--objective", objective]))
+    worst = max(worst, padded_against_plain(p, "finetune", finetune))
+
+    def five_steps(command):  # a checkpoint at step 2 to resume from
+        longer = [a for a in command if a != "--fresh"]
         for flag, value in (("--steps", "5"), ("--decay-steps", "5"), ("--checkpoint-every", "2")):
-            graph_finetune[graph_finetune.index(flag) + 1] = value
-        logged = {}
-        for name, extra in (("buckets", ["--step-buckets"]), ("graphs", ["--cuda-graphs"])):
-            run = p.path(f"graph-path-finetune-{name}")
-            ran = p.run(graph_finetune + ["--run", run] + extra, ranks=1, env=environment)
-            if name == "graphs":
-                check("the graphs' code path, nothing captured" in ran.stderr, ran.stderr[-2000:])
-            logged[name] = [l for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
-        run = p.path("graph-path-finetune-resumed")
-        stopped = list(graph_finetune)
-        stopped[stopped.index("--steps") + 1] = "2"
-        p.run(stopped + ["--run", run, "--cuda-graphs"], ranks=1, env=environment)
-        p.run(graph_finetune + ["--run", run, "--cuda-graphs"], ranks=1, env=environment)
-        logged["resumed"] = [l for l in read_jsonl(os.path.join(run, "metrics.jsonl")) if "train/loss" in l]
-        check(len({l["train/loss"] for l in logged["buckets"]}) == 5, f"finetune: logged {logged['buckets']}")
-        for name in ("graphs", "resumed"):
-            check(len(logged[name]) == 5, f"finetune {name}: logged {logged[name]}")
-            for a, b in zip(logged["buckets"], logged[name]):
-                for key in ("train/loss", "train/top1", "train/temperature"):
-                    difference = abs(a[key] - b[key]) / max(1e-12, abs(a[key]))
-                    worst = max(worst, difference)
-                    check(difference <= 1e-4, f"finetune step {a['step']}: {key} {b[key]} {name}, {a[key]} "
-                          "with --step-buckets")
+            longer[longer.index(flag) + 1] = value
+        return longer
+
+    environment = dict(os.environ, DOCMATCH_GRAPH_PATH_ON_CPU="1")
     without_hook = {k: v for k, v in os.environ.items() if k != "DOCMATCH_GRAPH_PATH_ON_CPU"}
+    if p.ranks == 1:  # one rank, as graphs run
+        for objective in ("wp+sp", "wp"):
+            worst = max(worst, graph_path_against_buckets(p, objective, five_steps(args + ["--objective", objective]),
+                                                          ("train/loss",), 1e-5, environment))
+        worst = max(worst, graph_path_against_buckets(p, "finetune", five_steps(finetune),
+                                                      ("train/loss", "train/top1", "train/temperature"), 1e-4,
+                                                      environment))
+    refused = p.run(args + ["--objective", "docsplit", "--step-buckets", "--grad-cache", "1",
+                            "--run", p.path("step-buckets-grad-cache")], expect_failure=True)
+    check("--step-buckets pads the whole batch; it does not take --grad-cache's chunks" in refused.stderr,
+          refused.stderr[-2000:])
+    # CUDA graphs on a CPU run: refused before any step, naming the device.
+    refused = p.run(args + ["--objective", "wp+sp", "--cuda-graphs", "--device", "cpu",
+                            "--run", p.path("cuda-graphs-cpu")], expect_failure=True, env=without_hook)
+    check("--cuda-graphs needs a CUDA device; this run is on cpu" in refused.stderr, refused.stderr[-2000:])
+    check(not os.path.exists(os.path.join(p.path("cuda-graphs-cpu"), "metrics.jsonl")), "a refused run trained")
     refused = p.run(finetune + ["--run", p.path("ft-graphs-cpu"), "--cuda-graphs"], expect_failure=True,
                     env=without_hook)
     check("--cuda-graphs needs a CUDA device; this run is on cpu" in refused.stderr, refused.stderr[-2000:])
     refused = p.run(finetune + ["--run", p.path("ft-graphs-drop"), "--cuda-graphs", "--drop-related"],
                     ranks=1, expect_failure=True, env=environment)
     check("--cuda-graphs cannot take --drop-related" in refused.stderr, refused.stderr[-2000:])
-    refused = p.run(args + ["--objective", "docsplit", "--step-buckets", "--grad-cache", "1",
-                            "--run", p.path("step-buckets-grad-cache")], expect_failure=True)
-    check("--step-buckets pads the whole batch; it does not take --grad-cache's chunks" in refused.stderr,
-          refused.stderr[-2000:])
-    # The graphs' code path on CPU (DOCMATCH_GRAPH_PATH_ON_CPU=1: static
-    # inputs, the update's body with FusedAdamW's device-side step counts and
-    # gradients zeroed in place, nothing captured) logs the --step-buckets
-    # losses; a run stopped at its step-2 checkpoint and resumed logs the
-    # straight run's (the optimizer's step counts synced back for the
-    # checkpoint). One rank, as graphs run: in the one-rank pipeline only.
-    graph_args = [a for a in args if a != "--fresh"]
-    graph_args[graph_args.index("--steps") + 1] = "5"
-    graph_args[graph_args.index("--decay-steps") + 1] = "5"
-    graph_args[graph_args.index("--checkpoint-every") + 1] = "2"
-    graph_losses = {}
-    for objective in ("wp+sp", "wp") if p.ranks == 1 else ():
-        for name, extra in (("buckets", ["--step-buckets"]), ("graphs", ["--cuda-graphs"])):
-            run = p.path(f"graph-path-{objective}-{name}")
-            ran = p.run(graph_args + ["--objective", objective, "--run", run] + extra, ranks=1, env=environment)
-            if name == "graphs":
-                check("the graphs' code path, nothing captured" in ran.stderr, ran.stderr[-2000:])
-            graph_losses[name] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl"))
-                                  if "train/loss" in l]
-        run = p.path(f"graph-path-{objective}-resumed")
-        stopped = list(graph_args)
-        stopped[stopped.index("--steps") + 1] = "2"
-        p.run(stopped + ["--objective", objective, "--run", run, "--cuda-graphs"], ranks=1, env=environment)
-        p.run(graph_args + ["--objective", objective, "--run", run, "--cuda-graphs"], ranks=1, env=environment)
-        graph_losses["resumed"] = [l["train/loss"] for l in read_jsonl(os.path.join(run, "metrics.jsonl"))
-                                   if "train/loss" in l]
-        check(len(graph_losses["buckets"]) == 5 and len(set(graph_losses["buckets"])) == 5,
-              f"{objective}: logged losses {graph_losses}")
-        for name in ("graphs", "resumed"):
-            check(len(graph_losses[name]) == 5, f"{objective} {name}: logged losses {graph_losses}")
-            for step, (a, b) in enumerate(zip(graph_losses["buckets"], graph_losses[name]), 1):
-                difference = abs(a - b) / max(1e-12, abs(a))
-                worst = max(worst, difference)
-                check(difference <= 1e-5, f"{objective} step {step}: loss {b} {name}, {a} with --step-buckets")
-    # CUDA graphs on a CPU run: refused before any step, naming the device.
-    refused = p.run(args + ["--objective", "wp+sp", "--cuda-graphs", "--device", "cpu",
-                            "--run", p.path("cuda-graphs-cpu")], expect_failure=True, env=without_hook)
-    check("--cuda-graphs needs a CUDA device; this run is on cpu" in refused.stderr, refused.stderr[-2000:])
-    check(not os.path.exists(os.path.join(p.path("cuda-graphs-cpu"), "metrics.jsonl")), "a refused run trained")
     return worst
 
 
