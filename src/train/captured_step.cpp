@@ -167,6 +167,18 @@ bool WarmUpCaptureOrReplay(GraphStream& graphs, int64_t uses, int warmup, std::u
 }
 #endif
 
+// The capture stream of what captures (null otherwise); a build without
+// CUDA captures nothing.
+std::unique_ptr<GraphStream> GraphStreamFor(bool captures, const torch::Device& device) {
+#ifdef DOCMATCH_HAS_CUDA
+  return captures ? std::make_unique<GraphStream>(device) : nullptr;
+#else
+  (void)device;
+  DOCMATCH_CHECK(!captures, "train", "this build has no CUDA: CUDA graphs need one");
+  return nullptr;
+#endif
+}
+
 // A static input: a copy of `from` on first use (storage of its own, not
 // the batch's), then `from` written into it in place, where the graph reads;
 // the shapes must agree (copy_ would broadcast).
@@ -206,11 +218,7 @@ CapturedSmithSteps::CapturedSmithSteps(model::SmithPretraining model, dist::Proc
   DOCMATCH_CHECK(options.warmup_steps >= 1, "train",
                  "a captured step needs at least one eager use of its bucket first (its gradients), not ",
                  options.warmup_steps);
-#ifdef DOCMATCH_HAS_CUDA
-  if (captures_) cuda_ = std::make_unique<GraphStream>(group.device());
-#else
-  DOCMATCH_CHECK(!captures_, "train", "this build has no CUDA: CUDA graphs need one");
-#endif
+  cuda_ = GraphStreamFor(captures_, group.device());
 }
 
 CapturedSmithSteps::~CapturedSmithSteps() {
@@ -335,11 +343,7 @@ CapturedContrastiveSteps::CapturedContrastiveSteps(model::DocumentModel& model, 
     : model_(model), temperature_(std::move(temperature)), device_(device), captures_(device.is_cuda()) {
   DOCMATCH_CHECK(model.takes_step_buckets(), "train", "a captured fine-tuning step pads its passes to step buckets; a ",
                  model.config().kind, " model takes none");
-#ifdef DOCMATCH_HAS_CUDA
-  if (captures_) cuda_ = std::make_unique<GraphStream>(device);
-#else
-  DOCMATCH_CHECK(!captures_, "train", "this build has no CUDA: CUDA graphs need one");
-#endif
+  cuda_ = GraphStreamFor(captures_, device);
 }
 
 CapturedContrastiveSteps::~CapturedContrastiveSteps() {
@@ -444,11 +448,7 @@ CapturedOptimizerStep::CapturedOptimizerStep(FusedAdamW& optimizer, std::vector<
   DOCMATCH_CHECK(options.warmup_steps >= 1, "train",
                  "a captured update needs at least one eager update first (it makes the optimizer capturable), not ",
                  options.warmup_steps);
-#ifdef DOCMATCH_HAS_CUDA
-  if (captures_) cuda_ = std::make_unique<GraphStream>(device);
-#else
-  DOCMATCH_CHECK(!captures_, "train", "this build has no CUDA: CUDA graphs need one");
-#endif
+  cuda_ = GraphStreamFor(captures_, device);
 }
 
 CapturedOptimizerStep::~CapturedOptimizerStep() {
